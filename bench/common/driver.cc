@@ -1,0 +1,237 @@
+// The loop shared by every *_perf binary: for each type, op and message size,
+// time the collective out-of-place and in-place on host memory, check the
+// results, combine the ranks' numbers through the communicator, and let rank 0
+// print the row.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "args.h"
+#include "check.h"
+#include "collective.h"
+#include "datatypes.h"
+#include "launch.h"
+#include "report.h"
+#include "stats.h"
+
+namespace gyre_bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using HostBuffer = std::unique_ptr<char, FreeDeleter>;
+
+// Page-aligned and touched, so that first-touch page faults are not timed.
+HostBuffer allocate(size_t bytes) {
+  size_t rounded = (bytes + 4095) / 4096 * 4096;
+  if (rounded == 0) rounded = 4096;
+  HostBuffer b(static_cast<char*>(std::aligned_alloc(4096, rounded)));
+  if (b) std::memset(b.get(), 0, rounded);
+  return b;
+}
+
+class RankRunner {
+ public:
+  RankRunner(const BenchArgs& args, const Collective& coll, const RankContext& ctx)
+      : args_(args), coll_(coll), ctx_(ctx) {}
+
+  int run() {
+    if (coll_.usesRoot && args_.root >= ctx_.nranks) {
+      if (ctx_.rank == 0)
+        std::fprintf(stderr, "%s: root %d is not a rank (nranks %d)\n", coll_.program,
+                     args_.root, ctx_.nranks);
+      return 2;
+    }
+    if (!ok(gyreCommInitRankHost(&comm_, ctx_.nranks, ctx_.id, ctx_.rank, nullptr),
+            "gyreCommInitRankHost"))
+      return 1;
+    std::vector<RankIdentity> ids;
+    if (!ok(gatherIdentities(comm_, ctx_.rank, ctx_.nranks, &ids), "gathering rank identities"))
+      return abortComm();
+    if (!allocateBuffers()) return abortComm();
+    if (ctx_.rank == 0) {
+      printRunHeader(coll_.program, args_, ctx_, ids);
+      printColumnHeader();
+    }
+    for (ncclDataType_t type : args_.types)
+      for (ncclRedOp_t op : coll_.usesOp ? args_.ops : std::vector<ncclRedOp_t>{ncclSum})
+        if (!runSizes(type, op)) return abortComm();
+    if (ctx_.rank == 0)
+      printFooter(rows_ ? busBwSum_ / rows_ : 0, args_.check, totalWrong_);
+    if (!ok(ncclCommDestroy(comm_), "ncclCommDestroy")) return 1;
+    return totalWrong_ ? 1 : 0;
+  }
+
+ private:
+  bool ok(ncclResult_t r, const char* what) {
+    if (r == ncclSuccess) return true;
+    std::fprintf(stderr, "%s: rank %d: %s failed: %s: %s\n", coll_.program, ctx_.rank, what,
+                 ncclGetErrorString(r), ncclGetLastError(comm_));
+    return false;
+  }
+
+  int abortComm() {
+    if (comm_) ncclCommAbort(comm_);
+    comm_ = nullptr;
+    return 1;
+  }
+
+  // Elements of the single buffer an in-place call works in.
+  static size_t inPlaceElems(const CollCounts& c) {
+    return std::max(c.inplaceSendOffset + c.sendCount, c.inplaceRecvOffset + c.recvCount);
+  }
+
+  // Bytes one buffer needs for a message of `count` elements.
+  size_t bytesNeeded(size_t count, size_t typeBytes, bool inPlace) const {
+    CollCounts c = coll_.counts(count, ctx_.nranks, ctx_.rank);
+    return (inPlace ? inPlaceElems(c) : std::max(c.sendCount, c.recvCount)) * typeBytes;
+  }
+
+  bool allocateBuffers() {
+    // At least room for probe(): nranks elements of the widest type.
+    size_t oop = bytesNeeded(static_cast<size_t>(ctx_.nranks), 8, false), inplace = 0;
+    for (ncclDataType_t type : args_.types)
+      for (size_t bytes : messageSizes(args_)) {
+        size_t ts = typeSize(type);
+        oop = std::max(oop, bytesNeeded(bytes / ts, ts, false));
+        inplace = std::max(inplace, bytesNeeded(bytes / ts, ts, true));
+      }
+    send_ = allocate(oop);
+    recv_ = allocate(std::max(oop, inplace));
+    if (send_ && recv_) return true;
+    std::fprintf(stderr, "%s: rank %d: cannot allocate %zu bytes of host buffers\n",
+                 coll_.program, ctx_.rank, oop + std::max(oop, inplace));
+    return false;
+  }
+
+  // Returns false after a library error (already reported).
+  bool runSizes(ncclDataType_t type, ncclRedOp_t op) {
+    const size_t ts = typeSize(type);
+    const char* opText = coll_.usesOp ? opName(op) : "none";
+    const CheckPattern pattern(type, op, ctx_.nranks);
+    if (args_.allTypes || args_.allOps) {
+      bool supported = true;
+      if (!probe(type, op, &supported)) return false;
+      if (!supported) return true;
+    }
+    size_t lastCount = SIZE_MAX;
+    for (size_t bytes : messageSizes(args_)) {
+      // nccl-tests rounds each size down to whole elements; sizes that round
+      // to the same count as the previous row would only repeat it.
+      size_t count = bytes / ts;
+      if (count == lastCount) continue;
+      lastCount = count;
+      CollCounts c = coll_.counts(count, ctx_.nranks, ctx_.rank);
+      ModeResult modes[2];
+      for (int inPlace = 0; inPlace < 2; ++inPlace)
+        if (!ok(runMode(inPlace, c, type, op, pattern, &modes[inPlace]), coll_.name)) return false;
+      if (!aggregate(c, ts, modes)) return false;
+      if (ctx_.rank == 0)
+        printRow(std::max(c.sendCount, c.recvCount) * ts, c.paramCount, type, opText,
+                 coll_.usesRoot ? args_.root : -1, modes[0], modes[1]);
+    }
+    return true;
+  }
+
+  // Under -d all / -o all, finds out whether the library takes this type and
+  // op with one call of at least one element per rank (a count of 0 may be
+  // accepted before the type is looked at). Argument checks are local and the
+  // same on every rank, so all ranks skip an unsupported pair together.
+  bool probe(ncclDataType_t type, ncclRedOp_t op, bool* supported) {
+    CollCounts c = coll_.counts(static_cast<size_t>(ctx_.nranks), ctx_.nranks, ctx_.rank);
+    ncclResult_t r = coll_.run(send_.get(), recv_.get(), c, type, op, args_.root, comm_);
+    *supported = r != ncclInvalidArgument;
+    if (!*supported && ctx_.rank == 0)
+      printSkipped(type, coll_.usesOp ? opName(op) : "none", ncclGetLastError(comm_));
+    return *supported ? ok(r, coll_.name) : true;
+  }
+
+  ncclResult_t runMode(bool inPlace, const CollCounts& c, ncclDataType_t type, ncclRedOp_t op,
+                       const CheckPattern& pattern, ModeResult* out) {
+    const size_t ts = typeSize(type);
+    char* recv = recv_.get() + (inPlace ? c.inplaceRecvOffset * ts : 0);
+    char* send = inPlace ? recv_.get() + c.inplaceSendOffset * ts : send_.get();
+    auto call = [&] { return coll_.run(send, recv, c, type, op, args_.root, comm_); };
+    if (args_.check) fillInput(send, c.sendCount, pattern, ctx_.rank, 0);
+    ncclResult_t r = ncclSuccess;
+    for (int i = 0; i < args_.warmupIters && r == ncclSuccess; ++i) r = call();
+    // The previous collective returned on every rank only once all had
+    // joined it, so the ranks start this loop together.
+    auto start = Clock::now();
+    for (int i = 0; i < args_.iters && r == ncclSuccess; ++i) r = call();
+    auto stop = Clock::now();
+    if (r != ncclSuccess) return r;
+    out->timeUs = std::chrono::duration<double, std::micro>(stop - start).count() / args_.iters;
+    if (!args_.check) return ncclSuccess;
+    // The timed loop left results (in-place: results of results) behind;
+    // start again from known inputs and a receive buffer that cannot pass.
+    poison(inPlace ? recv_.get() : recv, (inPlace ? inPlaceElems(c) : c.recvCount) * ts);
+    fillInput(send, c.sendCount, pattern, ctx_.rank, 0);
+    if ((r = call()) != ncclSuccess) return r;
+    size_t n = coll_.checkedCount(c, ctx_.rank, args_.root);
+    out->wrong = static_cast<int64_t>(countWrong(recv, n, pattern, [&](size_t i) {
+      return coll_.expected(pattern, c, i, ctx_.rank, ctx_.nranks, args_.root);
+    }));
+    return ncclSuccess;
+  }
+
+  // Replaces this rank's numbers with the combined ones of all ranks.
+  bool aggregate(const CollCounts& c, size_t ts, ModeResult modes[2]) {
+    std::vector<RowTimes> all;
+    if (!ok(gatherTimes(comm_, ctx_.rank, ctx_.nranks, {modes[0].timeUs, modes[1].timeUs}, &all),
+            "gathering times"))
+      return false;
+    if (args_.check) {
+      int64_t wrong[2] = {modes[0].wrong, modes[1].wrong};
+      if (!ok(sumWrong(comm_, wrong), "summing wrong counts")) return false;
+      modes[0].wrong = wrong[0];
+      modes[1].wrong = wrong[1];
+      totalWrong_ += wrong[0] + wrong[1];
+    }
+    const double bytes = static_cast<double>(std::max(c.sendCount, c.recvCount) * ts);
+    for (int m = 0; m < 2; ++m) {
+      std::vector<double> times;
+      for (const RowTimes& t : all) times.push_back(m ? t.inPlaceUs : t.outOfPlaceUs);
+      ModeResult& r = modes[m];
+      r.timeUs = combineTimes(times, args_.average);
+      r.algBw = r.timeUs > 0 ? bytes / (r.timeUs * 1e-6) / 1e9 : 0;
+      r.busBw = r.algBw * coll_.busBwFactor(ctx_.nranks);
+      busBwSum_ += r.busBw;
+    }
+    rows_ += 2;
+    return true;
+  }
+
+  const BenchArgs& args_;
+  const Collective& coll_;
+  const RankContext& ctx_;
+  ncclComm_t comm_ = nullptr;
+  HostBuffer send_, recv_;
+  double busBwSum_ = 0;
+  int rows_ = 0;
+  int64_t totalWrong_ = 0;
+};
+
+}  // namespace
+
+int benchMain(int argc, char** argv, const Collective& coll) {
+  BenchArgs args;
+  int rc = parseArgs(argc, argv, {coll.program, coll.usesOp, coll.usesRoot}, &args);
+  if (rc >= 0) return rc;
+  LaunchOptions launch;
+  launch.forkRanks = args.forkRanks;
+  launch.timeoutSeconds = args.timeoutSeconds;
+  return launchRanks(launch, [&](const RankContext& ctx) {
+    return RankRunner(args, coll, ctx).run();
+  });
+}
+
+}  // namespace gyre_bench

@@ -1,0 +1,174 @@
+/*
+ * gyre.h — the whole public C API of gyre.
+ *
+ * gyre exposes NCCL's ABI: every type, enum value, struct layout and function
+ * signature below is a fact of NCCL's public interface, so a program compiled
+ * against NCCL's nccl.h links and runs against libgyre unchanged. Additions
+ * that NCCL does not have use the `gyre` prefix.
+ */
+#ifndef GYRE_H_
+#define GYRE_H_
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* cudaStream_t is an opaque pointer; declaring it here lets host-only programs
+ * use the API without the CUDA headers. The typedef is identical to CUDA's. */
+typedef struct CUstream_st* cudaStream_t;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Version of NCCL's API that this ABI matches (the ncclConfig_t layout below
+ * is the one NCCL 2.28 defines). */
+#define NCCL_MAJOR 2
+#define NCCL_MINOR 28
+#define NCCL_PATCH 9
+#define NCCL_SUFFIX ""
+#define NCCL_VERSION_CODE 22809
+#define NCCL_VERSION(X, Y, Z) \
+  (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+
+/* gyre's own release, independent of the NCCL API level it implements. */
+#define GYRE_MAJOR 0
+#define GYRE_MINOR 1
+#define GYRE_PATCH 0
+
+typedef struct ncclComm* ncclComm_t;
+#define NCCL_COMM_NULL NULL
+
+#define NCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[NCCL_UNIQUE_ID_BYTES];
+} ncclUniqueId;
+
+typedef enum {
+  ncclSuccess = 0,
+  ncclUnhandledCudaError = 1,
+  ncclSystemError = 2,
+  ncclInternalError = 3,
+  ncclInvalidArgument = 4,
+  ncclInvalidUsage = 5,
+  ncclRemoteError = 6,
+  ncclInProgress = 7,
+  ncclNumResults = 8
+} ncclResult_t;
+
+#define NCCL_CONFIG_UNDEF_INT INT_MIN
+#define NCCL_CONFIG_UNDEF_PTR NULL
+#define NCCL_SPLIT_NOCOLOR -1
+#define NCCL_UNDEF_FLOAT -1.0f
+
+/* Communicator options. `size`, `magic` and `version` let the library read
+ * configs written against older, shorter versions of this struct. */
+typedef struct ncclConfig_v22800 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;
+  int cgaClusterSize;
+  int minCTAs;
+  int maxCTAs;
+  const char* netName;
+  int splitShare;
+  int trafficClass;
+  const char* commName;
+  int collnetEnable;
+  int CTAPolicy;
+  int shrinkShare;
+  int nvlsCTAs;
+  int nChannelsPerNetPeer;
+  int nvlinkCentricSched;
+} ncclConfig_t;
+
+#define NCCL_CONFIG_MAGIC 0xcafebeef
+#define NCCL_CONFIG_INITIALIZER                                                        \
+  {                                                                                    \
+    sizeof(ncclConfig_t), NCCL_CONFIG_MAGIC, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,           \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,           \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,           \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,           \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                                   \
+  }
+
+/* Reduction operators. Values at or above ncclNumOps are handles created by
+ * ncclRedOpCreatePreMulSum. */
+typedef enum { ncclNumOps_dummy = 5 } ncclRedOp_dummy_t;
+typedef enum {
+  ncclSum = 0,
+  ncclProd = 1,
+  ncclMax = 2,
+  ncclMin = 3,
+  ncclAvg = 4,
+  ncclNumOps = 5,
+  ncclMaxRedOp = 0x7fffffff >> (32 - 8 * sizeof(ncclRedOp_dummy_t))
+} ncclRedOp_t;
+
+typedef enum {
+  ncclInt8 = 0,
+  ncclChar = 0,
+  ncclUint8 = 1,
+  ncclInt32 = 2,
+  ncclInt = 2,
+  ncclUint32 = 3,
+  ncclInt64 = 4,
+  ncclUint64 = 5,
+  ncclFloat16 = 6,
+  ncclHalf = 6,
+  ncclFloat32 = 7,
+  ncclFloat = 7,
+  ncclFloat64 = 8,
+  ncclDouble = 8,
+  ncclBfloat16 = 9,
+  ncclFloat8e4m3 = 10,
+  ncclFloat8e5m2 = 11,
+  ncclNumTypes = 12
+} ncclDataType_t;
+
+typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarResidence_t;
+
+/* ---- Library and error information ---------------------------------------- */
+ncclResult_t ncclGetVersion(int* version);
+const char* ncclGetErrorString(ncclResult_t result);
+/* Text of the most recent failure seen by the calling thread (or, if that
+ * thread saw none, by the process). `comm` may be NULL. */
+const char* ncclGetLastError(ncclComm_t comm);
+
+/* ---- Communicator lifecycle ------------------------------------------------ */
+ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t* config);
+ncclResult_t ncclCommFinalize(ncclComm_t comm);
+ncclResult_t ncclCommDestroy(ncclComm_t comm);
+ncclResult_t ncclCommAbort(ncclComm_t comm);
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank);
+
+/* ---- Collectives ------------------------------------------------------------ */
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream);
+
+/* ---- gyre extensions --------------------------------------------------------- */
+
+/* Creates a host-memory communicator: buffers passed to its collectives are
+ * ordinary host pointers, the stream argument must be NULL, and each call
+ * returns once its result is in place. Arguments are those of
+ * ncclCommInitRankConfig; `config` may be NULL. */
+ncclResult_t gyreCommInitRankHost(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                  ncclConfig_t* config);
+
+/* Sets *isHost to 1 for a communicator made by gyreCommInitRankHost, else 0. */
+ncclResult_t gyreCommIsHost(const ncclComm_t comm, int* isHost);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GYRE_H_ */

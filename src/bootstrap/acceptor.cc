@@ -1,0 +1,69 @@
+#include "src/bootstrap/acceptor.h"
+
+#include <cstring>
+
+#include "src/bootstrap/wire.h"
+#include "src/debug/error.h"
+#include "src/debug/log.h"
+
+namespace gyre {
+namespace {
+constexpr double kHelloSeconds = 2.0;
+}
+
+ncclResult_t Acceptor::listen(const NetAddress& bindAddr, uint64_t secret) {
+  secret_ = secret;
+  NetAddress any = bindAddr;
+  any.setPort(0);
+  return Socket::listenOn(any, &listener_, &address_);
+}
+
+void Acceptor::close() {
+  listener_.close();
+  early_.clear();
+}
+
+ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadline,
+                                  const std::atomic<bool>* abort, Socket* out) {
+  auto key = std::make_pair(fromRank, tag);
+  for (;;) {
+    auto it = early_.find(key);
+    if (it != early_.end()) {
+      *out = std::move(it->second);
+      early_.erase(it);
+      return ncclSuccess;
+    }
+    Socket s;
+    NetAddress from;
+    char what[96];
+    snprintf(what, sizeof(what), "waiting for rank %d to connect (tag %d)", fromRank, tag);
+    GYRE_CHECK(listener_.acceptOne(&s, &from, deadline, abort, what));
+    ConnHello hello{};
+    if (s.recvAll(&hello, sizeof(hello), Deadline::afterSeconds(kHelloSeconds), abort, "peer hello") !=
+            ncclSuccess ||
+        memcmp(hello.magic, kConnHelloMagic, sizeof(kConnHelloMagic)) != 0) {
+      GYRE_WARN("dropped a connection from %s that is not a gyre peer", from.toString().c_str());
+      continue;
+    }
+    if (hello.secret != secret_) {
+      GYRE_WARN("refused a connection from %s claiming rank %d: wrong secret (another communicator or a "
+                "stale one)", from.toString().c_str(), hello.fromRank);
+      continue;
+    }
+    early_[{hello.fromRank, hello.tag}] = std::move(s);
+  }
+}
+
+ncclResult_t connectToPeer(const NetAddress& peer, uint64_t secret, int myRank, int tag,
+                           const Deadline& deadline, const std::atomic<bool>* abort, Socket* out,
+                           const char* what) {
+  GYRE_CHECK(Socket::connectTo(peer, deadline, abort, out, what));
+  ConnHello hello{};
+  memcpy(hello.magic, kConnHelloMagic, sizeof(hello.magic));
+  hello.secret = secret;
+  hello.fromRank = myRank;
+  hello.tag = tag;
+  return out->sendAll(&hello, sizeof(hello), deadline, abort, what);
+}
+
+}  // namespace gyre

@@ -1,0 +1,37 @@
+// Each rank's single listening socket. Peers connect for different purposes
+// (bootstrap ring, transport channels) in any order; the acceptor checks each
+// caller's secret and hands out the connection that was asked for, keeping
+// early arrivals for later. Callers without the secret are logged and dropped.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <utility>
+
+#include "src/bootstrap/socket.h"
+
+namespace gyre {
+
+class Acceptor {
+ public:
+  ncclResult_t listen(const NetAddress& bindAddr, uint64_t secret);
+  const NetAddress& address() const { return address_; }
+
+  // Returns the connection from `fromRank` with `tag`, accepting until it comes.
+  ncclResult_t acceptFrom(int fromRank, int tag, const Deadline& deadline, const std::atomic<bool>* abort,
+                          Socket* out);
+  void close();
+
+ private:
+  Socket listener_;
+  NetAddress address_;
+  uint64_t secret_ = 0;
+  std::map<std::pair<int, int>, Socket> early_;
+};
+
+// Connects to a peer's acceptor and introduces this rank with `tag`.
+ncclResult_t connectToPeer(const NetAddress& peer, uint64_t secret, int myRank, int tag,
+                           const Deadline& deadline, const std::atomic<bool>* abort, Socket* out,
+                           const char* what);
+
+}  // namespace gyre

@@ -1,0 +1,48 @@
+// A communicator's control plane: the peer table from the rendezvous, the
+// rank's acceptor, and a ring of sockets for small all-gathers and barriers
+// used while setting up transports.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "src/bootstrap/acceptor.h"
+#include "src/bootstrap/unique_id.h"
+#include "src/bootstrap/wire.h"
+
+namespace gyre {
+
+class Bootstrap {
+ public:
+  // Runs the rendezvous and connects the bootstrap ring. `self` is filled in
+  // with this rank's listen address before it is sent.
+  static ncclResult_t create(const UniqueIdContents& id, int rank, int nranks, PeerInfo self,
+                             const Deadline& deadline, const std::atomic<bool>* abort,
+                             std::unique_ptr<Bootstrap>* out);
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  uint64_t secret() const { return secret_; }
+  const std::vector<PeerInfo>& peers() const { return peers_; }
+  Acceptor& acceptor() { return acceptor_; }
+
+  // Every rank contributes `bytesPerRank` at data + rank*bytesPerRank and gets
+  // all contributions. Meant for setup-sized data (kilobytes).
+  ncclResult_t allGather(void* data, size_t bytesPerRank, const Deadline& deadline,
+                         const std::atomic<bool>* abort);
+  ncclResult_t barrier(const Deadline& deadline, const std::atomic<bool>* abort);
+
+  void close();
+
+ private:
+  int rank_ = 0;
+  int nranks_ = 0;
+  uint64_t secret_ = 0;
+  std::vector<PeerInfo> peers_;
+  Acceptor acceptor_;
+  Socket ringNext_;
+  Socket ringPrev_;
+};
+
+}  // namespace gyre

@@ -1,0 +1,32 @@
+// The rendezvous: one root gathers every rank's PeerInfo and sends back the
+// full table. The root runs as a thread in the process that called
+// ncclGetUniqueId, or in rank 0 when NCCL_COMM_ID fixes its address.
+#pragma once
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "src/bootstrap/socket.h"
+#include "src/bootstrap/unique_id.h"
+#include "src/bootstrap/wire.h"
+
+namespace gyre {
+
+// Serves one rendezvous on `listener` until every rank has joined or
+// `timeoutSeconds` passes; in the latter case it tells the ranks that did join
+// which ranks are missing. Connections without the secret are refused and logged.
+void serveRendezvous(Socket listener, uint64_t secret, double timeoutSeconds);
+
+// Starts a root on the interface chosen by NCCL_SOCKET_IFNAME (for ncclGetUniqueId).
+ncclResult_t startDetachedRoot(UniqueIdContents* contents);
+
+// Starts the root for a fixed NCCL_COMM_ID address; the caller joins *thread.
+ncclResult_t startFixedRoot(const UniqueIdContents& contents, std::thread* thread);
+
+// Rank side: sends this rank's info and receives everyone's.
+ncclResult_t joinRendezvous(const UniqueIdContents& id, int rank, int nranks, const PeerInfo& self,
+                            const Deadline& deadline, const std::atomic<bool>* abort,
+                            std::vector<PeerInfo>* peers);
+
+}  // namespace gyre

@@ -1,0 +1,57 @@
+// A TCP socket that never blocks forever: every blocking operation takes a
+// Deadline and an optional abort flag, and failures name what was being done.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <string>
+
+#include "include/gyre.h"
+#include "src/bootstrap/net_address.h"
+#include "src/debug/deadline.h"
+
+namespace gyre {
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  ~Socket() { close(); }
+  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Socket& operator=(Socket&& o) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  // Listens on `bindAddr` (port 0 picks a free port); *bound gets the real address.
+  static ncclResult_t listenOn(const NetAddress& bindAddr, Socket* out, NetAddress* bound);
+  // Connects, retrying refused connections until the deadline (the peer may not
+  // be listening yet).
+  static ncclResult_t connectTo(const NetAddress& addr, const Deadline& deadline,
+                                const std::atomic<bool>* abort, Socket* out, const char* what);
+
+  ncclResult_t acceptOne(Socket* out, NetAddress* from, const Deadline& deadline,
+                         const std::atomic<bool>* abort, const char* what) const;
+  ncclResult_t sendAll(const void* data, size_t bytes, const Deadline& deadline,
+                       const std::atomic<bool>* abort, const char* what) const;
+  ncclResult_t recvAll(void* data, size_t bytes, const Deadline& deadline,
+                       const std::atomic<bool>* abort, const char* what) const;
+
+  // Non-blocking transfer of up to `bytes`; *done gets how many moved (0 when the
+  // socket would block). Returns ncclRemoteError if the peer closed.
+  ncclResult_t trySend(const void* data, size_t bytes, size_t* done, const char* what) const;
+  ncclResult_t tryRecv(void* data, size_t bytes, size_t* done, const char* what) const;
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void close();
+
+ private:
+  int fd_ = -1;
+};
+
+// Waits until fd is readable/writable, the deadline passes or abort is set;
+// wakes at least every 100 ms to look at the abort flag.
+ncclResult_t pollFd(int fd, short events, const Deadline& deadline, const std::atomic<bool>* abort,
+                    const char* what);
+
+}  // namespace gyre

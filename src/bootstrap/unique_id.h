@@ -1,0 +1,33 @@
+// What the 128-byte ncclUniqueId carries: the rendezvous root's address and a
+// random secret that every connection of the communicator must present.
+#pragma once
+
+#include <cstdint>
+
+#include "include/gyre.h"
+#include "src/bootstrap/net_address.h"
+
+namespace gyre {
+
+struct UniqueIdContents {
+  NetAddress root;
+  uint64_t secret = 0;
+  // True when the address came from NCCL_COMM_ID: rank 0 hosts the root then.
+  bool fixedAddress = false;
+};
+
+void encodeUniqueId(const UniqueIdContents& contents, ncclUniqueId* id);
+// Fails with ncclInvalidArgument when the bytes are not a gyre id (bad magic,
+// checksum or address): a garbage or corrupted id never reaches the network.
+ncclResult_t decodeUniqueId(const ncclUniqueId& id, UniqueIdContents* contents);
+
+// A random 64-bit value from the kernel's entropy pool (never 0).
+uint64_t randomSecret();
+// FNV-1a, used for checksums and stable hashes of text.
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t seed = 0xcbf29ce484222325ull);
+
+// Builds the id for NCCL_COMM_ID: the same on every process, so ranks need not
+// exchange it. Fails if the variable is set but malformed.
+ncclResult_t uniqueIdFromCommIdEnv(bool* used, ncclUniqueId* id);
+
+}  // namespace gyre

@@ -1,0 +1,57 @@
+// Messages exchanged during bootstrap. All ranks run the same gyre build, so
+// these are plain fixed-size structs sent as bytes.
+#pragma once
+
+#include <cstdint>
+
+#include "src/bootstrap/net_address.h"
+
+namespace gyre {
+
+// What each rank tells the others about itself at init.
+struct PeerInfo {
+  int32_t rank;
+  int32_t pid;
+  uint64_t hostHash;     // same value for ranks on the same host
+  WireAddress listen;    // where this rank accepts bootstrap and transport connections
+  char host[64];
+  int32_t cudaDev;       // -1 for host-memory communicators
+  int32_t isHostComm;
+  int64_t buffSize;      // NCCL_BUFFSIZE; must agree across ranks
+};
+
+// Rank -> root: "I am rank r of n", proving the secret.
+struct RootHello {
+  char magic[8];
+  uint64_t secret;
+  int32_t rank;
+  int32_t nranks;
+  PeerInfo info;
+};
+
+enum RootStatus : int32_t { kRootOk = 0, kRootRefused = 1, kRootFailed = 2 };
+
+// Root -> rank: status, then (if kRootOk) nranks PeerInfo records.
+struct RootReply {
+  int32_t status;
+  int32_t nranks;
+  char message[384];
+};
+
+// First message on every rank-to-rank connection: who is calling, for which
+// purpose (tag), proving the communicator's secret.
+struct ConnHello {
+  char magic[8];
+  uint64_t secret;
+  int32_t fromRank;
+  int32_t tag;
+};
+
+constexpr char kRootHelloMagic[8] = {'G', 'Y', 'R', 'E', 'H', 'E', 'L', 'O'};
+constexpr char kConnHelloMagic[8] = {'G', 'Y', 'R', 'E', 'C', 'O', 'N', 'N'};
+
+// Connection tags. Transport tags encode channel and purpose above this base.
+constexpr int32_t kTagBootstrapRing = 1;
+constexpr int32_t kTagTransportBase = 1000;
+
+}  // namespace gyre

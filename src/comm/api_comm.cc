@@ -1,0 +1,114 @@
+// C API: library information and communicator lifecycle.
+#include "include/gyre.h"
+#include "src/bootstrap/rendezvous.h"
+#include "src/comm/api_export.h"
+#include "src/comm/comm.h"
+#include "src/comm/comm_init.h"
+#include "src/config/env.h"
+#include "src/debug/error.h"
+#include "src/debug/log.h"
+#include "src/enqueue/arg_checks.h"
+
+using namespace gyre;
+
+GYRE_EXPORT ncclResult_t ncclGetVersion(int* version) {
+  if (!version) return fail(ncclInvalidArgument, "ncclGetVersion: version is NULL");
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+GYRE_EXPORT const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the gyre developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+GYRE_EXPORT const char* ncclGetLastError(ncclComm_t) { return lastErrorText(); }
+
+GYRE_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  if (!uniqueId) return fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+  GYRE_CHECK(env::validateAll());
+  bool fixed = false;
+  GYRE_CHECK(uniqueIdFromCommIdEnv(&fixed, uniqueId));
+  if (fixed) return ncclSuccess;
+  UniqueIdContents contents;
+  GYRE_CHECK(startDetachedRoot(&contents));
+  encodeUniqueId(contents, uniqueId);
+  return ncclSuccess;
+}
+
+GYRE_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                                ncclConfig_t* config) {
+  return initCommunicator(comm, nranks, commId, rank, config, /*isHost=*/false, "ncclCommInitRankConfig");
+}
+
+GYRE_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return initCommunicator(comm, nranks, commId, rank, nullptr, /*isHost=*/false, "ncclCommInitRank");
+}
+
+GYRE_EXPORT ncclResult_t gyreCommInitRankHost(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                              ncclConfig_t* config) {
+  return initCommunicator(comm, nranks, commId, rank, config, /*isHost=*/true, "gyreCommInitRankHost");
+}
+
+GYRE_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  GYRE_CHECK(checkComm(comm, "ncclCommFinalize"));
+  // Host collectives complete before they return, so nothing is outstanding.
+  comm->finalized = true;
+  return static_cast<ncclResult_t>(comm->asyncError.load());
+}
+
+GYRE_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;  // as NCCL: destroying NULL is a no-op
+  GYRE_CHECK(checkComm(comm, "ncclCommDestroy"));
+  return destroyCommunicator(comm, /*abort=*/false);
+}
+
+GYRE_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  GYRE_CHECK(checkComm(comm, "ncclCommAbort"));
+  return destroyCommunicator(comm, /*abort=*/true);
+}
+
+GYRE_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  GYRE_CHECK(checkComm(comm, "ncclCommGetAsyncError"));
+  if (!asyncError) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+  *asyncError = static_cast<ncclResult_t>(comm->asyncError.load());
+  return ncclSuccess;
+}
+
+GYRE_EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  GYRE_CHECK(checkComm(comm, "ncclCommCount"));
+  if (!count) return fail(ncclInvalidArgument, "ncclCommCount: count is NULL");
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+GYRE_EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  GYRE_CHECK(checkComm(comm, "ncclCommCuDevice"));
+  if (!device) return fail(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
+  *device = comm->cudaDev;  // -1 for host-memory communicators
+  return ncclSuccess;
+}
+
+GYRE_EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  GYRE_CHECK(checkComm(comm, "ncclCommUserRank"));
+  if (!rank) return fail(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+GYRE_EXPORT ncclResult_t gyreCommIsHost(const ncclComm_t comm, int* isHost) {
+  GYRE_CHECK(checkComm(comm, "gyreCommIsHost"));
+  if (!isHost) return fail(ncclInvalidArgument, "gyreCommIsHost: isHost is NULL");
+  *isHost = comm->isHost ? 1 : 0;
+  return ncclSuccess;
+}

@@ -1,0 +1,71 @@
+// The communicator: what init built (bootstrap, channels and their
+// connections) and the state collectives share (abort flag, error state,
+// sequence number). Lifecycle in comm_init.cc / comm_destroy.cc.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "include/gyre.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/host/progress.h"
+#include "src/sched/step.h"
+#include "transport/transport.h"
+
+namespace gyre {
+
+// One independent pipeline: its peers and a connection per peer and direction.
+struct Channel {
+  int id = 0;
+  ChannelPeers peers;
+  std::vector<Connection> send;  // indexed like peers.sendPeers
+  std::vector<Connection> recv;  // indexed like peers.recvPeers
+};
+
+constexpr uint64_t kCommMagic = 0x6779726563306d6dull;  // "gyrec0mm"
+
+}  // namespace gyre
+
+struct ncclComm {
+  uint64_t magic = gyre::kCommMagic;
+  int rank = 0;
+  int nranks = 0;
+  bool isHost = false;
+  int cudaDev = -1;
+  size_t slotBytes = 0;       // NCCL_BUFFSIZE / kFifoSlots
+  double collTimeoutSeconds = 300;
+  // Progress passes before a wait sleeps in poll(). A loopback message takes a
+  // few microseconds, far less than a sleep/wake-up cycle, so spinning pays;
+  // but with more ranks on this host than cores a spinning rank steals the
+  // core its sender needs, so then it sleeps at once.
+  int spinsBeforeBlocking = 200;
+
+  std::unique_ptr<gyre::Bootstrap> bootstrap;
+  std::vector<gyre::Channel> channels;
+  gyre::ProgressEngine progress;
+
+  std::atomic<bool> abortFlag{false};
+  std::atomic<int> asyncError{ncclSuccess};
+  std::atomic<int> activeCalls{0};
+  bool finalized = false;
+  std::string errorText;      // why asyncError was set (guarded by errorMutex)
+  std::mutex errorMutex;
+
+  uint64_t opCount = 0;       // collectives issued; checked against peers' step metadata
+  gyre::ChannelSchedule scratch;  // reused schedule storage, so steady-state calls do not allocate
+};
+
+namespace gyre {
+
+// Puts the communicator into the error state after a collective failed:
+// records the error for ncclCommGetAsyncError and tells the peers which rank
+// is to blame, so every rank's error names the same culprit.
+void markCommFailed(ncclComm* comm, ncclResult_t code, int culprit);
+
+// Closes every connection and the bootstrap; safe to call twice.
+void releaseCommResources(ncclComm* comm);
+
+}  // namespace gyre

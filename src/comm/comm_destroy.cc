@@ -1,0 +1,53 @@
+// Error state and teardown of a communicator.
+#include <chrono>
+#include <thread>
+
+#include "src/comm/comm.h"
+#include "src/comm/comm_init.h"
+#include "src/debug/error.h"
+#include "src/debug/log.h"
+
+namespace gyre {
+
+void markCommFailed(ncclComm* comm, ncclResult_t code, int culprit) {
+  int expected = ncclSuccess;
+  if (!comm->asyncError.compare_exchange_strong(expected, code)) return;  // first failure wins
+  {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    comm->errorText = lastErrorText();
+  }
+  if (culprit >= 0) comm->progress.sendAbortNotices(culprit);
+}
+
+void releaseCommResources(ncclComm* comm) {
+  comm->progress.clear();
+  for (Channel& ch : comm->channels) {
+    for (Connection& c : ch.send)
+      if (c.transport && c.state) c.transport->close(c);
+    for (Connection& c : ch.recv)
+      if (c.transport && c.state) c.transport->close(c);
+  }
+  comm->channels.clear();
+  if (comm->bootstrap) comm->bootstrap->close();
+  comm->bootstrap.reset();
+}
+
+ncclResult_t destroyCommunicator(ncclComm_t comm, bool abort) {
+  ScopedLogRank logRank(comm->rank);
+  if (abort) {
+    comm->abortFlag.store(true);
+    // In-flight calls notice the flag within one poll slice (50 ms); wait for
+    // them to leave before freeing what they use.
+    while (comm->activeCalls.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } else if (comm->activeCalls.load() > 0) {
+    return fail(ncclInvalidUsage, "ncclCommDestroy: a collective is still running on this communicator in "
+                                  "another thread; use ncclCommAbort to interrupt it");
+  }
+  releaseCommResources(comm);
+  comm->magic = 0;  // a later use of this pointer is caught as "not a valid communicator" while memory allows
+  GYRE_INFO("INIT", "communicator of rank %d %s", comm->rank, abort ? "aborted" : "destroyed");
+  delete comm;
+  return ncclSuccess;
+}
+
+}  // namespace gyre

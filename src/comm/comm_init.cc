@@ -1,0 +1,164 @@
+#include "src/comm/comm_init.h"
+
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "src/bootstrap/rendezvous.h"
+#include "src/comm/comm.h"
+#include "src/comm/cuda_device.h"
+#include "src/config/env.h"
+#include "src/debug/error.h"
+#include "src/debug/log.h"
+#include "src/plan/planner.h"
+
+namespace gyre {
+namespace {
+
+// Extra time ranks give the root beyond GYRE_INIT_TIMEOUT, so the root's
+// "rank K did not join" message reaches them before their own timeout fires.
+constexpr double kRootGraceSeconds = 5.0;
+
+uint64_t hostHash(const char* host) {
+  std::string id = host;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string bootId;
+  if (boot >> bootId) id += bootId;
+  return fnv1a(id.data(), id.size());
+}
+
+ncclResult_t checkConfig(const ncclConfig_t* config, const char* caller) {
+  if (!config) return ncclSuccess;
+  if (config->magic != NCCL_CONFIG_MAGIC)
+    return fail(ncclInvalidArgument, "%s: config was not initialized with NCCL_CONFIG_INITIALIZER (magic 0x%x)",
+                caller, config->magic);
+  if (config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
+    return fail(ncclInvalidArgument, "%s: config size %zu is too small", caller, config->size);
+  if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
+    return fail(ncclInvalidArgument, "%s: config.blocking=%d must be 0 or 1", caller, config->blocking);
+  return ncclSuccess;
+}
+
+// Settings every rank must share; a mismatch is reported identically everywhere.
+ncclResult_t checkPeersAgree(const ncclComm* comm) {
+  const auto& peers = comm->bootstrap->peers();
+  for (int r = 1; r < comm->nranks; ++r) {
+    if (peers[r].isHostComm != peers[0].isHostComm)
+      return fail(ncclInvalidUsage, "rank %d created a %s communicator but rank 0 a %s one", r,
+                  peers[r].isHostComm ? "host-memory" : "device", peers[0].isHostComm ? "host-memory" : "device");
+    if (peers[r].buffSize != peers[0].buffSize)
+      return fail(ncclInvalidUsage, "NCCL_BUFFSIZE differs between ranks: rank 0 has %lld, rank %d has %lld",
+                  static_cast<long long>(peers[0].buffSize), r, static_cast<long long>(peers[r].buffSize));
+  }
+  return ncclSuccess;
+}
+
+Transport* pickTransport(const PeerInfo& self, const PeerInfo& peer) {
+  for (Transport* t : registeredTransports())
+    if (t->canConnect(self, peer)) return t;
+  return nullptr;
+}
+
+// Channel 0 is the ring rank -> rank+1.
+ncclResult_t connectRing(ncclComm* comm, const Deadline& deadline) {
+  if (comm->nranks == 1) {
+    comm->channels.resize(1);
+    return ncclSuccess;
+  }
+  Channel& ch = comm->channels.emplace_back();
+  ch.id = 0;
+  ch.peers.sendPeers = {(comm->rank + 1) % comm->nranks};
+  ch.peers.recvPeers = {(comm->rank + comm->nranks - 1) % comm->nranks};
+  ch.send.resize(1);
+  ch.recv.resize(1);
+  ConnectContext ctx{comm->bootstrap.get(), comm->rank, ch.id, comm->slotBytes, deadline, &comm->abortFlag};
+  const auto& peers = comm->bootstrap->peers();
+  for (size_t i = 0; i < ch.send.size(); ++i) {
+    Connection& c = ch.send[i];
+    c.peer = ch.peers.sendPeers[i];
+    c.isSend = true;
+    c.transport = pickTransport(peers[comm->rank], peers[c.peer]);
+    GYRE_CHECK(c.transport->connectSend(ctx, c.peer, &c));
+  }
+  for (size_t i = 0; i < ch.recv.size(); ++i) {
+    Connection& c = ch.recv[i];
+    c.peer = ch.peers.recvPeers[i];
+    c.transport = pickTransport(peers[comm->rank], peers[c.peer]);
+    GYRE_CHECK(c.transport->connectRecv(ctx, c.peer, &c));
+  }
+  for (Connection& c : ch.send) comm->progress.add(&c);
+  for (Connection& c : ch.recv) comm->progress.add(&c);
+  GYRE_INFO("INIT", "channel 0: ring %d -> %d -> %d over %s", ch.peers.recvPeers[0], comm->rank,
+            ch.peers.sendPeers[0], ch.send[0].transport->name());
+  return ncclSuccess;
+}
+
+ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* rootThread) {
+  int64_t buffSize = 0, initTimeout = 0, collTimeout = 0;
+  GYRE_CHECK(env::validateAll());
+  GYRE_CHECK(validateAlgorithmSettings());
+  GYRE_CHECK(env::getInt("NCCL_BUFFSIZE", &buffSize));
+  GYRE_CHECK(env::getInt("GYRE_INIT_TIMEOUT", &initTimeout));
+  GYRE_CHECK(env::getInt("GYRE_TIMEOUT", &collTimeout));
+  comm->slotBytes = static_cast<size_t>(buffSize) / kFifoSlots;
+  comm->collTimeoutSeconds = static_cast<double>(collTimeout);
+
+  UniqueIdContents contents;
+  GYRE_CHECK(decodeUniqueId(id, &contents));
+  if (contents.fixedAddress && comm->rank == 0) GYRE_CHECK(startFixedRoot(contents, rootThread));
+
+  PeerInfo self{};
+  self.rank = comm->rank;
+  self.pid = getpid();
+  gethostname(self.host, sizeof(self.host) - 1);
+  self.hostHash = hostHash(self.host);
+  self.cudaDev = comm->cudaDev;
+  self.isHostComm = comm->isHost ? 1 : 0;
+  self.buffSize = buffSize;
+  Deadline deadline = Deadline::afterSeconds(static_cast<double>(initTimeout) + kRootGraceSeconds);
+  GYRE_CHECK(Bootstrap::create(contents, comm->rank, comm->nranks, self, deadline, &comm->abortFlag,
+                               &comm->bootstrap));
+  GYRE_CHECK(checkPeersAgree(comm));
+  int ranksOnHost = 0;
+  for (const PeerInfo& p : comm->bootstrap->peers()) ranksOnHost += p.hostHash == self.hostHash ? 1 : 0;
+  if (ranksOnHost > sysconf(_SC_NPROCESSORS_ONLN)) comm->spinsBeforeBlocking = 0;
+  GYRE_CHECK(connectRing(comm, deadline));
+  // Nobody returns from init before every rank's connections exist.
+  return comm->bootstrap->barrier(deadline, &comm->abortFlag);
+}
+
+}  // namespace
+
+ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
+                              const ncclConfig_t* config, bool isHost, const char* caller) {
+  if (!out) return fail(ncclInvalidArgument, "%s: comm (the output pointer) is NULL", caller);
+  *out = nullptr;
+  if (nranks < 1) return fail(ncclInvalidArgument, "%s: nranks=%d must be at least 1", caller, nranks);
+  if (rank < 0 || rank >= nranks)
+    return fail(ncclInvalidArgument, "%s: rank=%d is outside 0..%d (nranks=%d)", caller, rank, nranks - 1, nranks);
+  GYRE_CHECK(checkConfig(config, caller));
+
+  auto* comm = new ncclComm();
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->isHost = isHost;
+  ScopedLogRank logRank(rank);
+  ncclResult_t r = isHost ? ncclSuccess : currentCudaDevice(&comm->cudaDev);
+  std::thread rootThread;
+  if (r == ncclSuccess) r = buildComm(comm, id, &rootThread);
+  if (rootThread.joinable()) rootThread.join();
+  if (r != ncclSuccess) {
+    releaseCommResources(comm);
+    comm->magic = 0;
+    delete comm;
+    return r;
+  }
+  GYRE_INFO("INIT", "%s: rank %d of %d ready (%s memory)", caller, rank, nranks, isHost ? "host" : "device");
+  *out = comm;
+  return ncclSuccess;
+}
+
+}  // namespace gyre

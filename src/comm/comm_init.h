@@ -1,0 +1,15 @@
+// Building a communicator: validate the arguments and settings, rendezvous,
+// agree on shared parameters, and connect every channel's peers.
+#pragma once
+
+#include "include/gyre.h"
+
+namespace gyre {
+
+ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
+                              const ncclConfig_t* config, bool isHost, const char* caller);
+
+// Tears down a communicator; with `abort` in-flight calls are made to fail first.
+ncclResult_t destroyCommunicator(ncclComm_t comm, bool abort);
+
+}  // namespace gyre

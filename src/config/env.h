@@ -1,0 +1,49 @@
+// One home for configuration: every NCCL_* / GYRE_* variable gyre reads is
+// declared once in env_registry.cc (name, type, default, allowed values,
+// description). Values are read from the environment once per process,
+// validated at communicator init, and looked up here by name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "include/gyre.h"
+
+namespace gyre::env {
+
+enum class Type { Int, Bytes, String, Choice };
+
+struct VarSpec {
+  const char* name;
+  Type type;
+  const char* defaultValue;  // as it would be written in the environment
+  const char* allowed;       // Choice: comma list; Int/Bytes: "min..max"; String: free text
+  const char* description;
+  int64_t min = 0;
+  int64_t max = INT64_MAX;
+};
+
+// All declared variables, in declaration order.
+const std::vector<VarSpec>& registry();
+const VarSpec* find(const std::string& name);
+
+// Raw effective text of a declared variable: the environment's value at first
+// use, else its default. Never fails (logging needs it before validation).
+std::string getString(const char* name);
+
+// Validated numeric value of an Int or Bytes variable.
+ncclResult_t getInt(const char* name, int64_t* out);
+
+// Checks every declared variable that is set; the first bad value is an
+// ncclInvalidArgument naming the variable and what it allows. Unknown NCCL_*
+// and GYRE_* names are warned about (once) with the nearest known name.
+ncclResult_t validateAll();
+
+// Parses "4194304", "4M", "64K", "1G" (powers of 1024). False if malformed.
+bool parseBytes(const std::string& text, int64_t* out);
+
+// The declared name closest to `name` by edit distance, or "" if none is close.
+std::string nearestName(const std::string& name);
+
+}  // namespace gyre::env

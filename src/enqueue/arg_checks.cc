@@ -1,0 +1,86 @@
+#include "src/enqueue/arg_checks.h"
+
+#include <cstdint>
+
+#include "src/comm/comm.h"
+#include "src/debug/error.h"
+
+namespace gyre {
+
+size_t datatypeSize(ncclDataType_t type) {
+  switch (type) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 0;
+  }
+}
+
+const char* datatypeName(ncclDataType_t type) {
+  static const char* names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+                                "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
+  return type >= 0 && type < ncclNumTypes ? names[type] : "invalid";
+}
+
+const char* redOpName(ncclRedOp_t op) {
+  static const char* names[] = {"sum", "prod", "max", "min", "avg"};
+  return op >= 0 && op < ncclNumOps ? names[op] : "custom";
+}
+
+ncclResult_t checkComm(const ncclComm* comm, const char* caller) {
+  if (!comm) return fail(ncclInvalidArgument, "%s: comm is NULL", caller);
+  if (comm->magic != kCommMagic)
+    return fail(ncclInvalidArgument, "%s: comm %p is not a valid communicator (never initialized or already destroyed)",
+                caller, static_cast<const void*>(comm));
+  return ncclSuccess;
+}
+
+ncclResult_t checkDatatype(ncclDataType_t type, const char* caller) {
+  if (datatypeSize(type) == 0)
+    return fail(ncclInvalidArgument, "%s: datatype %d is not a valid ncclDataType_t (0..%d)", caller,
+                static_cast<int>(type), ncclNumTypes - 1);
+  return ncclSuccess;
+}
+
+ncclResult_t checkRedOp(ncclRedOp_t op, const char* caller) {
+  if (op < 0 || op >= ncclNumOps)
+    return fail(ncclInvalidArgument, "%s: op %d is not a valid reduction operator (sum, prod, max, min, avg)",
+                caller, static_cast<int>(op));
+  return ncclSuccess;
+}
+
+ncclResult_t checkCount(size_t count, size_t elementSize, const char* caller) {
+  if (elementSize && count > SIZE_MAX / elementSize)
+    return fail(ncclInvalidArgument, "%s: count %zu of %zu-byte elements overflows the address space", caller, count,
+                elementSize);
+  return ncclSuccess;
+}
+
+ncclResult_t checkBuffer(const void* ptr, const char* name, size_t count, size_t elementSize, const char* caller) {
+  if (count == 0) return ncclSuccess;
+  if (!ptr) return fail(ncclInvalidArgument, "%s: %s is NULL (count %zu)", caller, name, count);
+  if (reinterpret_cast<uintptr_t>(ptr) % elementSize != 0)
+    return fail(ncclInvalidArgument, "%s: %s %p is not aligned to its %zu-byte element size", caller, name, ptr,
+                elementSize);
+  return ncclSuccess;
+}
+
+ncclResult_t checkOverlap(const void* send, size_t sendBytes, const void* recv, size_t recvBytes, const char* caller) {
+  if (send == recv || sendBytes == 0 || recvBytes == 0) return ncclSuccess;
+  auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+  if (s < r + recvBytes && r < s + sendBytes)
+    return fail(ncclInvalidArgument,
+                "%s: sendbuff [%p, +%zu) and recvbuff [%p, +%zu) overlap without being the same buffer (in place)",
+                caller, send, sendBytes, recv, recvBytes);
+  return ncclSuccess;
+}
+
+ncclResult_t checkStream(const ncclComm* comm, cudaStream_t stream, const char* caller) {
+  if (comm->isHost && stream != nullptr)
+    return fail(ncclInvalidArgument, "%s: stream must be NULL on a host-memory communicator (got %p)", caller,
+                static_cast<void*>(stream));
+  return ncclSuccess;
+}
+
+}  // namespace gyre

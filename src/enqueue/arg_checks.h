@@ -1,0 +1,27 @@
+// Argument validation shared by every API entry point. Each check records a
+// message naming the function, the argument and the offending value.
+#pragma once
+
+#include <cstddef>
+
+#include "include/gyre.h"
+
+namespace gyre {
+
+// Size in bytes of a datatype, 0 if the value is not a datatype.
+size_t datatypeSize(ncclDataType_t type);
+const char* datatypeName(ncclDataType_t type);
+const char* redOpName(ncclRedOp_t op);
+
+ncclResult_t checkComm(const ncclComm* comm, const char* caller);
+ncclResult_t checkDatatype(ncclDataType_t type, const char* caller);
+ncclResult_t checkRedOp(ncclRedOp_t op, const char* caller);
+// count * elementSize must not overflow.
+ncclResult_t checkCount(size_t count, size_t elementSize, const char* caller);
+// Non-null (unless count is 0) and aligned to the element size.
+ncclResult_t checkBuffer(const void* ptr, const char* name, size_t count, size_t elementSize, const char* caller);
+// Send and receive ranges must be identical (in place) or disjoint.
+ncclResult_t checkOverlap(const void* send, size_t sendBytes, const void* recv, size_t recvBytes, const char* caller);
+ncclResult_t checkStream(const ncclComm* comm, cudaStream_t stream, const char* caller);
+
+}  // namespace gyre

@@ -1,0 +1,57 @@
+#include "src/sched/build_ring_allreduce.h"
+
+#include "src/sched/chunking.h"
+
+namespace gyre {
+namespace {
+
+Step makeStep(StepKind kind, uint8_t srcBuf, size_t srcOff, uint8_t dstBuf, size_t dstOff, size_t count,
+              uint8_t flags) {
+  Step s{};
+  s.kind = kind;
+  s.srcBuffer = srcBuf;
+  s.dstBuffer = dstBuf;
+  s.flags = flags;
+  s.count = static_cast<uint32_t>(count);
+  s.srcOffset = srcOff;
+  s.dstOffset = dstOff;
+  return s;
+}
+
+}  // namespace
+
+void buildRingAllReduce(const RingAllReduceShape& sh, ChannelSchedule* out) {
+  const int n = sh.nranks;
+  if (sh.count == 0) return;
+  if (n == 1) {
+    // Still a reduction of one value: pre and post apply (an average over one
+    // rank of integers divides by 1, a PreMulSum scales).
+    for (size_t off = 0; off < sh.count; off += sh.chunkElems) {
+      size_t c = std::min(sh.chunkElems, sh.count - off);
+      out->steps.push_back(makeStep(StepKind::Copy, kInputBuffer, off, kOutputBuffer, off, c,
+                                    kStepPreOp | kStepPostOp));
+    }
+    return;
+  }
+  const size_t loop = static_cast<size_t>(n) * sh.chunkElems;
+  // Segment indices are taken mod n. In the reduce-scatter, rank r handles
+  // segment r-k at step k, so after n-1 steps it holds the full reduction of
+  // segment r+1; in the all-gather it receives the finished segment r-m+1 at
+  // step m, ending with segment r+2.
+  auto mod = [n](int i) { return static_cast<size_t>((i % n + n) % n); };
+  for (size_t base = 0; base < sh.count; base += loop) {
+    size_t span = std::min(loop, sh.count - base);
+    auto seg = [&](int index) { return splitSegment(base, span, n, mod(index), sh.alignElems); };
+    auto emit = [&](StepKind kind, Segment s, uint8_t srcBuf, uint8_t dstBuf, uint8_t flags) {
+      if (s.count) out->steps.push_back(makeStep(kind, srcBuf, s.offset, dstBuf, s.offset, s.count, flags));
+    };
+    emit(StepKind::Send, seg(sh.rank), kInputBuffer, 0, kStepPreOp);
+    for (int k = 1; k < n - 1; ++k)
+      emit(StepKind::RecvReduceSend, seg(sh.rank - k), kInputBuffer, 0, kStepPreOp);
+    emit(StepKind::RecvReduceCopySend, seg(sh.rank + 1), kInputBuffer, kOutputBuffer, kStepPreOp | kStepPostOp);
+    for (int m = 1; m < n - 1; ++m) emit(StepKind::RecvCopySend, seg(sh.rank - m + 1), 0, kOutputBuffer, 0);
+    emit(StepKind::Recv, seg(sh.rank + 2), 0, kOutputBuffer, 0);
+  }
+}
+
+}  // namespace gyre

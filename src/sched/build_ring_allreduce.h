@@ -1,0 +1,23 @@
+// Ring AllReduce as steps: for each pipeline iteration over nranks*chunk
+// elements, a reduce-scatter (n-1 steps) followed by an all-gather (n-1 steps).
+#pragma once
+
+#include <cstddef>
+
+#include "src/sched/step.h"
+
+namespace gyre {
+
+struct RingAllReduceShape {
+  int rank;
+  int nranks;
+  size_t count;        // elements
+  size_t chunkElems;   // elements per step (FIFO slot)
+  size_t alignElems;   // segment alignment
+};
+
+// Appends this rank's steps. The ring sends to conn 0 (next) and receives from
+// conn 0 (prev). With one rank the result is a single local copy.
+void buildRingAllReduce(const RingAllReduceShape& shape, ChannelSchedule* out);
+
+}  // namespace gyre

@@ -1,0 +1,58 @@
+// A schedule is what every executor runs: per channel, a flat array of
+// primitive steps. Steps are plain data (no pointers, no virtual calls), so the
+// same array can be copied to a GPU and walked by a kernel.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace gyre {
+
+enum class StepKind : uint8_t {
+  Copy,                // local: dst = src (no peer)
+  Send,                // send src to the send peer
+  Recv,                // dst = received
+  RecvReduceSend,      // send (received op src)
+  RecvReduceCopySend,  // dst = received op src; send dst
+  RecvCopySend,        // dst = received; send it on
+  RecvReduceCopy,      // dst = received op src (end of a reduction chain)
+};
+
+enum BufferId : uint8_t { kInputBuffer = 0, kOutputBuffer = 1 };
+
+enum StepFlags : uint8_t {
+  kStepPreOp = 1,   // apply the op's pre() to the local src elements
+  kStepPostOp = 2,  // apply the op's post() to the value written/sent (reduction complete)
+};
+
+struct Step {
+  StepKind kind;
+  uint8_t srcBuffer;  // BufferId of the local source
+  uint8_t dstBuffer;  // BufferId of the local destination
+  uint8_t flags;      // StepFlags
+  uint8_t sendConn;   // index into the channel's send connections
+  uint8_t recvConn;   // index into the channel's receive connections
+  uint16_t reserved;
+  uint32_t count;     // elements moved by this step; always fits one FIFO slot
+  uint64_t srcOffset; // elements from the start of srcBuffer
+  uint64_t dstOffset; // elements from the start of dstBuffer
+};
+static_assert(sizeof(Step) == 32);
+
+inline bool stepReceives(StepKind k) { return k != StepKind::Copy && k != StepKind::Send; }
+inline bool stepSends(StepKind k) {
+  return k == StepKind::Send || k == StepKind::RecvReduceSend || k == StepKind::RecvReduceCopySend ||
+         k == StepKind::RecvCopySend;
+}
+
+// Peers of one channel, indexed by Step::sendConn / Step::recvConn.
+struct ChannelPeers {
+  std::vector<int> sendPeers;
+  std::vector<int> recvPeers;
+};
+
+struct ChannelSchedule {
+  std::vector<Step> steps;
+};
+
+}  // namespace gyre

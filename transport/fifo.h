@@ -1,0 +1,50 @@
+// The one shape every connection has, whatever carries the bytes: a ring of
+// kFifoSlots slots plus two step counters. The producer fills slot
+// tail % kFifoSlots, writes its SlotMeta, then publishes tail+1 (release); the
+// consumer waits for tail > step (acquire), uses the slot, then publishes
+// head+1. For shared memory both sides map the same FIFO; for a socket each
+// side has its own and the transport moves slots between them. Executors only
+// ever see this struct, never the transport behind it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/primitives/host_device.h"
+
+namespace gyre {
+
+// Steps in flight per connection (NCCL's NCCL_STEPS): a step is
+// NCCL_BUFFSIZE / kFifoSlots bytes.
+constexpr int kFifoSlots = 8;
+
+// Describes the data in a slot so the receiver can check that both ranks are
+// running the same collective with the same arguments.
+struct SlotMeta {
+  uint64_t opCount;   // per-communicator collective sequence number
+  uint64_t count;     // the collective's element count
+  uint32_t bytes;     // payload bytes in this slot
+  uint8_t coll;       // CollKind
+  uint8_t datatype;   // ncclDataType_t
+  uint8_t redop;      // ncclRedOp_t (builtin) or 0xff
+  uint8_t flags;      // kMetaAbort: the sender gave up; `count` holds the culprit rank
+};
+static_assert(sizeof(SlotMeta) == 24);
+
+constexpr uint8_t kMetaAbort = 1;
+
+struct Fifo {
+  char* slots = nullptr;     // kFifoSlots * slotBytes
+  size_t slotBytes = 0;
+  SlotMeta* meta = nullptr;  // kFifoSlots entries
+  uint64_t* tail = nullptr;  // steps produced (written by the producer)
+  uint64_t* head = nullptr;  // steps consumed (written by the consumer)
+
+  GYRE_HOST_DEVICE char* slot(uint64_t step) const { return slots + (step % kFifoSlots) * slotBytes; }
+  GYRE_HOST_DEVICE SlotMeta& metaOf(uint64_t step) const { return meta[step % kFifoSlots]; }
+};
+
+inline uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+inline void storeRelease(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+}  // namespace gyre

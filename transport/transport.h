@@ -1,0 +1,77 @@
+// The transport interface. A transport sets up connections whose data path is
+// a Fifo (transport/fifo.h); the executor never calls the transport per
+// element. Transports that need a helper to move bytes (sockets, later the
+// network) do it in progress(), which the executor calls only while waiting.
+//
+// Adding a transport: one folder under transport/ and one line in
+// transport/registry.cc.
+#pragma once
+
+#include <poll.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "include/gyre.h"
+#include "src/bootstrap/wire.h"
+#include "src/debug/deadline.h"
+#include "transport/fifo.h"
+
+namespace gyre {
+
+class Bootstrap;
+class Transport;
+
+// One direction of one connection, as the executor and the progress engine see it.
+struct Connection {
+  Fifo fifo;
+  int peer = -1;                 // peer rank
+  bool isSend = false;
+  bool needsProgress = false;    // true: transport->progress() must run while waiting
+  Transport* transport = nullptr;
+  void* state = nullptr;         // owned by the transport
+  uint64_t step = 0;             // executor-side count of steps posted (send) or consumed (recv)
+  // Set by the transport when the peer closed its end. Not an error by itself:
+  // a peer that finished the collective may close before this rank has
+  // consumed the last data it sent. It becomes one when this rank waits for
+  // data that can no longer arrive.
+  bool peerClosed = false;
+};
+
+// What a transport may use while connecting.
+struct ConnectContext {
+  Bootstrap* bootstrap;
+  int rank;
+  int channel;
+  size_t slotBytes;
+  Deadline deadline;
+  const std::atomic<bool>* abort;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  // Whether this transport can link `self` and `peer` (checked on both sides alike).
+  virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
+  // Every rank first calls connectSend for all its send connections, then
+  // connectRecv, so transports may complete a handshake across the two.
+  virtual ncclResult_t connectSend(const ConnectContext& ctx, int peer, Connection* out) = 0;
+  virtual ncclResult_t connectRecv(const ConnectContext& ctx, int peer, Connection* out) = 0;
+  // Moves what it can without blocking. Errors name the peer; *culprit gets
+  // the rank held responsible (the peer, or the rank a peer reported dead).
+  virtual ncclResult_t progress(Connection& conn, int* culprit) = 0;
+  // The descriptor and events to wait on when progress() could do nothing.
+  virtual bool pollRequest(const Connection& conn, pollfd* out) const = 0;
+  // Best effort, non-blocking: tells the peer this rank has failed because of
+  // `culprit`, so ranks further along learn who died.
+  virtual void sendAbortNotice(Connection& conn, int culprit) = 0;
+  virtual void close(Connection& conn) = 0;
+};
+
+// Transports in preference order (socket is last: it always works).
+std::vector<Transport*> registeredTransports();
+
+}  // namespace gyre
