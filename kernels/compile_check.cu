@@ -26,4 +26,17 @@ template __global__ void reduceChunkKernel<int8_t, OpMax<int8_t>>(OpMax<int8_t>,
 template __global__ void reduceChunkKernel<uint32_t, OpProd<uint32_t>>(OpProd<uint32_t>, const uint32_t*,
                                                                         const uint32_t*, uint32_t*, size_t);
 
+// The 16- and 8-bit float types, every op the host executor instantiates for them.
+#define GYRE_CHECK_NARROW_FLOAT(T)                                                                               \
+  template __global__ void reduceChunkKernel<T, OpSum<T>>(OpSum<T>, const T*, const T*, T*, size_t);             \
+  template __global__ void reduceChunkKernel<T, OpProd<T>>(OpProd<T>, const T*, const T*, T*, size_t);           \
+  template __global__ void reduceChunkKernel<T, OpMax<T>>(OpMax<T>, const T*, const T*, T*, size_t);             \
+  template __global__ void reduceChunkKernel<T, OpMin<T>>(OpMin<T>, const T*, const T*, T*, size_t);             \
+  template __global__ void reduceChunkKernel<T, OpPreMulSum<T>>(OpPreMulSum<T>, const T*, const T*, T*, size_t);
+GYRE_CHECK_NARROW_FLOAT(Half)
+GYRE_CHECK_NARROW_FLOAT(Bfloat16)
+GYRE_CHECK_NARROW_FLOAT(Fp8E4M3)
+GYRE_CHECK_NARROW_FLOAT(Fp8E5M2)
+#undef GYRE_CHECK_NARROW_FLOAT
+
 }  // namespace gyre

@@ -9,4 +9,10 @@ std::vector<Transport*> registeredTransports() {
   };
 }
 
+Transport* pickTransport(const PeerInfo& self, const PeerInfo& peer) {
+  for (Transport* t : registeredTransports())
+    if (t->canConnect(self, peer)) return t;
+  return nullptr;
+}
+
 }  // namespace gyre

@@ -33,6 +33,7 @@ struct Connection {
   Transport* transport = nullptr;
   void* state = nullptr;         // owned by the transport
   uint64_t step = 0;             // executor-side count of steps posted (send) or consumed (recv)
+  uint64_t callSeq = 0;          // send/recv calls made on this connection (their SlotMeta sequence number)
   // Set by the transport when the peer closed its end. Not an error by itself:
   // a peer that finished the collective may close before this rank has
   // consumed the last data it sent. It becomes one when this rank waits for
@@ -73,5 +74,7 @@ class Transport {
 
 // Transports in preference order (socket is last: it always works).
 std::vector<Transport*> registeredTransports();
+// The first registered transport that can link the two ranks.
+Transport* pickTransport(const PeerInfo& self, const PeerInfo& peer);
 
 }  // namespace gyre

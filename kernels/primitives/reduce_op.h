@@ -12,6 +12,7 @@
 
 #include <type_traits>
 
+#include "kernels/primitives/float_types.h"  // +, * and < of the 16- and 8-bit float types
 #include "kernels/primitives/host_device.h"
 
 namespace gyre {

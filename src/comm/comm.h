@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,7 +24,13 @@ struct Channel {
   ChannelPeers peers;
   std::vector<Connection> send;  // indexed like peers.sendPeers
   std::vector<Connection> recv;  // indexed like peers.recvPeers
+  std::vector<Connection*> sendPtrs;  // the same, as the arrays lanes index
+  std::vector<Connection*> recvPtrs;
 };
+
+// Send/recv connections are made on first use, one per peer and direction,
+// on this pseudo-channel (distinct connection tags from the rings).
+constexpr int kP2PChannelId = 512;
 
 constexpr uint64_t kCommMagic = 0x6779726563306d6dull;  // "gyrec0mm"
 
@@ -45,6 +52,8 @@ struct ncclComm {
 
   std::unique_ptr<gyre::Bootstrap> bootstrap;
   std::vector<gyre::Channel> channels;
+  std::map<int, std::unique_ptr<gyre::Connection>> p2pSend;  // by peer rank
+  std::map<int, std::unique_ptr<gyre::Connection>> p2pRecv;
   gyre::ProgressEngine progress;
 
   std::atomic<bool> abortFlag{false};
@@ -55,7 +64,6 @@ struct ncclComm {
   std::mutex errorMutex;
 
   uint64_t opCount = 0;       // collectives issued; checked against peers' step metadata
-  gyre::ChannelSchedule scratch;  // reused schedule storage, so steady-state calls do not allocate
 };
 
 namespace gyre {

@@ -28,6 +28,11 @@ void releaseCommResources(ncclComm* comm) {
       if (c.transport && c.state) c.transport->close(c);
   }
   comm->channels.clear();
+  for (auto* table : {&comm->p2pSend, &comm->p2pRecv}) {
+    for (auto& [peer, c] : *table)
+      if (c->transport && c->state) c->transport->close(*c);
+    table->clear();
+  }
   if (comm->bootstrap) comm->bootstrap->close();
   comm->bootstrap.reset();
 }

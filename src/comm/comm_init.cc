@@ -56,11 +56,6 @@ ncclResult_t checkPeersAgree(const ncclComm* comm) {
   return ncclSuccess;
 }
 
-Transport* pickTransport(const PeerInfo& self, const PeerInfo& peer) {
-  for (Transport* t : registeredTransports())
-    if (t->canConnect(self, peer)) return t;
-  return nullptr;
-}
 
 // Channel 0 is the ring rank -> rank+1.
 ncclResult_t connectRing(ncclComm* comm, const Deadline& deadline) {
@@ -89,8 +84,14 @@ ncclResult_t connectRing(ncclComm* comm, const Deadline& deadline) {
     c.transport = pickTransport(peers[comm->rank], peers[c.peer]);
     GYRE_CHECK(c.transport->connectRecv(ctx, c.peer, &c));
   }
-  for (Connection& c : ch.send) comm->progress.add(&c);
-  for (Connection& c : ch.recv) comm->progress.add(&c);
+  for (Connection& c : ch.send) {
+    comm->progress.add(&c);
+    ch.sendPtrs.push_back(&c);
+  }
+  for (Connection& c : ch.recv) {
+    comm->progress.add(&c);
+    ch.recvPtrs.push_back(&c);
+  }
   GYRE_INFO("INIT", "channel 0: ring %d -> %d -> %d over %s", ch.peers.recvPeers[0], comm->rank,
             ch.peers.sendPeers[0], ch.send[0].transport->name());
   return ncclSuccess;

@@ -1,12 +1,16 @@
 #include "src/config/env.h"
 
+#include <strings.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <strings.h>
 
+#include "src/config/conf_file.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 
@@ -15,16 +19,55 @@ extern char** environ;
 namespace gyre::env {
 namespace {
 
-// Snapshot of the environment taken at first use, so every reader in the
-// process sees the same values even if the program later calls setenv().
-const std::map<std::string, std::string>& snapshot() {
-  static const std::map<std::string, std::string> values = [] {
-    std::map<std::string, std::string> m;
-    for (const VarSpec& v : registry())
-      if (const char* s = getenv(v.name)) m[v.name] = s;
-    return m;
-  }();
-  return values;
+// Everything read at first use, so every reader in the process sees the same
+// values even if the program later calls setenv() or edits a file. Nothing
+// here may log: the logger itself reads settings while this is being built.
+struct Snapshot {
+  std::map<std::string, Setting> values;                          // declared names set by env or file
+  std::vector<std::pair<std::string, std::string>> unknown;       // (name, origin) not declared
+  std::vector<std::string> problems;                              // malformed config lines
+  std::vector<std::string> files;                                 // config files read
+  std::atomic<bool> warned{false};
+};
+
+std::string g_systemConf = "/etc/nccl.conf";
+
+void readFile(const std::string& path, Snapshot* s) {
+  std::vector<ConfEntry> entries;
+  if (!readConfFile(path, &entries, &s->problems)) return;
+  s->files.push_back(path);
+  for (const ConfEntry& e : entries) {
+    std::string origin = path + ":" + std::to_string(e.line);
+    if (find(e.name)) s->values[e.name] = Setting{e.value, Source::File, origin};
+    else s->unknown.emplace_back(e.name, origin);
+  }
+}
+
+Snapshot* build() {
+  auto* s = new Snapshot();
+  readFile(g_systemConf, s);
+  // NCCL_CONF_FILE only ever comes from the environment: it says which file to read.
+  const char* userConf = getenv("NCCL_CONF_FILE");
+  const char* home = getenv("HOME");
+  if (userConf && *userConf) readFile(userConf, s);
+  else if (home && *home) readFile(std::string(home) + "/.nccl.conf", s);
+  for (const VarSpec& v : registry())
+    if (const char* e = getenv(v.name)) s->values[v.name] = Setting{e, Source::Env, "environment"};
+  for (char** e = environ; e && *e; ++e) {
+    std::string entry = *e;
+    std::string name = entry.substr(0, entry.find('='));
+    if ((name.rfind("NCCL_", 0) == 0 || name.rfind("GYRE_", 0) == 0) && !find(name))
+      s->unknown.emplace_back(name, "environment");
+  }
+  return s;
+}
+
+std::once_flag g_once;
+Snapshot* g_snapshot = nullptr;  // replaced only by reloadForTesting; old ones leak (readers may hold them)
+
+Snapshot& snapshot() {
+  std::call_once(g_once, [] { g_snapshot = build(); });
+  return *g_snapshot;
 }
 
 size_t editDistance(const std::string& a, const std::string& b) {
@@ -62,24 +105,39 @@ bool choiceAllowed(const VarSpec& spec, const std::string& value) {
   return false;
 }
 
-void warnUnknownNamesOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (char** e = environ; e && *e; ++e) {
-      std::string entry = *e;
-      std::string name = entry.substr(0, entry.find('='));
-      if (name.rfind("NCCL_", 0) != 0 && name.rfind("GYRE_", 0) != 0) continue;
-      if (find(name)) continue;
-      std::string near = nearestName(name);
-      if (!near.empty())
-        GYRE_WARN("%s is not a setting gyre knows; did you mean %s?", name.c_str(), near.c_str());
-      else
-        GYRE_INFO("INIT", "%s is not used by gyre; ignored", name.c_str());
+// " (from /etc/nccl.conf:3)" for file values, so a bad value is easy to find.
+std::string whereSet(const char* name) {
+  Setting s = lookup(name);
+  return s.source == Source::File ? " (set in " + s.origin + ")" : "";
+}
+
+void warnOnce() {
+  Snapshot& s = snapshot();
+  if (s.warned.exchange(true)) return;
+  for (const std::string& p : s.problems) GYRE_WARN("config: %s", p.c_str());
+  for (const auto& [name, origin] : s.unknown) {
+    if (name.rfind("NCCL_", 0) != 0 && name.rfind("GYRE_", 0) != 0 && origin != "environment") {
+      GYRE_WARN("%s: %s is not an NCCL_ or GYRE_ setting; ignored", origin.c_str(), name.c_str());
+      continue;
     }
-  });
+    std::string near = nearestName(name);
+    std::string from = origin == "environment" ? "" : " (" + origin + ")";
+    if (!near.empty())
+      GYRE_WARN("%s%s is not a setting gyre knows; did you mean %s?", name.c_str(), from.c_str(), near.c_str());
+    else
+      GYRE_INFO("INIT", "%s%s is not used by gyre; ignored", name.c_str(), from.c_str());
+  }
 }
 
 }  // namespace
+
+const char* sourceName(Source s) {
+  switch (s) {
+    case Source::Env: return "env";
+    case Source::File: return "file";
+    default: return "default";
+  }
+}
 
 const VarSpec* find(const std::string& name) {
   for (const VarSpec& v : registry())
@@ -87,11 +145,22 @@ const VarSpec* find(const std::string& name) {
   return nullptr;
 }
 
-std::string getString(const char* name) {
-  auto it = snapshot().find(name);
-  if (it != snapshot().end()) return it->second;
+Setting lookup(const char* name) {
+  const Snapshot& s = snapshot();
+  auto it = s.values.find(name);
+  if (it != s.values.end()) return it->second;
   const VarSpec* spec = find(name);
-  return spec ? spec->defaultValue : "";
+  return Setting{spec ? spec->defaultValue : "", Source::Default, ""};
+}
+
+std::string getString(const char* name) { return lookup(name).value; }
+
+std::vector<std::string> configFilesRead() { return snapshot().files; }
+
+void reloadForTesting(const std::string& systemConf) {
+  snapshot();  // make sure the first build has happened, so call_once never overwrites ours
+  g_systemConf = systemConf;
+  g_snapshot = build();
 }
 
 bool parseBytes(const std::string& text, int64_t* out) {
@@ -118,17 +187,17 @@ ncclResult_t getInt(const char* name, int64_t* out) {
   int64_t v = 0;
   bool ok = spec->type == Type::Bytes ? parseBytes(text, &v) : parseInt(text, &v);
   if (!ok || v < spec->min || v > spec->max)
-    return fail(ncclInvalidArgument, "%s=\"%s\" is not valid; allowed: %s (%s)", name, text.c_str(),
-                spec->allowed, spec->description);
+    return fail(ncclInvalidArgument, "%s=\"%s\"%s is not valid; allowed: %s (%s)", name, text.c_str(),
+                whereSet(name).c_str(), spec->allowed, spec->description);
   *out = v;
   return ncclSuccess;
 }
 
 ncclResult_t validateAll() {
-  warnUnknownNamesOnce();
+  warnOnce();
   for (const VarSpec& spec : registry()) {
-    if (!snapshot().count(spec.name)) continue;
-    const std::string& value = snapshot().at(spec.name);
+    Setting s = lookup(spec.name);
+    if (s.source == Source::Default) continue;
     switch (spec.type) {
       case Type::Int:
       case Type::Bytes: {
@@ -137,9 +206,9 @@ ncclResult_t validateAll() {
         break;
       }
       case Type::Choice:
-        if (!value.empty() && !choiceAllowed(spec, value))
-          return fail(ncclInvalidArgument, "%s=\"%s\" is not valid; allowed: %s", spec.name, value.c_str(),
-                      spec.allowed);
+        if (!s.value.empty() && !choiceAllowed(spec, s.value))
+          return fail(ncclInvalidArgument, "%s=\"%s\"%s is not valid; allowed: %s", spec.name, s.value.c_str(),
+                      whereSet(spec.name).c_str(), spec.allowed);
         break;
       case Type::String: break;
     }

@@ -1,5 +1,5 @@
-// C API: collectives. Each entry point validates its arguments, then hands the
-// call to enqueueCollective.
+// C API: collectives, point-to-point and groups. Each entry point validates
+// its arguments (errors name the function and argument), then enqueues.
 #include "include/gyre.h"
 #include "src/comm/api_export.h"
 #include "src/comm/comm.h"
@@ -7,21 +7,144 @@
 #include "src/debug/log.h"
 #include "src/enqueue/arg_checks.h"
 #include "src/enqueue/enqueue.h"
+#include "src/enqueue/launch.h"
 
 using namespace gyre;
+
+namespace {
+
+// Argument errors inside an open group also fail its ncclGroupEnd.
+#define CHECK_ARG(call)                 \
+  do {                                  \
+    ncclResult_t r_ = (call);           \
+    if (r_ != ncclSuccess) {            \
+      noteGroupError(r_);               \
+      return r_;                        \
+    }                                   \
+  } while (0)
+
+ncclResult_t checkCommon(const char* fn, ncclComm_t comm, ncclDataType_t type, size_t count, cudaStream_t stream) {
+  GYRE_CHECK(checkComm(comm, fn));
+  GYRE_CHECK(checkDatatype(type, fn));
+  GYRE_CHECK(checkCount(count, datatypeSize(type), fn));
+  return checkStream(comm, stream, fn);
+}
+
+ncclResult_t checkRoot(const char* fn, const ncclComm* comm, int root, const char* name) {
+  if (root < 0 || root >= comm->nranks)
+    return fail(ncclInvalidArgument, "%s: %s %d is outside 0..%d", fn, name, root, comm->nranks - 1);
+  return ncclSuccess;
+}
+
+// The send range must be the receive range's in-place block or disjoint from it.
+ncclResult_t checkBlockOverlap(const char* fn, const void* send, size_t sendBytes, const void* recv,
+                               size_t recvBytes, size_t inPlaceOffset) {
+  if (static_cast<const char*>(send) == static_cast<const char*>(recv) + inPlaceOffset) return ncclSuccess;
+  if (send == recv && inPlaceOffset == 0) return ncclSuccess;
+  return checkOverlap(send, sendBytes, recv, recvBytes, fn);
+}
+
+}  // namespace
 
 GYRE_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   const char* fn = "ncclAllReduce";
-  GYRE_CHECK(checkComm(comm, fn));
+  CHECK_ARG(checkCommon(fn, comm, datatype, count, stream));
   ScopedLogRank logRank(comm->rank);
-  GYRE_CHECK(checkDatatype(datatype, fn));
-  GYRE_CHECK(checkRedOp(op, fn));
   size_t size = datatypeSize(datatype);
-  GYRE_CHECK(checkCount(count, size, fn));
-  GYRE_CHECK(checkStream(comm, stream, fn));
-  GYRE_CHECK(checkBuffer(sendbuff, "sendbuff", count, size, fn));
-  GYRE_CHECK(checkBuffer(recvbuff, "recvbuff", count, size, fn));
-  GYRE_CHECK(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
-  return enqueueCollective(comm, {CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, 0});
+  CHECK_ARG(checkRedOp(op, fn));
+  CHECK_ARG(checkBuffer(sendbuff, "sendbuff", count, size, fn));
+  CHECK_ARG(checkBuffer(recvbuff, "recvbuff", count, size, fn));
+  CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
+  return enqueue({comm, CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, false});
 }
+
+GYRE_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       int root, ncclComm_t comm, cudaStream_t stream) {
+  const char* fn = "ncclBroadcast";
+  CHECK_ARG(checkCommon(fn, comm, datatype, count, stream));
+  ScopedLogRank logRank(comm->rank);
+  size_t size = datatypeSize(datatype);
+  CHECK_ARG(checkRoot(fn, comm, root, "root"));
+  if (comm->rank == root) {
+    CHECK_ARG(checkBuffer(sendbuff, "sendbuff", count, size, fn));
+    CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
+  }
+  CHECK_ARG(checkBuffer(recvbuff, "recvbuff", count, size, fn));
+  return enqueue({comm, CollKind::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, false});
+}
+
+GYRE_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                   cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+GYRE_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  const char* fn = "ncclReduce";
+  CHECK_ARG(checkCommon(fn, comm, datatype, count, stream));
+  ScopedLogRank logRank(comm->rank);
+  size_t size = datatypeSize(datatype);
+  CHECK_ARG(checkRedOp(op, fn));
+  CHECK_ARG(checkRoot(fn, comm, root, "root"));
+  CHECK_ARG(checkBuffer(sendbuff, "sendbuff", count, size, fn));
+  if (comm->rank == root) {
+    CHECK_ARG(checkBuffer(recvbuff, "recvbuff", count, size, fn));
+    CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
+  }
+  return enqueue({comm, CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, false});
+}
+
+GYRE_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                       ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  const char* fn = "ncclAllGather";
+  CHECK_ARG(checkCommon(fn, comm, datatype, sendcount, stream));
+  ScopedLogRank logRank(comm->rank);
+  size_t size = datatypeSize(datatype);
+  CHECK_ARG(checkCount(sendcount, size * comm->nranks, fn));
+  CHECK_ARG(checkBuffer(sendbuff, "sendbuff", sendcount, size, fn));
+  CHECK_ARG(checkBuffer(recvbuff, "recvbuff", sendcount, size, fn));
+  size_t bytes = sendcount * size;
+  CHECK_ARG(checkBlockOverlap(fn, sendbuff, bytes, recvbuff, bytes * comm->nranks, bytes * comm->rank));
+  return enqueue({comm, CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, false});
+}
+
+GYRE_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                           cudaStream_t stream) {
+  const char* fn = "ncclReduceScatter";
+  CHECK_ARG(checkCommon(fn, comm, datatype, recvcount, stream));
+  ScopedLogRank logRank(comm->rank);
+  size_t size = datatypeSize(datatype);
+  CHECK_ARG(checkRedOp(op, fn));
+  CHECK_ARG(checkCount(recvcount, size * comm->nranks, fn));
+  CHECK_ARG(checkBuffer(sendbuff, "sendbuff", recvcount, size, fn));
+  CHECK_ARG(checkBuffer(recvbuff, "recvbuff", recvcount, size, fn));
+  size_t bytes = recvcount * size;
+  // In place: recvbuff is this rank's block of sendbuff.
+  CHECK_ARG(checkBlockOverlap(fn, recvbuff, bytes, sendbuff, bytes * comm->nranks, bytes * comm->rank));
+  return enqueue({comm, CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, false});
+}
+
+GYRE_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  const char* fn = "ncclSend";
+  CHECK_ARG(checkCommon(fn, comm, datatype, count, stream));
+  ScopedLogRank logRank(comm->rank);
+  CHECK_ARG(checkRoot(fn, comm, peer, "peer"));
+  CHECK_ARG(checkBuffer(sendbuff, "sendbuff", count, datatypeSize(datatype), fn));
+  return enqueue({comm, CollKind::SendRecv, sendbuff, nullptr, count, datatype, ncclSum, peer, true});
+}
+
+GYRE_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                  cudaStream_t stream) {
+  const char* fn = "ncclRecv";
+  CHECK_ARG(checkCommon(fn, comm, datatype, count, stream));
+  ScopedLogRank logRank(comm->rank);
+  CHECK_ARG(checkRoot(fn, comm, peer, "peer"));
+  CHECK_ARG(checkBuffer(recvbuff, "recvbuff", count, datatypeSize(datatype), fn));
+  return enqueue({comm, CollKind::SendRecv, nullptr, recvbuff, count, datatype, ncclSum, peer, false});
+}
+
+GYRE_EXPORT ncclResult_t ncclGroupStart() { return groupStart(); }
+GYRE_EXPORT ncclResult_t ncclGroupEnd() { return groupEnd(); }

@@ -1,11 +1,33 @@
-// From a validated call to its execution: plan it, build the schedule, run it
-// on the communicator's executor.
+// From validated calls to execution. A call outside a group is a group of
+// one. ncclGroupEnd turns every pending call (possibly on several
+// communicators) into lanes — one per channel of a collective, one per send or
+// receive — and runs them together on the host executor.
 #pragma once
 
-#include "src/host/executor.h"
+#include <cstddef>
+
+#include "include/gyre.h"
+#include "src/comm/coll_kind.h"
 
 namespace gyre {
 
-ncclResult_t enqueueCollective(ncclComm* comm, CollCall call);
+// One call as the user made it (after argument checks).
+struct PendingCall {
+  ncclComm* comm;
+  CollKind coll;
+  const void* input;
+  void* output;
+  size_t count;          // AllGather: sendcount; ReduceScatter: recvcount; Send/Recv: count
+  ncclDataType_t datatype;
+  ncclRedOp_t op;
+  int root;              // Broadcast/Reduce root, or the Send/Recv peer
+  bool isSend;           // SendRecv only: true for ncclSend
+};
+
+// Runs the call now, or queues it if a group is open on this thread.
+ncclResult_t enqueue(const PendingCall& call);
+
+ncclResult_t groupStart();
+ncclResult_t groupEnd();
 
 }  // namespace gyre

@@ -4,50 +4,53 @@
 #include <type_traits>
 
 #include "kernels/primitives/reduce_op.h"
-#include "src/host/step_runner.h"
 
 namespace gyre {
 namespace {
 
 template <typename T, typename Op>
-ncclResult_t runWith(ncclComm* comm, const CollCall& call, Channel& ch, const ChannelSchedule& s, Op op) {
-  StepRunner<T, Op> runner(comm, call, ch, op);
-  return runner.run(s.steps.data(), s.steps.size());
+std::unique_ptr<Lane> typed(const LaneSpec& spec, Op op) {
+  return std::make_unique<TypedLane<T, Op>>(spec, op);
 }
 
 template <typename T>
-ncclResult_t runWithType(ncclComm* comm, const CollCall& call, Channel& ch, const ChannelSchedule& s) {
-  switch (call.op) {
-    case ncclSum: return runWith<T>(comm, call, ch, s, OpSum<T>{});
-    case ncclProd: return runWith<T>(comm, call, ch, s, OpProd<T>{});
-    case ncclMax: return runWith<T>(comm, call, ch, s, OpMax<T>{});
-    case ncclMin: return runWith<T>(comm, call, ch, s, OpMin<T>{});
+ncclResult_t makeLaneWithType(const LaneSpec& spec, std::unique_ptr<Lane>* out) {
+  switch (spec.op) {
+    case ncclSum: *out = typed<T>(spec, OpSum<T>{}); return ncclSuccess;
+    case ncclProd: *out = typed<T>(spec, OpProd<T>{}); return ncclSuccess;
+    case ncclMax: *out = typed<T>(spec, OpMax<T>{}); return ncclSuccess;
+    case ncclMin: *out = typed<T>(spec, OpMin<T>{}); return ncclSuccess;
     case ncclAvg:
       // Floating point: scale each input by 1/n before summing (as NCCL does),
       // so large sums do not overflow; integers: exact sum, then one division.
       if constexpr (std::is_floating_point_v<T>)
-        return runWith<T>(comm, call, ch, s, OpPreMulSum<T>{static_cast<T>(1.0 / comm->nranks)});
+        *out = typed<T>(spec, OpPreMulSum<T>{static_cast<T>(1.0 / spec.comm->nranks)});
+      else if constexpr (kIsNarrowFloat<T>)  // 1/n rounded to float, then to T, as NCCL
+        *out = typed<T>(spec, OpPreMulSum<T>{T::fromFloat(static_cast<float>(1.0 / spec.comm->nranks))});
       else
-        return runWith<T>(comm, call, ch, s, OpSumPostDiv<T>{comm->nranks});
-    default: return fail(ncclInvalidArgument, "%s: op %d is not supported", collName(call.coll), call.op);
+        *out = typed<T>(spec, OpSumPostDiv<T>{spec.comm->nranks});
+      return ncclSuccess;
+    default: return fail(ncclInvalidArgument, "%s: op %d is not supported", collName(spec.coll), spec.op);
   }
 }
 
 }  // namespace
 
-ncclResult_t runHostSchedule(ncclComm* comm, const CollCall& call, Channel& ch, const ChannelSchedule& s) {
-  switch (call.datatype) {
-    case ncclInt8: return runWithType<int8_t>(comm, call, ch, s);
-    case ncclUint8: return runWithType<uint8_t>(comm, call, ch, s);
-    case ncclInt32: return runWithType<int32_t>(comm, call, ch, s);
-    case ncclUint32: return runWithType<uint32_t>(comm, call, ch, s);
-    case ncclInt64: return runWithType<int64_t>(comm, call, ch, s);
-    case ncclUint64: return runWithType<uint64_t>(comm, call, ch, s);
-    case ncclFloat32: return runWithType<float>(comm, call, ch, s);
-    case ncclFloat64: return runWithType<double>(comm, call, ch, s);
-    default:
-      return fail(ncclInvalidArgument, "%s: datatype %d is not supported on host communicators yet",
-                  collName(call.coll), call.datatype);
+ncclResult_t makeHostLane(const LaneSpec& spec, std::unique_ptr<Lane>* out) {
+  switch (spec.datatype) {
+    case ncclInt8: return makeLaneWithType<int8_t>(spec, out);
+    case ncclUint8: return makeLaneWithType<uint8_t>(spec, out);
+    case ncclInt32: return makeLaneWithType<int32_t>(spec, out);
+    case ncclUint32: return makeLaneWithType<uint32_t>(spec, out);
+    case ncclInt64: return makeLaneWithType<int64_t>(spec, out);
+    case ncclUint64: return makeLaneWithType<uint64_t>(spec, out);
+    case ncclFloat32: return makeLaneWithType<float>(spec, out);
+    case ncclFloat64: return makeLaneWithType<double>(spec, out);
+    case ncclFloat16: return makeLaneWithType<Half>(spec, out);
+    case ncclBfloat16: return makeLaneWithType<Bfloat16>(spec, out);
+    case ncclFloat8e4m3: return makeLaneWithType<Fp8E4M3>(spec, out);
+    case ncclFloat8e5m2: return makeLaneWithType<Fp8E5M2>(spec, out);
+    default: return fail(ncclInvalidArgument, "%s: datatype %d is not supported", collName(spec.coll), spec.datatype);
   }
 }
 

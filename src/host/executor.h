@@ -1,30 +1,23 @@
-// The host executor: runs one channel's schedule on host memory, moving data
-// through the channel's connection FIFOs. Type and op are resolved once per
-// call into a template instance; the step loop itself has no virtual calls and
-// no allocation.
+// The host executor: turns lane specs into typed lanes and runs any set of
+// lanes (one collective's channels, a group's sends and receives, even lanes
+// of several communicators driven by one thread) to completion.
+//
+// Waiting: when no lane can move, the executor drives the transports'
+// progress, spins briefly, then sleeps in poll() on their sockets. Every wait
+// ends at GYRE_TIMEOUT without progress (the error names the peer, the
+// collective, channel and step) or when a communicator is aborted.
 #pragma once
 
-#include <cstddef>
+#include <memory>
+#include <vector>
 
-#include "include/gyre.h"
-#include "src/comm/coll_kind.h"
-#include "src/comm/comm.h"
+#include "src/host/lane.h"
 
 namespace gyre {
 
-// The arguments of one collective call, as the executor needs them.
-struct CollCall {
-  CollKind coll;
-  const void* input;
-  void* output;
-  size_t count;
-  ncclDataType_t datatype;
-  ncclRedOp_t op;
-  int root;
-  uint64_t opCount;
-};
+// Creates the lane for spec's datatype and operator.
+ncclResult_t makeHostLane(const LaneSpec& spec, std::unique_ptr<Lane>* out);
 
-ncclResult_t runHostSchedule(ncclComm* comm, const CollCall& call, Channel& channel,
-                             const ChannelSchedule& schedule);
+ncclResult_t runLanes(std::vector<std::unique_ptr<Lane>>& lanes);
 
 }  // namespace gyre

@@ -1,6 +1,5 @@
 #include "src/host/progress.h"
 
-#include <thread>
 
 namespace gyre {
 
@@ -10,7 +9,6 @@ void ProgressEngine::add(Connection* conn) {
 
 void ProgressEngine::clear() {
   conns_.clear();
-  fds_.clear();
 }
 
 ncclResult_t ProgressEngine::progressAll(int* culprit) {
@@ -21,18 +19,11 @@ ncclResult_t ProgressEngine::progressAll(int* culprit) {
   return ncclSuccess;
 }
 
-void ProgressEngine::block(int timeoutMs) {
-  fds_.clear();
+void ProgressEngine::appendPollFds(std::vector<pollfd>* fds) const {
   for (Connection* c : conns_) {
     pollfd p{};
-    if (c->transport->pollRequest(*c, &p)) fds_.push_back(p);
+    if (c->transport->pollRequest(*c, &p)) fds->push_back(p);
   }
-  if (fds_.empty()) {
-    // Only memory-mapped connections: nothing to poll, give the core away.
-    std::this_thread::yield();
-    return;
-  }
-  poll(fds_.data(), fds_.size(), timeoutMs);
 }
 
 void ProgressEngine::sendAbortNotices(int culprit) {

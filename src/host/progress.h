@@ -23,14 +23,13 @@ class ProgressEngine {
   // the rank held responsible.
   ncclResult_t progressAll(int* culprit);
 
-  // Sleeps until a descriptor is ready or timeoutMs passes.
-  void block(int timeoutMs);
+  // Adds the descriptors (and events) worth waiting on to *fds.
+  void appendPollFds(std::vector<pollfd>* fds) const;
 
   void sendAbortNotices(int culprit);
 
  private:
   std::vector<Connection*> conns_;
-  std::vector<pollfd> fds_;
 };
 
 }  // namespace gyre

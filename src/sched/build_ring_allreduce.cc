@@ -1,24 +1,9 @@
 #include "src/sched/build_ring_allreduce.h"
 
 #include "src/sched/chunking.h"
+#include "src/sched/step_builder.h"
 
 namespace gyre {
-namespace {
-
-Step makeStep(StepKind kind, uint8_t srcBuf, size_t srcOff, uint8_t dstBuf, size_t dstOff, size_t count,
-              uint8_t flags) {
-  Step s{};
-  s.kind = kind;
-  s.srcBuffer = srcBuf;
-  s.dstBuffer = dstBuf;
-  s.flags = flags;
-  s.count = static_cast<uint32_t>(count);
-  s.srcOffset = srcOff;
-  s.dstOffset = dstOff;
-  return s;
-}
-
-}  // namespace
 
 void buildRingAllReduce(const RingAllReduceShape& sh, ChannelSchedule* out) {
   const int n = sh.nranks;
@@ -28,7 +13,7 @@ void buildRingAllReduce(const RingAllReduceShape& sh, ChannelSchedule* out) {
     // rank of integers divides by 1, a PreMulSum scales).
     for (size_t off = 0; off < sh.count; off += sh.chunkElems) {
       size_t c = std::min(sh.chunkElems, sh.count - off);
-      out->steps.push_back(makeStep(StepKind::Copy, kInputBuffer, off, kOutputBuffer, off, c,
+      out->steps.push_back(step(StepKind::Copy, kInputBuffer, off, kOutputBuffer, off, c,
                                     kStepPreOp | kStepPostOp));
     }
     return;
@@ -43,7 +28,7 @@ void buildRingAllReduce(const RingAllReduceShape& sh, ChannelSchedule* out) {
     size_t span = std::min(loop, sh.count - base);
     auto seg = [&](int index) { return splitSegment(base, span, n, mod(index), sh.alignElems); };
     auto emit = [&](StepKind kind, Segment s, uint8_t srcBuf, uint8_t dstBuf, uint8_t flags) {
-      if (s.count) out->steps.push_back(makeStep(kind, srcBuf, s.offset, dstBuf, s.offset, s.count, flags));
+      if (s.count) out->steps.push_back(step(kind, srcBuf, s.offset, dstBuf, s.offset, s.count, flags));
     };
     emit(StepKind::Send, seg(sh.rank), kInputBuffer, 0, kStepPreOp);
     for (int k = 1; k < n - 1; ++k)

@@ -11,6 +11,7 @@ namespace gyre {
 enum class StepKind : uint8_t {
   Copy,                // local: dst = src (no peer)
   Send,                // send src to the send peer
+  CopySend,            // dst = src; send src (a root or an all-gather's own block, out of place)
   Recv,                // dst = received
   RecvReduceSend,      // send (received op src)
   RecvReduceCopySend,  // dst = received op src; send dst
@@ -39,9 +40,11 @@ struct Step {
 };
 static_assert(sizeof(Step) == 32);
 
-inline bool stepReceives(StepKind k) { return k != StepKind::Copy && k != StepKind::Send; }
+inline bool stepReceives(StepKind k) {
+  return k != StepKind::Copy && k != StepKind::Send && k != StepKind::CopySend;
+}
 inline bool stepSends(StepKind k) {
-  return k == StepKind::Send || k == StepKind::RecvReduceSend || k == StepKind::RecvReduceCopySend ||
+  return k == StepKind::Send || k == StepKind::CopySend || k == StepKind::RecvReduceSend || k == StepKind::RecvReduceCopySend ||
          k == StepKind::RecvCopySend;
 }
 

@@ -1,0 +1,79 @@
+// C API: the collectives NCCL defines as groups of sends and receives —
+// AlltoAll, Gather, Scatter.
+#include "include/gyre.h"
+#include "src/comm/api_export.h"
+#include "src/comm/comm.h"
+#include "src/debug/error.h"
+#include "src/enqueue/arg_checks.h"
+#include "src/enqueue/enqueue.h"
+
+using namespace gyre;
+
+namespace {
+
+// Runs body() inside a group; the group is closed even if body fails.
+template <typename Body>
+ncclResult_t asGroup(Body body) {
+  GYRE_CHECK(groupStart());
+  ncclResult_t r = body();
+  ncclResult_t end = groupEnd();
+  return r != ncclSuccess ? r : end;
+}
+
+const char* at(const void* base, size_t index, size_t bytes) {
+  return static_cast<const char*>(base) + index * bytes;
+}
+
+}  // namespace
+
+GYRE_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      ncclComm_t comm, cudaStream_t stream) {
+  const char* fn = "ncclAlltoAll";
+  GYRE_CHECK(checkComm(comm, fn));
+  GYRE_CHECK(checkDatatype(datatype, fn));
+  size_t size = datatypeSize(datatype);
+  GYRE_CHECK(checkCount(count, size * comm->nranks, fn));
+  size_t bytes = count * size;
+  GYRE_CHECK(checkOverlap(sendbuff, bytes * comm->nranks, recvbuff, bytes * comm->nranks, fn));
+  if (sendbuff == recvbuff && count > 0 && comm->nranks > 1)
+    return fail(ncclInvalidArgument, "%s: sendbuff and recvbuff must not be the same buffer (no in-place AlltoAll)",
+                fn);
+  return asGroup([&] {
+    for (int p = 0; p < comm->nranks; ++p) {
+      GYRE_CHECK(ncclSend(at(sendbuff, p, bytes), count, datatype, p, comm, stream));
+      GYRE_CHECK(ncclRecv(const_cast<char*>(at(recvbuff, p, bytes)), count, datatype, p, comm, stream));
+    }
+    return ncclSuccess;
+  });
+}
+
+GYRE_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    int root, ncclComm_t comm, cudaStream_t stream) {
+  const char* fn = "ncclGather";
+  GYRE_CHECK(checkComm(comm, fn));
+  GYRE_CHECK(checkDatatype(datatype, fn));
+  if (root < 0 || root >= comm->nranks)
+    return fail(ncclInvalidArgument, "%s: root %d is outside 0..%d", fn, root, comm->nranks - 1);
+  size_t bytes = count * datatypeSize(datatype);
+  return asGroup([&] {
+    if (comm->rank == root)
+      for (int p = 0; p < comm->nranks; ++p)
+        GYRE_CHECK(ncclRecv(const_cast<char*>(at(recvbuff, p, bytes)), count, datatype, p, comm, stream));
+    return ncclSend(sendbuff, count, datatype, root, comm, stream);
+  });
+}
+
+GYRE_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                     int root, ncclComm_t comm, cudaStream_t stream) {
+  const char* fn = "ncclScatter";
+  GYRE_CHECK(checkComm(comm, fn));
+  GYRE_CHECK(checkDatatype(datatype, fn));
+  if (root < 0 || root >= comm->nranks)
+    return fail(ncclInvalidArgument, "%s: root %d is outside 0..%d", fn, root, comm->nranks - 1);
+  size_t bytes = count * datatypeSize(datatype);
+  return asGroup([&] {
+    if (comm->rank == root)
+      for (int p = 0; p < comm->nranks; ++p) GYRE_CHECK(ncclSend(at(sendbuff, p, bytes), count, datatype, p, comm, stream));
+    return ncclRecv(recvbuff, count, datatype, root, comm, stream);
+  });
+}

@@ -1,0 +1,53 @@
+// ncclGroupStart / ncclGroupEnd: a per-thread depth and list of calls. Nested
+// groups merge into the outermost; its end runs everything at once.
+#include <vector>
+
+#include "src/debug/error.h"
+#include "src/enqueue/enqueue.h"
+#include "src/enqueue/launch.h"
+
+namespace gyre {
+namespace {
+
+struct GroupState {
+  int depth = 0;
+  std::vector<PendingCall> calls;
+  ncclResult_t firstError = ncclSuccess;  // an argument error inside the group fails its end too
+};
+
+thread_local GroupState group;
+
+}  // namespace
+
+ncclResult_t groupStart() {
+  ++group.depth;
+  return ncclSuccess;
+}
+
+ncclResult_t groupEnd() {
+  if (group.depth == 0)
+    return fail(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
+  if (--group.depth > 0) return ncclSuccess;
+  std::vector<PendingCall> calls;
+  calls.swap(group.calls);
+  ncclResult_t earlier = group.firstError;
+  group.firstError = ncclSuccess;
+  if (earlier != ncclSuccess) return earlier;  // the failing call already recorded its message
+  return launchCalls(calls);
+}
+
+ncclResult_t enqueue(const PendingCall& call) {
+  if (group.depth > 0) {
+    group.calls.push_back(call);
+    return ncclSuccess;
+  }
+  std::vector<PendingCall> single{call};
+  return launchCalls(single);
+}
+
+// Argument errors inside a group are returned by the call and remembered for ncclGroupEnd.
+void noteGroupError(ncclResult_t r) {
+  if (group.depth > 0 && group.firstError == ncclSuccess) group.firstError = r;
+}
+
+}  // namespace gyre

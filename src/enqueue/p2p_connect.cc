@@ -1,0 +1,42 @@
+#include "src/enqueue/p2p_connect.h"
+
+#include "src/comm/comm.h"
+#include "src/debug/error.h"
+#include "src/debug/log.h"
+
+namespace gyre {
+namespace {
+
+ncclResult_t connectOne(ncclComm* comm, int peer, bool isSend) {
+  auto& table = isSend ? comm->p2pSend : comm->p2pRecv;
+  if (table.count(peer)) return ncclSuccess;
+  auto conn = std::make_unique<Connection>();
+  conn->peer = peer;
+  conn->isSend = isSend;
+  const auto& peers = comm->bootstrap->peers();
+  conn->transport = pickTransport(peers[comm->rank], peers[peer]);
+  ConnectContext ctx{comm->bootstrap.get(), comm->rank, kP2PChannelId, comm->slotBytes,
+                     Deadline::afterSeconds(comm->collTimeoutSeconds), &comm->abortFlag};
+  ncclResult_t r = isSend ? conn->transport->connectSend(ctx, peer, conn.get())
+                          : conn->transport->connectRecv(ctx, peer, conn.get());
+  if (r != ncclSuccess) {
+    if (conn->state) conn->transport->close(*conn);
+    return r;
+  }
+  GYRE_INFO("P2P", "connected %s rank %d over %s", isSend ? "to" : "from", peer, conn->transport->name());
+  comm->progress.add(conn.get());
+  table[peer] = std::move(conn);
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t connectPeersFor(const std::vector<PendingCall>& calls) {
+  for (bool sendPass : {true, false})
+    for (const PendingCall& c : calls)
+      if (c.coll == CollKind::SendRecv && c.isSend == sendPass && c.root != c.comm->rank && c.count > 0)
+        GYRE_CHECK(connectOne(c.comm, c.root, c.isSend));
+  return ncclSuccess;
+}
+
+}  // namespace gyre

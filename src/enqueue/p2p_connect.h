@@ -1,0 +1,16 @@
+// Connections for ncclSend/ncclRecv are made the first time a pair talks,
+// like NCCL's lazy p2p setup. Within one launch every rank first starts all
+// its outgoing connections (a TCP connect completes without the peer
+// accepting), then accepts the incoming ones, so pairs that connect to each
+// other, or communicators driven by one thread, cannot wait on each other.
+#pragma once
+
+#include <vector>
+
+#include "src/enqueue/enqueue.h"
+
+namespace gyre {
+
+ncclResult_t connectPeersFor(const std::vector<PendingCall>& calls);
+
+}  // namespace gyre

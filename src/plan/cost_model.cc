@@ -1,0 +1,162 @@
+#include "src/plan/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "src/debug/log.h"
+
+namespace gyre {
+namespace {
+
+// Microseconds. Orders of magnitude from published measurements of kernel
+// launch and per-hop flag latency on current GPUs, NICs and host memory; they
+// set the crossover sizes, not the results, and NCCL_ALGO/NCCL_PROTO override.
+constexpr double kBaseUs[2][2] = {
+    /* Ring: Simple, LL */ {6.0, 4.0},
+    /* Tree: Simple, LL */ {7.0, 5.0},
+};
+enum HopClass { kNvl, kPci, kShm, kNet };
+constexpr double kHopUs[4][2] = {
+    /* NVLink */ {1.0, 0.5},
+    /* PCIe   */ {1.5, 0.8},
+    /* shared memory / socket interconnect */ {2.0, 1.0},
+    /* network */ {6.0, 3.5},
+};
+constexpr double kProtoEfficiency[2] = {1.0, 0.5};  // Simple, LL
+constexpr double kTreeSplit = 0.5;                  // see the header: each direction gets half a channel
+
+HopClass hopClass(topo::PathType t) {
+  switch (t) {
+    case topo::PathType::NVL: return kNvl;
+    case topo::PathType::PIX:
+    case topo::PathType::PXB:
+    case topo::PathType::PHB: return kPci;
+    case topo::PathType::NET: return kNet;
+    default: return kShm;
+  }
+}
+
+double ringFactor(CollKind c, int n) {
+  switch (c) {
+    case CollKind::AllReduce: return 2.0 * (n - 1) / n;
+    case CollKind::AllGather:
+    case CollKind::ReduceScatter: return static_cast<double>(n - 1) / n;
+    default: return 1.0;
+  }
+}
+
+void ringEntry(const CostInputs& in, CostEntry* e) {
+  int p = static_cast<int>(e->proto);
+  int n = in.nranks;
+  if (n < 2) {
+    e->unavailableWhy = "one rank";
+    return;
+  }
+  double intraHop = kHopUs[hopClass(in.intraPath)][p];
+  double worstHop = in.nnodes > 1 ? kHopUs[kNet][p] : intraHop;
+  double lat = kBaseUs[0][p];
+  if (in.coll == CollKind::AllReduce) lat += 2.0 * (n - 1) * worstHop;
+  else if (in.coll == CollKind::Broadcast || in.coll == CollKind::Reduce)
+    lat += (in.nnodes - 1) * kHopUs[kNet][p] + (n - in.nnodes) * intraHop;
+  else lat += (n - 1) * worstHop;
+  double bw = in.nnodes > 1 ? std::min(in.intraBw, in.netBw) : in.intraBw;
+  e->available = bw > 0;
+  e->unavailableWhy = "no bandwidth";
+  e->latencyUs = lat;
+  e->bwGBs = e->available ? bw * kProtoEfficiency[p] / ringFactor(in.coll, n) : 0;
+  e->usPerByte = e->available ? ringFactor(in.coll, n) / (bw * kProtoEfficiency[p] * 1e3) : 0;
+}
+
+void treeEntry(const CostInputs& in, CostEntry* e) {
+  int p = static_cast<int>(e->proto);
+  if (in.coll != CollKind::AllReduce) {
+    e->unavailableWhy = "tree runs AllReduce only";
+    return;
+  }
+  if (in.nnodes < 2) {
+    e->unavailableWhy = "one host (the chain would be a slower ring)";
+    return;
+  }
+  int ppn = (in.nranks + in.nnodes - 1) / in.nnodes;
+  int depth = static_cast<int>(std::floor(std::log2(in.nnodes)));
+  e->latencyUs = kBaseUs[1][p] + 2.0 * (depth * kHopUs[kNet][p] + (ppn - 1) * kHopUs[hopClass(in.intraPath)][p]);
+  double netBytes = in.nnodes >= 3 ? 2.0 : 1.0;
+  double chainSlope = ppn > 1 ? 1.0 / (in.intraBw * kTreeSplit) : 0;
+  double slope = std::max(netBytes / in.netBw, chainSlope);  // seconds per GB, per byte of input
+  e->available = in.netBw > 0 && (ppn == 1 || in.intraBw > 0);
+  e->unavailableWhy = "no bandwidth";
+  e->usPerByte = e->available ? slope / (kProtoEfficiency[p] * 1e3) : 0;
+  e->bwGBs = e->available ? kProtoEfficiency[p] / slope : 0;
+}
+
+template <typename T>
+bool contains(const std::vector<T>& v, T x) {
+  return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
+}
+
+}  // namespace
+
+CostTable predictCosts(const CostInputs& in, const std::vector<Algorithm>& algos,
+                       const std::vector<Protocol>& protos) {
+  CostTable t;
+  t.in = in;
+  for (Algorithm a : {Algorithm::Ring, Algorithm::Tree})
+    for (Protocol p : {Protocol::Simple, Protocol::LL}) {
+      CostEntry e;
+      e.algo = a;
+      e.proto = p;
+      e.allowed = contains(algos, a) && contains(protos, p);
+      if (a == Algorithm::Ring) ringEntry(in, &e);
+      else treeEntry(in, &e);
+      e.timeUs = e.latencyUs + e.usPerByte * static_cast<double>(in.bytes);
+      t.entries.push_back(e);
+    }
+  for (size_t i = 0; i < t.entries.size(); ++i) {
+    const CostEntry& e = t.entries[i];
+    if (!e.available || !e.allowed) continue;
+    if (t.pick < 0 || e.timeUs < t.entries[t.pick].timeUs) t.pick = static_cast<int>(i);
+  }
+  return t;
+}
+
+CostInputs costInputs(const RingPlan& plan, CollKind coll, int nranks, size_t bytes) {
+  CostInputs in;
+  in.coll = coll;
+  in.nranks = nranks;
+  in.nnodes = plan.nhosts;
+  in.bytes = bytes;
+  in.intraBw = plan.intraBw;
+  in.netBw = plan.netBw;
+  in.intraPath = plan.worstIntra;
+  return in;
+}
+
+std::vector<std::string> formatCostTable(const CostTable& t) {
+  std::vector<std::string> lines;
+  char buf[256];
+  snprintf(buf, sizeof(buf), "%s of %zu bytes on %d ranks / %d hosts (intra %.1f GB/s, net %.1f GB/s):",
+           collName(t.in.coll), t.in.bytes, t.in.nranks, t.in.nnodes, t.in.intraBw, t.in.netBw);
+  lines.push_back(buf);
+  snprintf(buf, sizeof(buf), "  %-5s %-7s %12s %12s %14s", "algo", "proto", "latency us", "algbw GB/s", "predicted us");
+  lines.push_back(buf);
+  for (size_t i = 0; i < t.entries.size(); ++i) {
+    const CostEntry& e = t.entries[i];
+    if (!e.available)
+      snprintf(buf, sizeof(buf), "  %-5s %-7s   n/a: %s", algorithmName(e.algo), protocolName(e.proto),
+               e.unavailableWhy);
+    else
+      snprintf(buf, sizeof(buf), "  %-5s %-7s %12.2f %12.2f %14.2f%s%s", algorithmName(e.algo),
+               protocolName(e.proto), e.latencyUs, e.bwGBs, e.timeUs, e.allowed ? "" : "  (excluded)",
+               static_cast<int>(i) == t.pick ? "  <- pick" : "");
+    lines.push_back(buf);
+  }
+  return lines;
+}
+
+void logCostTable(const CostTable& t) {
+  if (logLevel() < LogLevel::Info) return;
+  for (const std::string& line : formatCostTable(t)) GYRE_INFO("TUNING", "%s", line.c_str());
+}
+
+}  // namespace gyre

@@ -1,0 +1,78 @@
+// The cost model: predicted time of one collective for every algorithm x
+// protocol, from the bandwidths the ring search found on the topology and
+// per-hop latencies. The planner runs the cheapest allowed entry;
+// NCCL_DEBUG_SUBSYS=TUNING prints the table the choice came from.
+//
+//   time = latency + bytesFactor * bytes / (bandwidth * protocolEfficiency)
+//
+// Ring: a collective of n ranks takes 2(n-1) (AllReduce) or n-1 steps; every
+// step waits for the slowest hop of the ring (the network when there is more
+// than one host). Data per rank follows the nccl-tests bus factors:
+// AllReduce 2(n-1)/n, AllGather and ReduceScatter (n-1)/n, Broadcast and
+// Reduce 1 (a pipelined chain: its latency is the sum of its hops).
+//
+// Tree (AllReduce over 2+ hosts): reduce up and broadcast down the double
+// binary tree, so the latency grows with the tree depth (log2 of the hosts)
+// plus the chain inside a host, not with the rank count. Each tree channel
+// splits its threads between the upward and the downward stream (as NCCL's
+// tree kernels do), halving what the intra-host chain moves per direction;
+// a host interior in one tree forwards to two children, so with 3+ hosts a
+// NIC carries 2x the data (with 2 hosts, 1x).
+//
+// Protocols: LL sends 4 data bytes per 8-byte line with the flag in the other
+// 4, so it moves half the bandwidth but skips the per-step flag round trip of
+// Simple, which makes each hop cheaper.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "src/comm/coll_kind.h"
+#include "src/plan/algorithm.h"
+#include "src/plan/ring_order.h"
+#include "topology/paths.h"
+
+namespace gyre {
+
+struct CostInputs {
+  CollKind coll = CollKind::AllReduce;
+  int nranks = 1;
+  int nnodes = 1;
+  size_t bytes = 0;       // nccl-tests "size": AllGather's gathered output, ReduceScatter's input
+  double intraBw = 0;     // GB/s per rank inside hosts, all channels (RingPlan::intraBw)
+  double netBw = 0;       // GB/s per host over the network (RingPlan::netBw)
+  topo::PathType intraPath = topo::PathType::NVL;  // farthest hop inside a host (sets its latency)
+};
+
+struct CostEntry {
+  Algorithm algo = Algorithm::Ring;
+  Protocol proto = Protocol::Simple;
+  bool available = false;
+  const char* unavailableWhy = "";
+  bool allowed = true;    // by NCCL_ALGO / NCCL_PROTO
+  double latencyUs = 0;   // size-independent part
+  double usPerByte = 0;   // slope
+  double bwGBs = 0;       // effective bandwidth behind the slope
+  double timeUs = 0;      // latencyUs + usPerByte * bytes
+};
+
+struct CostTable {
+  CostInputs in;
+  std::vector<CostEntry> entries;  // Ring/Simple, Ring/LL, Tree/Simple, Tree/LL
+  int pick = -1;                   // index of the cheapest available, allowed entry
+};
+
+// Empty `algos` / `protos` allow everything.
+CostTable predictCosts(const CostInputs& in, const std::vector<Algorithm>& algos = {},
+                       const std::vector<Protocol>& protos = {});
+
+// Inputs for a collective on the ranks a ring plan covers.
+CostInputs costInputs(const RingPlan& plan, CollKind coll, int nranks, size_t bytes);
+
+// The table as text lines (header first), marking the pick.
+std::vector<std::string> formatCostTable(const CostTable& t);
+// Logs the table at INFO under TUNING.
+void logCostTable(const CostTable& t);
+
+}  // namespace gyre

@@ -1,0 +1,30 @@
+// Ring (and chain) schedules for Broadcast, Reduce, AllGather and
+// ReduceScatter. Like ring AllReduce, each sends to conn 0 (the next rank) and
+// receives from conn 0 (the previous rank); steps carry at most chunkElems.
+#pragma once
+
+#include <cstddef>
+
+#include "src/sched/step.h"
+
+namespace gyre {
+
+struct RingShape {
+  int rank;
+  int nranks;
+  size_t count;       // per-rank count: the call's count (AllGather: sendcount, ReduceScatter: recvcount)
+  size_t chunkElems;
+  int root;           // Broadcast / Reduce
+  bool inPlace;       // AllGather: input already sits at output + rank*count
+};
+
+// The chain root -> root+1 -> ... -> root-1 forwards each chunk.
+void buildRingBroadcast(const RingShape& shape, ChannelSchedule* out);
+// The chain root+1 -> ... -> root reduces each chunk on its way to root.
+void buildRingReduce(const RingShape& shape, ChannelSchedule* out);
+// Output block r (count elements) holds rank r's input on every rank.
+void buildRingAllGather(const RingShape& shape, ChannelSchedule* out);
+// Rank r's output is block r of the reduction of every rank's input.
+void buildRingReduceScatter(const RingShape& shape, ChannelSchedule* out);
+
+}  // namespace gyre
