@@ -6,10 +6,11 @@
 // OpSum<Half> is the same template as OpSum<float>.
 //
 // On the device the conversions are the CUDA intrinsics; on the host they are
-// portable bit manipulation giving the same bits for every non-NaN input (a
-// NaN becomes the canonical quiet NaN, all-ones exponent and significand,
-// positive — what CUDA's host code returns), so the host build needs no CUDA
-// headers.
+// portable C++ (bit manipulation, and a float addition to round subnormals)
+// giving the same bits as those intrinsics for every non-NaN input, so the
+// host build needs no CUDA headers. A NaN becomes the canonical NaN, positive
+// with all-ones exponent and significand (0x7fff, 0x7f), which is what CUDA's
+// host code returns.
 //
 // What precision each type reduces in
 // ------------------------------------
@@ -77,15 +78,6 @@ GYRE_HOST_DEVICE float toFloat(uint32_t u) {
 #endif
 }
 
-// Index of the highest set bit; x must not be 0.
-GYRE_HOST_DEVICE int topBit(uint32_t x) {
-#if defined(__CUDA_ARCH__)
-  return 31 - __clz(x);
-#else
-  return 31 - __builtin_clz(x);
-#endif
-}
-
 // What a conversion does with a value beyond the largest finite one (after
 // rounding) and with an infinite input.
 enum class Overflow { kInfinity, kSaturate, kNaN };
@@ -103,61 +95,47 @@ struct Format {
   static constexpr uint32_t kNaN = kExpMask | kManMask;
   static constexpr uint32_t kMaxFinite = kIeeeSpecials ? kExpMask - 1 : kNaN - 1;
 
-  GYRE_HOST_DEVICE static bool isNaN(uint32_t bits) {
-    uint32_t mag = bits & ~kSign;
-    return kIeeeSpecials ? mag > kExpMask : mag == kNaN;
-  }
-
   GYRE_HOST_DEVICE static uint32_t overflowed(uint32_t sign, Overflow mode) {
-    switch (mode) {
-      case Overflow::kInfinity: return sign | kExpMask;
-      case Overflow::kSaturate: return sign | kMaxFinite;
-      default: return sign | kNaN;
-    }
+    return sign | (mode == Overflow::kInfinity ? kExpMask : mode == Overflow::kSaturate ? kMaxFinite : kNaN);
   }
 
-  // Rounds to nearest, ties to even. The value is sig * 2^scale; q counts
-  // units of the format's last place at the value's binade, so placing the
-  // binade's exponent field below q's leading bit gives the encoding, and a
-  // significand that rounds up to the next power of two carries into the
-  // exponent as it should.
+  // Rounds to nearest, ties to even, without branches (a reduction loop
+  // converts every element). From T's smallest normal up, adding just under
+  // half of the dropped bits' unit plus the kept part's lowest bit rounds,
+  // and a carry out of the significand reaches the exponent (up to overflow)
+  // as it should. Below it, adding a float whose last place is T's subnormal
+  // unit makes the float adder round to that unit (nearest even, the default
+  // mode, which the float arithmetic of this file relies on anyway); the sum's
+  // low bits are then T's encoding, the smallest normal included.
   GYRE_HOST_DEVICE static uint32_t encode(float f, Overflow mode) {
+    constexpr int kDrop = 23 - kManBits;  // float significand bits T lacks
+    constexpr uint32_t kRebias = static_cast<uint32_t>(127 - kBias) << 23;
+    constexpr uint32_t kMinNormal = static_cast<uint32_t>(127 + kEmin) << 23;
+    constexpr uint32_t kSubnormalMagic = static_cast<uint32_t>(127 + kEmin - kManBits + 23) << 23;
+    static_assert(kEmin - kManBits - 1 > -126, "half T's smallest subnormal must be a normal float");
     const uint32_t x = fromFloat(f);
-    const uint32_t sign = (x >> 31) ? kSign : 0;
+    const uint32_t sign = (x >> 31) * kSign;
     const uint32_t mag = x & 0x7fffffffu;
-    if (mag > 0x7f800000u) return kNaN;
-    if (mag == 0x7f800000u) return overflowed(sign, mode);
-    if (mag == 0) return sign;
-    const int biased = static_cast<int>(mag >> 23);
-    const uint32_t sig = (mag & 0x7fffffu) | (biased ? 0x800000u : 0);
-    const int scale = (biased ? biased : 1) - 127 - 23;
-    const int exp = topBit(sig) + scale;  // floor(log2(value))
-    const int binade = exp > kEmin ? exp : kEmin;
-    const int shift = binade - kManBits - scale;  // >= 1 for these formats
-    uint32_t q = 0;
-    if (shift <= 24) {  // beyond that, sig < 2^24 is below half a last place
-      q = sig >> shift;
-      const uint32_t rest = sig & ((1u << shift) - 1), half = 1u << (shift - 1);
-      if (rest > half || (rest == half && (q & 1))) ++q;
-    }
-    const uint32_t bits = (static_cast<uint32_t>(binade + kBias - 1) << kManBits) + q;
-    return bits > kMaxFinite ? overflowed(sign, mode) : sign | bits;
+    const uint32_t rebiased = mag - kRebias;  // used only when mag >= kMinNormal
+    const uint32_t normal = (rebiased + ((1u << (kDrop - 1)) - 1) + ((rebiased >> kDrop) & 1)) >> kDrop;
+    const uint32_t subnormal = fromFloat(toFloat(mag) + toFloat(kSubnormalMagic)) - kSubnormalMagic;
+    const uint32_t bits = mag < kMinNormal ? subnormal : normal;
+    const uint32_t result = bits > kMaxFinite || mag == 0x7f800000u ? overflowed(sign, mode) : sign | bits;
+    return mag > 0x7f800000u ? kNaN : result;
   }
 
-  // Exact for every pattern; valid for formats whose subnormals are normal
-  // floats (all here except bfloat16, which is the top half of a float).
+  // Exact for every pattern, also without branches: a subnormal's value,
+  // man units of 2^(kEmin - kManBits), is a normal float, computed exactly.
   GYRE_HOST_DEVICE static float decode(uint32_t bits) {
-    const uint32_t sign = (bits & kSign) ? 0x80000000u : 0;
+    constexpr uint32_t kSubnormalUnit = static_cast<uint32_t>(127 + kEmin - kManBits) << 23;
+    const uint32_t sign = (bits & kSign) << (31 - kExpBits - kManBits);
     const uint32_t exp = (bits & kExpMask) >> kManBits, man = bits & kManMask;
-    if (isNaN(bits)) return toFloat(sign | 0x7fc00000u | (man << (23 - kManBits)));
-    if (kIeeeSpecials && exp == (kExpMask >> kManBits)) return toFloat(sign | 0x7f800000u);
-    if (exp == 0) {
-      if (man == 0) return toFloat(sign);
-      const int top = topBit(man);  // man * 2^(kEmin - kManBits), normalised
-      const uint32_t fexp = static_cast<uint32_t>(top + kEmin - kManBits + 127);
-      return toFloat(sign | (fexp << 23) | ((man << (23 - top)) & 0x7fffffu));
-    }
-    return toFloat(sign | ((exp - kBias + 127) << 23) | (man << (23 - kManBits)));
+    const uint32_t normal = ((exp + 127 - kBias) << 23) | (man << (23 - kManBits));
+    const uint32_t subnormal = fromFloat(static_cast<float>(man) * toFloat(kSubnormalUnit));
+    const uint32_t special = kIeeeSpecials ? 0x7f800000u | (man ? 0x400000u | (man << (23 - kManBits)) : 0)
+                                           : 0x7fc00000u | (man << (23 - kManBits));
+    const bool isSpecial = kIeeeSpecials ? exp == (kExpMask >> kManBits) : (bits & ~kSign) == kNaN;
+    return toFloat(sign | (isSpecial ? special : exp == 0 ? subnormal : normal));
   }
 };
 

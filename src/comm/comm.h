@@ -28,6 +28,19 @@ struct Channel {
   std::vector<Connection*> recvPtrs;
 };
 
+// One tree of the double binary tree, with the connections its two lanes use.
+struct CommTree {
+  int id = 0;                  // connection tag space, distinct from rings
+  int parent = -1;
+  std::vector<int> children;
+  std::vector<std::unique_ptr<Connection>> storage;
+  std::vector<Connection*> upSend;    // [parent]
+  std::vector<Connection*> upRecv;    // per child
+  std::vector<Connection*> downSend;  // per child
+  std::vector<Connection*> downRecv;  // [parent]
+};
+constexpr int kTreeChannelBase = 256;
+
 // Send/recv connections are made on first use, one per peer and direction,
 // on this pseudo-channel (distinct connection tags from the rings).
 constexpr int kP2PChannelId = 512;
@@ -52,6 +65,7 @@ struct ncclComm {
 
   std::unique_ptr<gyre::Bootstrap> bootstrap;
   std::vector<gyre::Channel> channels;
+  std::vector<gyre::CommTree> trees;  // the two trees of the double binary tree
   std::map<int, std::unique_ptr<gyre::Connection>> p2pSend;  // by peer rank
   std::map<int, std::unique_ptr<gyre::Connection>> p2pRecv;
   gyre::ProgressEngine progress;

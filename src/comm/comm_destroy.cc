@@ -28,6 +28,10 @@ void releaseCommResources(ncclComm* comm) {
       if (c.transport && c.state) c.transport->close(c);
   }
   comm->channels.clear();
+  for (CommTree& t : comm->trees)
+    for (auto& c : t.storage)
+      if (c->transport && c->state) c->transport->close(*c);
+  comm->trees.clear();
   for (auto* table : {&comm->p2pSend, &comm->p2pRecv}) {
     for (auto& [peer, c] : *table)
       if (c->transport && c->state) c->transport->close(*c);

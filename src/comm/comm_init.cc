@@ -9,6 +9,7 @@
 
 #include "src/bootstrap/rendezvous.h"
 #include "src/comm/comm.h"
+#include "src/comm/connect_channels.h"
 #include "src/comm/cuda_device.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
@@ -57,46 +58,6 @@ ncclResult_t checkPeersAgree(const ncclComm* comm) {
 }
 
 
-// Channel 0 is the ring rank -> rank+1.
-ncclResult_t connectRing(ncclComm* comm, const Deadline& deadline) {
-  if (comm->nranks == 1) {
-    comm->channels.resize(1);
-    return ncclSuccess;
-  }
-  Channel& ch = comm->channels.emplace_back();
-  ch.id = 0;
-  ch.peers.sendPeers = {(comm->rank + 1) % comm->nranks};
-  ch.peers.recvPeers = {(comm->rank + comm->nranks - 1) % comm->nranks};
-  ch.send.resize(1);
-  ch.recv.resize(1);
-  ConnectContext ctx{comm->bootstrap.get(), comm->rank, ch.id, comm->slotBytes, deadline, &comm->abortFlag};
-  const auto& peers = comm->bootstrap->peers();
-  for (size_t i = 0; i < ch.send.size(); ++i) {
-    Connection& c = ch.send[i];
-    c.peer = ch.peers.sendPeers[i];
-    c.isSend = true;
-    c.transport = pickTransport(peers[comm->rank], peers[c.peer]);
-    GYRE_CHECK(c.transport->connectSend(ctx, c.peer, &c));
-  }
-  for (size_t i = 0; i < ch.recv.size(); ++i) {
-    Connection& c = ch.recv[i];
-    c.peer = ch.peers.recvPeers[i];
-    c.transport = pickTransport(peers[comm->rank], peers[c.peer]);
-    GYRE_CHECK(c.transport->connectRecv(ctx, c.peer, &c));
-  }
-  for (Connection& c : ch.send) {
-    comm->progress.add(&c);
-    ch.sendPtrs.push_back(&c);
-  }
-  for (Connection& c : ch.recv) {
-    comm->progress.add(&c);
-    ch.recvPtrs.push_back(&c);
-  }
-  GYRE_INFO("INIT", "channel 0: ring %d -> %d -> %d over %s", ch.peers.recvPeers[0], comm->rank,
-            ch.peers.sendPeers[0], ch.send[0].transport->name());
-  return ncclSuccess;
-}
-
 ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* rootThread) {
   int64_t buffSize = 0, initTimeout = 0, collTimeout = 0;
   GYRE_CHECK(env::validateAll());
@@ -126,7 +87,8 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   int ranksOnHost = 0;
   for (const PeerInfo& p : comm->bootstrap->peers()) ranksOnHost += p.hostHash == self.hostHash ? 1 : 0;
   if (ranksOnHost > sysconf(_SC_NPROCESSORS_ONLN)) comm->spinsBeforeBlocking = 0;
-  GYRE_CHECK(connectRing(comm, deadline));
+  GYRE_CHECK(connectRings(comm, deadline));
+  GYRE_CHECK(connectTrees(comm, deadline));
   // Nobody returns from init before every rank's connections exist.
   return comm->bootstrap->barrier(deadline, &comm->abortFlag);
 }

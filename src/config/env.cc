@@ -111,21 +111,31 @@ std::string whereSet(const char* name) {
   return s.source == Source::File ? " (set in " + s.origin + ")" : "";
 }
 
-void warnOnce() {
-  Snapshot& s = snapshot();
-  if (s.warned.exchange(true)) return;
-  for (const std::string& p : s.problems) GYRE_WARN("config: %s", p.c_str());
+// Each message, and whether it deserves a warning: a typo (a close known
+// name) or a malformed line does; an NCCL setting gyre does not implement is
+// common in shared cluster environments and only noted at INFO.
+std::vector<std::pair<bool, std::string>> problemList() {
+  const Snapshot& s = snapshot();
+  std::vector<std::pair<bool, std::string>> out;
+  for (const std::string& p : s.problems) out.emplace_back(true, "config: " + p);
   for (const auto& [name, origin] : s.unknown) {
-    if (name.rfind("NCCL_", 0) != 0 && name.rfind("GYRE_", 0) != 0 && origin != "environment") {
-      GYRE_WARN("%s: %s is not an NCCL_ or GYRE_ setting; ignored", origin.c_str(), name.c_str());
+    std::string from = origin == "environment" ? "" : " (" + origin + ")";
+    if (name.rfind("NCCL_", 0) != 0 && name.rfind("GYRE_", 0) != 0) {
+      out.emplace_back(true, name + from + " is not an NCCL_ or GYRE_ setting; ignored");
       continue;
     }
     std::string near = nearestName(name);
-    std::string from = origin == "environment" ? "" : " (" + origin + ")";
-    if (!near.empty())
-      GYRE_WARN("%s%s is not a setting gyre knows; did you mean %s?", name.c_str(), from.c_str(), near.c_str());
-    else
-      GYRE_INFO("INIT", "%s%s is not used by gyre; ignored", name.c_str(), from.c_str());
+    if (near.empty()) out.emplace_back(false, name + from + " is not used by gyre; ignored");
+    else out.emplace_back(true, name + from + " is not a setting gyre knows; did you mean " + near + "?");
+  }
+  return out;
+}
+
+void warnOnce() {
+  if (snapshot().warned.exchange(true)) return;
+  for (const auto& [serious, text] : problemList()) {
+    if (serious) GYRE_WARN("%s", text.c_str());
+    else GYRE_INFO("INIT", "%s", text.c_str());
   }
 }
 
@@ -156,6 +166,12 @@ Setting lookup(const char* name) {
 std::string getString(const char* name) { return lookup(name).value; }
 
 std::vector<std::string> configFilesRead() { return snapshot().files; }
+
+std::vector<std::string> configProblems() {
+  std::vector<std::string> out;
+  for (const auto& [serious, text] : problemList()) out.push_back(text);
+  return out;
+}
 
 void reloadForTesting(const std::string& systemConf) {
   snapshot();  // make sure the first build has happened, so call_once never overwrites ours

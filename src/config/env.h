@@ -50,6 +50,10 @@ Setting lookup(const char* name);
 // Config files that existed and were read, lowest precedence first.
 std::vector<std::string> configFilesRead();
 
+// What validateAll() warns about: malformed config lines and unknown names
+// (with the nearest known name when one is close), one message each.
+std::vector<std::string> configProblems();
+
 // Re-reads the environment and config files, as at first use (tests only: not
 // safe while other threads read settings). `systemConf` replaces
 // /etc/nccl.conf so tests do not depend on the machine.

@@ -13,6 +13,8 @@
 #include "src/plan/planner.h"
 #include "src/sched/build_ring_allreduce.h"
 #include "src/sched/build_ring_collectives.h"
+#include "src/sched/build_tree_allreduce.h"
+#include "src/sched/chunking.h"
 #include "src/sched/step_builder.h"
 
 namespace gyre {
@@ -104,6 +106,108 @@ void buildSendRecv(const PendingCall& c, size_t chunkElems, ChannelSchedule* out
   }
 }
 
+
+// Lanes of one batch, and the order constraints between them.
+class LaneSet {
+ public:
+  explicit LaneSet(size_t calls) { schedules_.reserve(calls * 4); }
+
+  // Storage for one lane's steps; stays put while the batch runs.
+  ChannelSchedule* newSchedule() {
+    schedules_.emplace_back();
+    return &schedules_.back();
+  }
+
+  ncclResult_t add(LaneSpec spec, const ChannelSchedule& steps, const void* orderKey) {
+    spec.steps = steps.steps.data();
+    spec.nsteps = steps.steps.size();
+    std::unique_ptr<Lane> lane;
+    GYRE_CHECK(makeHostLane(spec, &lane));
+    // A lane waits for every lane of the previous call on the same key.
+    auto& prev = previous_[orderKey];
+    for (const Lane* p : prev) lane->runAfter(p);
+    current_[orderKey].push_back(lane.get());
+    lanes_.push_back(std::move(lane));
+    return ncclSuccess;
+  }
+
+  // Ends one call: its lanes become the predecessors for the next call.
+  void endCall() {
+    for (auto& [key, list] : current_) previous_[key] = list;
+    current_.clear();
+  }
+
+  std::vector<std::unique_ptr<Lane>>& lanes() { return lanes_; }
+
+ private:
+  std::vector<ChannelSchedule> schedules_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::map<const void*, std::vector<const Lane*>> previous_, current_;
+};
+
+LaneSpec baseSpec(const PendingCall& c) {
+  LaneSpec spec;
+  spec.comm = c.comm;
+  spec.coll = c.coll;
+  spec.datatype = c.datatype;
+  spec.op = c.op;
+  spec.count = c.count;
+  spec.buffers[kInputBuffer] = const_cast<void*>(c.input);
+  spec.buffers[kOutputBuffer] = c.output;
+  return spec;
+}
+
+void useConnections(LaneSpec* spec, const std::vector<Connection*>& send, const std::vector<Connection*>& recv) {
+  spec->send = send.data();
+  spec->nsend = send.size();
+  spec->recv = recv.data();
+  spec->nrecv = recv.size();
+}
+
+// The two trees each carry half of the elements, in up and down lanes.
+ncclResult_t addTreeAllReduce(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
+  size_t half = roundUp(divUp(c.count, 2), plan.alignElems);
+  for (int t = 0; t < 2; ++t) {
+    CommTree& tc = c.comm->trees[t];
+    size_t offset = std::min(c.count, t * half);
+    size_t count = std::min(half, c.count - offset);
+    ChannelSchedule* up = set->newSchedule();
+    ChannelSchedule* down = set->newSchedule();
+    buildTreeAllReduce({tc.parent >= 0, static_cast<int>(tc.children.size()), offset, count, plan.chunkElems}, up,
+                       down);
+    spec.channel = tc.id;
+    if (tc.parent < 0) {
+      useConnections(&spec, tc.downSend, tc.upRecv);
+      GYRE_CHECK(set->add(spec, *up, c.comm));
+    } else {
+      useConnections(&spec, tc.upSend, tc.upRecv);
+      GYRE_CHECK(set->add(spec, *up, c.comm));
+      useConnections(&spec, tc.downSend, tc.downRecv);
+      GYRE_CHECK(set->add(spec, *down, c.comm));
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t addRingCollective(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
+  ChannelSchedule* sched = set->newSchedule();
+  GYRE_CHECK(buildCollective(c, plan, sched));
+  Channel& ch = c.comm->channels[0];
+  useConnections(&spec, ch.sendPtrs, ch.recvPtrs);
+  spec.channel = ch.id;
+  return set->add(spec, *sched, c.comm);
+}
+
+ncclResult_t addSendRecv(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
+  Connection* conn = (c.isSend ? c.comm->p2pSend : c.comm->p2pRecv).at(c.root).get();
+  ChannelSchedule* sched = set->newSchedule();
+  buildSendRecv(c, plan.chunkElems, sched);
+  spec.single = conn;
+  spec.channel = kP2PChannelId;
+  spec.opCount = ++conn->callSeq;
+  return set->add(spec, *sched, conn);
+}
+
 }  // namespace
 
 ncclResult_t launchCalls(std::vector<PendingCall>& calls) {
@@ -115,57 +219,27 @@ ncclResult_t launchCalls(std::vector<PendingCall>& calls) {
   GYRE_CHECK(copySelfMessages(calls));
   GYRE_CHECK(connectPeersFor(calls));
 
-  std::vector<ChannelSchedule> schedules(calls.size());  // sized once: lanes point into it
-  std::vector<std::unique_ptr<Lane>> lanes;
-  std::map<const void*, const Lane*> lastLaneOn;  // per channel or connection: calls on it run in order
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const PendingCall& c = calls[i];
+  // Collectives of one communicator run in call order (a later call may read
+  // what an earlier one wrote); sends and receives are ordered per connection.
+  LaneSet set(calls.size());
+  for (const PendingCall& c : calls) {
     if (c.count == 0) continue;
     bool p2p = c.coll == CollKind::SendRecv;
     if (p2p && c.root == c.comm->rank) continue;  // copied above
-    size_t typeSize = datatypeSize(c.datatype);
     Plan plan;
-    GYRE_CHECK(planCollective(c.comm, c.coll, c.count, typeSize, &plan));
-    LaneSpec spec;
-    spec.comm = c.comm;
-    spec.coll = c.coll;
-    spec.datatype = c.datatype;
-    spec.op = c.op;
-    spec.count = c.count;
-    spec.buffers[kInputBuffer] = const_cast<void*>(c.input);
-    spec.buffers[kOutputBuffer] = c.output;
-    const void* orderKey;
-    if (p2p) {
-      Connection* conn = (c.isSend ? c.comm->p2pSend : c.comm->p2pRecv).at(c.root).get();
-      buildSendRecv(c, plan.chunkElems, &schedules[i]);
-      spec.single = conn;
-      spec.channel = kP2PChannelId;
-      spec.opCount = ++conn->callSeq;
-      orderKey = conn;
-    } else {
-      GYRE_CHECK(buildCollective(c, plan, &schedules[i]));
-      Channel& ch = c.comm->channels[0];
-      spec.send = ch.sendPtrs.data();
-      spec.recv = ch.recvPtrs.data();
-      spec.nsend = ch.sendPtrs.size();
-      spec.nrecv = ch.recvPtrs.size();
-      spec.channel = ch.id;
-      spec.opCount = ++c.comm->opCount;
-      orderKey = &ch;
-    }
-    spec.steps = schedules[i].steps.data();
-    spec.nsteps = schedules[i].steps.size();
-    GYRE_TRACE("COLL", "%s #%llu count %zu %s %s root/peer %d: %s/%s, %zu steps", collName(c.coll),
-               static_cast<unsigned long long>(spec.opCount), c.count, datatypeName(c.datatype), redOpName(c.op),
-               c.root, algorithmName(plan.algorithm), protocolName(plan.protocol), spec.nsteps);
-    std::unique_ptr<Lane> lane;
-    GYRE_CHECK(makeHostLane(spec, &lane));
-    if (auto it = lastLaneOn.find(orderKey); it != lastLaneOn.end()) lane->runAfter(it->second);
-    lastLaneOn[orderKey] = lane.get();
-    lanes.push_back(std::move(lane));
+    GYRE_CHECK(planCollective(c.comm, c.coll, c.count, datatypeSize(c.datatype), &plan));
+    LaneSpec spec = baseSpec(c);
+    if (!p2p) spec.opCount = ++c.comm->opCount;
+    GYRE_TRACE("COLL", "%s count %zu %s %s root/peer %d: %s/%s", collName(c.coll), c.count,
+               datatypeName(c.datatype), redOpName(c.op), c.root, algorithmName(plan.algorithm),
+               protocolName(plan.protocol));
+    if (p2p) GYRE_CHECK(addSendRecv(c, plan, spec, &set));
+    else if (plan.algorithm == Algorithm::Tree) GYRE_CHECK(addTreeAllReduce(c, plan, spec, &set));
+    else GYRE_CHECK(addRingCollective(c, plan, spec, &set));
+    set.endCall();
   }
-  if (lanes.empty()) return ncclSuccess;
-  return runLanes(lanes);
+  if (set.lanes().empty()) return ncclSuccess;
+  return runLanes(set.lanes());
 }
 
 }  // namespace gyre

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstring>
+#include <vector>
 
 #include "kernels/primitives/reduce_copy.h"
 #include "src/comm/coll_kind.h"
@@ -55,8 +56,12 @@ class Lane {
   bool done() const { return next_ == spec_.nsteps; }
   // This lane starts only once `before` is done: calls that share connections
   // (a communicator's channel, a peer's send queue) run in call order.
-  void runAfter(const Lane* before) { before_ = before; }
-  bool waiting() const { return before_ && !before_->done(); }
+  void runAfter(const Lane* before) { before_.push_back(before); }
+  bool waiting() const {
+    for (const Lane* b : before_)
+      if (!b->done()) return true;
+    return false;
+  }
   const LaneSpec& spec() const { return spec_; }
   size_t nextStep() const { return next_; }
   // The connection the next step waits on (for timeout messages), or null.
@@ -65,7 +70,7 @@ class Lane {
  protected:
   LaneSpec spec_;
   size_t next_ = 0;
-  const Lane* before_ = nullptr;
+  std::vector<const Lane*> before_;
 };
 
 SlotMeta makeSlotMeta(const LaneSpec& spec, uint32_t bytes);

@@ -1,7 +1,10 @@
 // The planner decides how a collective runs: algorithm, protocol, channels and
-// chunk size. It knows nothing about where buffers live. For now the only
-// schedule is the ring with the Simple protocol on one channel; NCCL_ALGO and
-// NCCL_PROTO are honoured (and rejected if they ask for what does not exist).
+// chunk size. It knows nothing about where buffers live.
+//
+// Today: AllReduce uses the double binary tree for small messages on three or
+// more ranks (2·log2(n) hops instead of the ring's 2(n-1)) and the ring
+// otherwise; every other collective uses the ring (a chain for Broadcast and
+// Reduce). NCCL_ALGO / NCCL_PROTO override with NCCL's syntax.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +24,9 @@ struct Plan {
   size_t chunkElems = 0;  // elements per pipeline step
   size_t alignElems = 1;
 };
+
+// Largest AllReduce (bytes) that takes the tree when NCCL_ALGO allows both.
+constexpr size_t kTreeMaxBytes = 64 << 10;
 
 ncclResult_t planCollective(const ncclComm* comm, CollKind coll, size_t count, size_t typeSize, Plan* plan);
 

@@ -113,7 +113,10 @@ class Search {
     const Path& p = path(h_.nodes[i], h_.nodes[j]);
     return p.valid ? static_cast<int>(p.type) : kInvalidPathPenalty;
   }
-  int edgeOverlap(int i, int j) const { return h_.usedEdges.count({i, j}) ? 1 : 0; }
+  int edgeOverlap(int i, int j) const {
+    auto it = h_.usedEdges.find({i, j});
+    return it == h_.usedEdges.end() ? 0 : it->second;
+  }
 
   // A NIC port plus the PCI route between it and the rank, as one route.
   std::vector<RouteUse> attachRoute(int local, int k, bool entry) const {
@@ -266,8 +269,8 @@ std::vector<std::pair<int, double>> segmentUsage(const HostState& h, const Segme
 void commitSegment(HostState* h, const Segment& s, bool cycle) {
   for (const auto& [r, share] : segmentUsage(*h, s, cycle)) h->load[r] += share;
   const std::vector<int>& o = s.order;
-  for (size_t i = 0; i + 1 < o.size(); ++i) h->usedEdges.insert({o[i], o[i + 1]});
-  if (cycle && o.size() > 1) h->usedEdges.insert({o.back(), o.front()});
+  for (size_t i = 0; i + 1 < o.size(); ++i) ++h->usedEdges[{o[i], o[i + 1]}];
+  if (cycle && o.size() > 1) ++h->usedEdges[{o.back(), o.front()}];
 }
 
 }  // namespace gyre::ring

@@ -3,7 +3,7 @@
 // a closed cycle (one host) or as a path entered and left through NICs.
 #pragma once
 
-#include <set>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -22,7 +22,7 @@ struct HostState {
   std::vector<int> nics;   // NIC nodes; empty means one assumed port
   int portBase = 0;        // resources from here on are NIC ports: 2k send, 2k+1 receive
   std::vector<double> cap, load;
-  std::set<std::pair<int, int>> usedEdges;  // (from, to) local indices used by earlier channels
+  std::map<std::pair<int, int>, int> usedEdges;  // (from, to) local indices -> earlier channels using it
 };
 
 HostState makeHostState(const topo::Placement& p, int host, const std::vector<int>& ranks);
@@ -32,7 +32,7 @@ struct Segment {
   int entryNic = -1, exitNic = -1;  // index into HostState::nics (0 for the assumed port)
   double bw = 0;
   int typeSum = 0;
-  int overlap = 0;
+  int overlap = 0;  // sum over its edges of earlier channels already using that edge
 };
 
 // The best segment for the next channel given the loads in `h` (see the

@@ -1,0 +1,17 @@
+// Connecting a communicator's channels at init: the ring (rank -> rank+1)
+// and the two trees of the double binary tree. Every rank first starts all its
+// outgoing connections, then accepts the incoming ones, so no pair waits on
+// the other's order.
+#pragma once
+
+#include "include/gyre.h"
+#include "src/debug/deadline.h"
+
+struct ncclComm;
+
+namespace gyre {
+
+ncclResult_t connectRings(ncclComm* comm, const Deadline& deadline);
+ncclResult_t connectTrees(ncclComm* comm, const Deadline& deadline);
+
+}  // namespace gyre

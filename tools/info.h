@@ -1,0 +1,37 @@
+// gyre-info: the pieces of its report, each printing one section to stdout.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "src/plan/ring_order.h"
+#include "src/plan/trees.h"
+#include "topology/placement.h"
+
+namespace gyre::info {
+
+struct Model {
+  std::string source;  // where the topology came from
+  topo::Placement placement;
+  RingPlan rings;
+  TreePlan trees;
+};
+
+void printTopology(const Model& m);
+void printPaths(const Model& m);
+void printPlacement(const Model& m);
+void printRings(const Model& m);
+void printTrees(const Model& m);
+void printConfig();
+// Planner pick per collective over a size sweep; `tuningBytes` > 0 also
+// prints the full cost table for AllReduce at that size.
+int printPlanner(const Model& m, size_t tuningBytes);
+
+// Graphviz of the hosts with the rings (and channel 0/1 trees) drawn on them.
+bool writeDot(const Model& m, const std::string& path, int maxChannels);
+
+// "8 B", "64 KiB", "1 GiB".
+std::string sizeText(size_t bytes);
+
+}  // namespace gyre::info
