@@ -142,6 +142,13 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t* config);
+/* One communicator per entry of devlist (NULL: devices 0..ndev-1), all in
+ * this process; gyre accepts a device listed more than once. */
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist);
+/* Ranks with the same color form a new communicator, ordered by key (ties by
+ * old rank); NCCL_SPLIT_NOCOLOR gives *newcomm = NULL. Collective over comm. */
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                           ncclConfig_t* config);
 ncclResult_t ncclCommFinalize(ncclComm_t comm);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm);
@@ -149,6 +156,14 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank);
+
+/* ---- Reduction operators ------------------------------------------------------ */
+/* Creates an operator that multiplies every input by *scalar (of `datatype`)
+ * and sums. With ncclScalarHostImmediate the value is copied now; with
+ * ncclScalarDevice the pointer is read when each collective starts. */
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm);
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
 
 /* ---- Collectives ------------------------------------------------------------ */
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -198,6 +213,11 @@ ncclResult_t ncclGroupEnd(void);
  * ncclCommInitRankConfig; `config` may be NULL. */
 ncclResult_t gyreCommInitRankHost(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                   ncclConfig_t* config);
+
+/* nranks host-memory communicators of one clique, all in this process (the
+ * host analogue of ncclCommInitAll). Drive them from one thread with
+ * ncclGroupStart/ncclGroupEnd around their calls. */
+ncclResult_t gyreCommInitAllHost(ncclComm_t* comms, int nranks);
 
 /* Sets *isHost to 1 for a communicator made by gyreCommInitRankHost, else 0. */
 ncclResult_t gyreCommIsHost(const ncclComm_t comm, int* isHost);

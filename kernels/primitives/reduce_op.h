@@ -79,7 +79,7 @@ template <typename T>
 struct OpPreMulSum {
   static constexpr bool kHasPre = true, kHasPost = false;
   T scalar;
-  GYRE_HOST_DEVICE T pre(T x) const { return static_cast<T>(x * scalar); }
+  GYRE_HOST_DEVICE T pre(T x) const { return wrapMul(x, scalar); }
   GYRE_HOST_DEVICE T apply(T a, T b) const { return wrapAdd(a, b); }
   GYRE_HOST_DEVICE T post(T x) const { return x; }
 };

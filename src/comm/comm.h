@@ -41,6 +41,16 @@ struct CommTree {
 };
 constexpr int kTreeChannelBase = 256;
 
+// A reduction operator made by ncclRedOpCreatePreMulSum: sum after
+// multiplying every input by a scalar of the op's datatype.
+struct CustomRedOp {
+  bool inUse = false;
+  ncclDataType_t datatype = ncclFloat32;
+  ncclScalarResidence_t residence = ncclScalarHostImmediate;
+  const void* scalarPtr = nullptr;  // ncclScalarDevice: read when each collective starts
+  unsigned char value[8] = {};      // ncclScalarHostImmediate: copied at creation
+};
+
 // Send/recv connections are made on first use, one per peer and direction,
 // on this pseudo-channel (distinct connection tags from the rings).
 constexpr int kP2PChannelId = 512;
@@ -78,6 +88,7 @@ struct ncclComm {
   std::mutex errorMutex;
 
   uint64_t opCount = 0;       // collectives issued; checked against peers' step metadata
+  std::vector<gyre::CustomRedOp> customOps;  // op value = ncclNumOps + index
 };
 
 namespace gyre {

@@ -26,4 +26,17 @@ ncclResult_t currentCudaDevice(int* device) {
 #endif
 }
 
+ncclResult_t selectCudaDevice(int device) {
+#ifdef GYRE_HAVE_CUDA
+  cudaError_t err = cudaSetDevice(device);
+  if (err != cudaSuccess)
+    return fail(ncclUnhandledCudaError, "cudaSetDevice(%d) failed: %s; for host memory use gyreCommInitAllHost", device,
+                cudaGetErrorString(err));
+  return ncclSuccess;
+#else
+  return fail(ncclInvalidUsage, "this gyre build has no CUDA support (device %d); for host memory use "
+                                "gyreCommInitAllHost", device);
+#endif
+}
+
 }  // namespace gyre

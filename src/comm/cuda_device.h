@@ -10,4 +10,7 @@ namespace gyre {
 // is none (no CUDA in this build, no device visible, driver error).
 ncclResult_t currentCudaDevice(int* device);
 
+// Makes `device` the calling thread's current CUDA device.
+ncclResult_t selectCudaDevice(int device);
+
 }  // namespace gyre

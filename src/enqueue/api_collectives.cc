@@ -52,7 +52,7 @@ GYRE_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
   CHECK_ARG(checkCommon(fn, comm, datatype, count, stream));
   ScopedLogRank logRank(comm->rank);
   size_t size = datatypeSize(datatype);
-  CHECK_ARG(checkRedOp(op, fn));
+  CHECK_ARG(checkRedOp(comm, op, datatype, fn));
   CHECK_ARG(checkBuffer(sendbuff, "sendbuff", count, size, fn));
   CHECK_ARG(checkBuffer(recvbuff, "recvbuff", count, size, fn));
   CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
@@ -85,7 +85,7 @@ GYRE_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t
   CHECK_ARG(checkCommon(fn, comm, datatype, count, stream));
   ScopedLogRank logRank(comm->rank);
   size_t size = datatypeSize(datatype);
-  CHECK_ARG(checkRedOp(op, fn));
+  CHECK_ARG(checkRedOp(comm, op, datatype, fn));
   CHECK_ARG(checkRoot(fn, comm, root, "root"));
   CHECK_ARG(checkBuffer(sendbuff, "sendbuff", count, size, fn));
   if (comm->rank == root) {
@@ -116,7 +116,7 @@ GYRE_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
   CHECK_ARG(checkCommon(fn, comm, datatype, recvcount, stream));
   ScopedLogRank logRank(comm->rank);
   size_t size = datatypeSize(datatype);
-  CHECK_ARG(checkRedOp(op, fn));
+  CHECK_ARG(checkRedOp(comm, op, datatype, fn));
   CHECK_ARG(checkCount(recvcount, size * comm->nranks, fn));
   CHECK_ARG(checkBuffer(sendbuff, "sendbuff", recvcount, size, fn));
   CHECK_ARG(checkBuffer(recvbuff, "recvbuff", recvcount, size, fn));

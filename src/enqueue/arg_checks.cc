@@ -43,10 +43,17 @@ ncclResult_t checkDatatype(ncclDataType_t type, const char* caller) {
   return ncclSuccess;
 }
 
-ncclResult_t checkRedOp(ncclRedOp_t op, const char* caller) {
-  if (op < 0 || op >= ncclNumOps)
-    return fail(ncclInvalidArgument, "%s: op %d is not a valid reduction operator (sum, prod, max, min, avg)",
+ncclResult_t checkRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* caller) {
+  if (op >= 0 && op < ncclNumOps) return ncclSuccess;
+  size_t slot = static_cast<size_t>(op) - ncclNumOps;
+  if (op < 0 || slot >= comm->customOps.size() || !comm->customOps[slot].inUse)
+    return fail(ncclInvalidArgument,
+                "%s: op %d is not a valid reduction operator (sum, prod, max, min, avg, or one made by "
+                "ncclRedOpCreatePreMulSum on this communicator)",
                 caller, static_cast<int>(op));
+  if (comm->customOps[slot].datatype != type)
+    return fail(ncclInvalidArgument, "%s: op %d was created for datatype %s but the call uses %s", caller,
+                static_cast<int>(op), datatypeName(comm->customOps[slot].datatype), datatypeName(type));
   return ncclSuccess;
 }
 

@@ -15,7 +15,8 @@ const char* redOpName(ncclRedOp_t op);
 
 ncclResult_t checkComm(const ncclComm* comm, const char* caller);
 ncclResult_t checkDatatype(ncclDataType_t type, const char* caller);
-ncclResult_t checkRedOp(ncclRedOp_t op, const char* caller);
+// A built-in operator, or a PreMulSum made on `comm` for `type`.
+ncclResult_t checkRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, const char* caller);
 // count * elementSize must not overflow.
 ncclResult_t checkCount(size_t count, size_t elementSize, const char* caller);
 // Non-null (unless count is 0) and aligned to the element size.

@@ -1,6 +1,7 @@
 #include "src/enqueue/launch.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -154,6 +155,11 @@ LaneSpec baseSpec(const PendingCall& c) {
   spec.count = c.count;
   spec.buffers[kInputBuffer] = const_cast<void*>(c.input);
   spec.buffers[kOutputBuffer] = c.output;
+  if (c.op >= ncclNumOps && c.coll != CollKind::SendRecv) {
+    const CustomRedOp& custom = c.comm->customOps[c.op - ncclNumOps];
+    spec.hasScalar = true;
+    memcpy(spec.scalar, custom.scalarPtr ? custom.scalarPtr : custom.value, datatypeSize(c.datatype));
+  }
   return spec;
 }
 

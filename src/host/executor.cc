@@ -1,6 +1,7 @@
 #include "src/host/executor.h"
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/primitives/reduce_op.h"
@@ -30,7 +31,14 @@ ncclResult_t makeLaneWithType(const LaneSpec& spec, std::unique_ptr<Lane>* out) 
       else
         *out = typed<T>(spec, OpSumPostDiv<T>{spec.comm->nranks});
       return ncclSuccess;
-    default: return fail(ncclInvalidArgument, "%s: op %d is not supported", collName(spec.coll), spec.op);
+    default:
+      if (spec.hasScalar) {
+        T scalar;
+        memcpy(&scalar, spec.scalar, sizeof(T));
+        *out = typed<T>(spec, OpPreMulSum<T>{scalar});
+        return ncclSuccess;
+      }
+      return fail(ncclInvalidArgument, "%s: op %d is not supported", collName(spec.coll), spec.op);
   }
 }
 

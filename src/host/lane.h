@@ -38,6 +38,9 @@ struct LaneSpec {
   // A send/recv lane has one connection: set this instead of send/recv and
   // the lane points its one-entry array at its own copy.
   Connection* single = nullptr;
+  // A PreMulSum operator's scalar, as bytes of `datatype`.
+  bool hasScalar = false;
+  unsigned char scalar[8] = {};
 };
 
 class Lane {
