@@ -176,10 +176,15 @@ ncclResult_t joinRendezvous(const UniqueIdContents& id, int rank, int nranks, co
                             std::vector<PeerInfo>* peers) {
   std::string what = "init: joining the rendezvous at " + id.root.toString();
   Socket s;
-  if (Socket::connectTo(id.root, deadline, abort, &s, what.c_str()) != ncclSuccess)
+  if (Socket::connectTo(id.root, deadline, abort, &s, what.c_str()) != ncclSuccess) {
+    if (id.fixedAddress)
+      return fail(ncclSystemError,
+                  "init: rank 0, which hosts the rendezvous at %s (NCCL_COMM_ID), did not join before "
+                  "GYRE_INIT_TIMEOUT; nothing accepted connections there", id.root.toString().c_str());
     return fail(ncclSystemError,
                 "init: could not reach the rendezvous root at %s before GYRE_INIT_TIMEOUT (is the unique id "
                 "stale, or did the process that made it exit?)", id.root.toString().c_str());
+  }
   RootHello hello{};
   memcpy(hello.magic, kRootHelloMagic, sizeof(hello.magic));
   hello.secret = id.secret;

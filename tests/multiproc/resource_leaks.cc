@@ -1,0 +1,81 @@
+// Resource accounting: after ncclCommDestroy or ncclCommAbort a process has exactly
+// the open fds and threads it had before init (after a settle of at most 1 s for
+// threads to exit). Counted from /proc/self/fd and /proc/self/task in each child.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "../support/fork_ranks.h"
+
+namespace {
+
+using namespace gyre::test;
+
+enum class Teardown { kDestroy, kAbort };
+
+// Each rank runs `cycles` init / allreduce / teardown rounds (round k uses id k) and
+// checks the fd and thread counts against the ones from before the first init.
+void expectNoLeaks(int nranks, IdMode mode, Teardown how, int cycles) {
+  RankOptions options;
+  options.idMode = mode;
+  options.idCount = cycles;
+  options.timeout_s = 40;
+  options.env = {{"GYRE_TIMEOUT", "10"}, {"GYRE_INIT_TIMEOUT", "10"}};
+  RunResult result = runRanks(
+      nranks,
+      [how, cycles](int rank, int n, const ncclUniqueId&) {
+        const auto fdsBefore = listOpenFds();
+        const int fds = countOpenFds(), threads = countThreads();
+        const char* verb = how == Teardown::kDestroy ? "ncclCommDestroy" : "ncclCommAbort";
+        for (int k = 0; k < cycles; ++k) {
+          ncclComm_t comm = nullptr;
+          rankProgress("cycle " + std::to_string(k));
+          ncclResult_t r = gyreCommInitRankHost(&comm, n, rankIds().at(size_t(k)), rank, nullptr);
+          RANK_CHECK(r == ncclSuccess, "rank %d cycle %d: init returned %d: %s", rank, k, int(r),
+                     lastError().c_str());
+          std::vector<double> buf(100000, 1.0);
+          for (int i = 0; i < 3; ++i) {
+            r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat64, ncclSum, comm, nullptr);
+            RANK_CHECK(r == ncclSuccess, "rank %d cycle %d: allreduce returned %d: %s", rank, k,
+                       int(r), lastError().c_str());
+          }
+          r = how == Teardown::kDestroy ? ncclCommDestroy(comm) : ncclCommAbort(comm);
+          RANK_CHECK(r == ncclSuccess, "rank %d cycle %d: %s returned %d: %s", rank, k, verb,
+                     int(r), lastError().c_str());
+          const std::string left = waitForBaseline(fds, threads, fdsBefore);
+          RANK_CHECK(left.empty(), "rank %d cycle %d: after %s: %s", rank, k, verb, left.c_str());
+        }
+        return 0;
+      },
+      options);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+}  // namespace
+
+TEST_CASE("ncclCommDestroy leaves each of 2 ranks with the fds and threads it had before init",
+          "[leaks]") {
+  expectNoLeaks(2, IdMode::kParent, Teardown::kDestroy, 1);
+}
+
+TEST_CASE("ncclCommAbort leaves each of 2 ranks with the fds and threads it had before init",
+          "[leaks]") {
+  expectNoLeaks(2, IdMode::kParent, Teardown::kAbort, 1);
+}
+
+TEST_CASE("the NCCL_COMM_ID rendezvous host releases its listener and threads on destroy",
+          "[leaks]") {
+  // In this mode rank 0's init hosts the rendezvous, so its listener and any
+  // rendezvous thread belong to rank 0's process and must go with the communicator.
+  expectNoLeaks(3, IdMode::kEnvCommId, Teardown::kDestroy, 1);
+}
+
+TEST_CASE("three init/destroy cycles in one process accumulate no fds or threads", "[leaks]") {
+  expectNoLeaks(3, IdMode::kParent, Teardown::kDestroy, 3);
+}
+
+TEST_CASE("three init/abort cycles in one process accumulate no fds or threads", "[leaks]") {
+  expectNoLeaks(2, IdMode::kParent, Teardown::kAbort, 3);
+}
