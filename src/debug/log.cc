@@ -8,6 +8,8 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <strings.h>
+#include <vector>
 
 #include "include/gyre.h"
 #include "src/config/env.h"
@@ -19,6 +21,10 @@ thread_local int tlsLogRank = -1;
 
 struct LogSink {
   LogLevel level = LogLevel::None;
+  // NCCL_DEBUG_SUBSYS: which subsystems' INFO/TRACE lines show (NCCL's syntax:
+  // a comma list, ^ to exclude, ALL by default). WARN lines always show.
+  std::vector<std::string> subsystems;
+  bool excludeSubsystems = false;
   FILE* file = stderr;
   char host[64] = "?";
   std::mutex mutex;
@@ -51,6 +57,18 @@ LogSink& sink() {
     else if (level == "WARN") ls->level = LogLevel::Warn;
     else if (level == "INFO") ls->level = LogLevel::Info;
     else if (level == "TRACE") ls->level = LogLevel::Trace;
+    std::string subsys = env::getString("NCCL_DEBUG_SUBSYS");
+    if (!subsys.empty() && subsys[0] == '^') {
+      ls->excludeSubsystems = true;
+      subsys.erase(0, 1);
+    }
+    for (size_t pos = 0; pos <= subsys.size();) {
+      size_t comma = subsys.find(',', pos);
+      std::string item = subsys.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      if (!item.empty()) ls->subsystems.push_back(item);
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
     std::string file = env::getString("NCCL_DEBUG_FILE");
     if (ls->level != LogLevel::None && !file.empty()) {
       std::string name = expandFileName(file.c_str(), ls->host);
@@ -76,6 +94,14 @@ const char* levelName(LogLevel level) {
   }
 }
 
+bool subsystemShown(const LogSink& s, const char* subsys) {
+  if (s.subsystems.empty() || !*subsys) return true;
+  bool listed = false;
+  for (const std::string& item : s.subsystems)
+    listed |= strcasecmp(item.c_str(), subsys) == 0 || strcasecmp(item.c_str(), "ALL") == 0;
+  return listed != s.excludeSubsystems;
+}
+
 }  // namespace
 
 LogLevel logLevel() { return sink().level; }
@@ -85,6 +111,7 @@ int logRank() { return tlsLogRank; }
 void logLineV(LogLevel level, const char* subsys, const char* fmt, va_list ap) {
   LogSink& s = sink();
   if (s.level < level) return;
+  if (level > LogLevel::Warn && !subsystemShown(s, subsys)) return;
   char body[1024];
   vsnprintf(body, sizeof(body), fmt, ap);
   char rank[16] = "-";

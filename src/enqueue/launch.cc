@@ -221,6 +221,7 @@ ncclResult_t launchCalls(std::vector<PendingCall>& calls) {
   for (const PendingCall& c : calls)
     if (std::find(comms.begin(), comms.end(), c.comm) == comms.end()) comms.push_back(c.comm);
   ActiveCalls active(comms);
+  ScopedLogRank logRank(comms.empty() ? -1 : comms[0]->rank);
   for (const PendingCall& c : calls) GYRE_CHECK(checkUsable(c.comm, c.coll));
   GYRE_CHECK(copySelfMessages(calls));
   GYRE_CHECK(connectPeersFor(calls));
