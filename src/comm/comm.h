@@ -74,7 +74,8 @@ struct ncclComm {
   int spinsBeforeBlocking = 200;
 
   std::unique_ptr<gyre::Bootstrap> bootstrap;
-  std::vector<gyre::Channel> channels;
+  std::vector<gyre::Channel> channels;   // ring channels made at init
+  int minChannels = 1;                    // NCCL_MIN_NCHANNELS: the planner uses at least this many
   std::vector<gyre::CommTree> trees;  // the two trees of the double binary tree
   std::map<int, std::unique_ptr<gyre::Connection>> p2pSend;  // by peer rank
   std::map<int, std::unique_ptr<gyre::Connection>> p2pRecv;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -18,6 +19,11 @@
 
 namespace gyre {
 namespace {
+
+// Rings made at init unless NCCL_MIN/MAX_NCHANNELS say otherwise. Two
+// sockets per neighbour stream better than one; the planner still uses one
+// channel for small messages.
+constexpr int64_t kDefaultRingChannels = 2;
 
 // Extra time ranks give the root beyond GYRE_INIT_TIMEOUT, so the root's
 // "rank K did not join" message reaches them before their own timeout fires.
@@ -87,7 +93,15 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   int ranksOnHost = 0;
   for (const PeerInfo& p : comm->bootstrap->peers()) ranksOnHost += p.hostHash == self.hostHash ? 1 : 0;
   if (ranksOnHost > sysconf(_SC_NPROCESSORS_ONLN)) comm->spinsBeforeBlocking = 0;
-  GYRE_CHECK(connectRings(comm, deadline));
+  int64_t minChannels = 1, maxChannels = 1;
+  GYRE_CHECK(env::getInt("NCCL_MIN_NCHANNELS", &minChannels));
+  GYRE_CHECK(env::getInt("NCCL_MAX_NCHANNELS", &maxChannels));
+  if (minChannels > maxChannels)
+    return fail(ncclInvalidArgument, "NCCL_MIN_NCHANNELS=%lld exceeds NCCL_MAX_NCHANNELS=%lld",
+                static_cast<long long>(minChannels), static_cast<long long>(maxChannels));
+  int nchannels = static_cast<int>(std::clamp<int64_t>(kDefaultRingChannels, minChannels, maxChannels));
+  comm->minChannels = static_cast<int>(std::min<int64_t>(minChannels, nchannels));
+  GYRE_CHECK(connectRings(comm, nchannels, deadline));
   GYRE_CHECK(connectTrees(comm, deadline));
   // Nobody returns from init before every rank's connections exist.
   return comm->bootstrap->barrier(deadline, &comm->abortFlag);

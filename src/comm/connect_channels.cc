@@ -20,28 +20,31 @@ ncclResult_t openConnection(ncclComm* comm, const ConnectContext& ctx, int peer,
 
 }  // namespace
 
-ncclResult_t connectRings(ncclComm* comm, const Deadline& deadline) {
-  if (comm->nranks == 1) {
-    comm->channels.resize(1);
-    return ncclSuccess;
+ncclResult_t connectRings(ncclComm* comm, int nchannels, const Deadline& deadline) {
+  comm->channels.resize(nchannels);
+  for (int k = 0; k < nchannels; ++k) comm->channels[k].id = k;
+  if (comm->nranks == 1) return ncclSuccess;
+  // All outgoing connections of every channel first, then the incoming ones.
+  for (Channel& ch : comm->channels) {
+    ch.peers.sendPeers = {(comm->rank + 1) % comm->nranks};
+    ch.peers.recvPeers = {(comm->rank + comm->nranks - 1) % comm->nranks};
+    ch.send.resize(ch.peers.sendPeers.size());
+    ch.recv.resize(ch.peers.recvPeers.size());
+    ConnectContext ctx{comm->bootstrap.get(), comm->rank, ch.id, comm->slotBytes, deadline, &comm->abortFlag};
+    for (size_t i = 0; i < ch.send.size(); ++i) {
+      GYRE_CHECK(openConnection(comm, ctx, ch.peers.sendPeers[i], true, &ch.send[i]));
+      ch.sendPtrs.push_back(&ch.send[i]);
+    }
   }
-  Channel& ch = comm->channels.emplace_back();
-  ch.id = 0;
-  ch.peers.sendPeers = {(comm->rank + 1) % comm->nranks};
-  ch.peers.recvPeers = {(comm->rank + comm->nranks - 1) % comm->nranks};
-  ch.send.resize(ch.peers.sendPeers.size());
-  ch.recv.resize(ch.peers.recvPeers.size());
-  ConnectContext ctx{comm->bootstrap.get(), comm->rank, ch.id, comm->slotBytes, deadline, &comm->abortFlag};
-  for (size_t i = 0; i < ch.send.size(); ++i) {
-    GYRE_CHECK(openConnection(comm, ctx, ch.peers.sendPeers[i], true, &ch.send[i]));
-    ch.sendPtrs.push_back(&ch.send[i]);
+  for (Channel& ch : comm->channels) {
+    ConnectContext ctx{comm->bootstrap.get(), comm->rank, ch.id, comm->slotBytes, deadline, &comm->abortFlag};
+    for (size_t i = 0; i < ch.recv.size(); ++i) {
+      GYRE_CHECK(openConnection(comm, ctx, ch.peers.recvPeers[i], false, &ch.recv[i]));
+      ch.recvPtrs.push_back(&ch.recv[i]);
+    }
   }
-  for (size_t i = 0; i < ch.recv.size(); ++i) {
-    GYRE_CHECK(openConnection(comm, ctx, ch.peers.recvPeers[i], false, &ch.recv[i]));
-    ch.recvPtrs.push_back(&ch.recv[i]);
-  }
-  GYRE_INFO("INIT", "channel 0: ring %d -> %d -> %d over %s", ch.peers.recvPeers[0], comm->rank,
-            ch.peers.sendPeers[0], ch.send[0].transport->name());
+  GYRE_INFO("INIT", "%d ring channel(s): %d -> %d -> %d over %s", nchannels, comm->channels[0].peers.recvPeers[0],
+            comm->rank, comm->channels[0].peers.sendPeers[0], comm->channels[0].send[0].transport->name());
   return ncclSuccess;
 }
 

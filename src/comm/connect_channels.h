@@ -11,7 +11,8 @@ struct ncclComm;
 
 namespace gyre {
 
-ncclResult_t connectRings(ncclComm* comm, const Deadline& deadline);
+// `nchannels` rings, each with its own connections (and connection tags).
+ncclResult_t connectRings(ncclComm* comm, int nchannels, const Deadline& deadline);
 ncclResult_t connectTrees(ncclComm* comm, const Deadline& deadline);
 
 }  // namespace gyre

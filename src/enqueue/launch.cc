@@ -58,11 +58,14 @@ ncclResult_t checkUsable(ncclComm* comm, CollKind coll) {
   return ncclSuccess;
 }
 
-ncclResult_t buildCollective(const PendingCall& c, const Plan& plan, ChannelSchedule* out) {
-  RingShape shape{c.comm->rank, c.comm->nranks, c.count, plan.chunkElems, c.root, isInPlace(c)};
+// One channel's share of a ring collective: elements [begin, begin+count) of
+// each block (the whole buffer for AllReduce, Broadcast and Reduce).
+ncclResult_t buildRingChannel(const PendingCall& c, const Plan& plan, size_t begin, size_t count,
+                              ChannelSchedule* out) {
+  RingShape shape{c.comm->rank, c.comm->nranks, c.count, plan.chunkElems, c.root, isInPlace(c), begin, count};
   switch (c.coll) {
     case CollKind::AllReduce:
-      buildRingAllReduce({c.comm->rank, c.comm->nranks, c.count, plan.chunkElems, plan.alignElems}, out);
+      buildRingAllReduce({c.comm->rank, c.comm->nranks, begin, count, plan.chunkElems, plan.alignElems}, out);
       return ncclSuccess;
     case CollKind::Broadcast: buildRingBroadcast(shape, out); return ncclSuccess;
     case CollKind::Reduce: buildRingReduce(shape, out); return ncclSuccess;
@@ -195,13 +198,21 @@ ncclResult_t addTreeAllReduce(const PendingCall& c, const Plan& plan, LaneSpec s
   return ncclSuccess;
 }
 
+// Channels split the elements into contiguous ranges; every channel's ring
+// has the same order, so each element is reduced in the same order whatever
+// the channel count (results stay bitwise identical).
 ncclResult_t addRingCollective(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
-  ChannelSchedule* sched = set->newSchedule();
-  GYRE_CHECK(buildCollective(c, plan, sched));
-  Channel& ch = c.comm->channels[0];
-  useConnections(&spec, ch.sendPtrs, ch.recvPtrs);
-  spec.channel = ch.id;
-  return set->add(spec, *sched, c.comm);
+  for (int k = 0; k < plan.nchannels; ++k) {
+    Segment range = splitSegment(0, c.count, plan.nchannels, k, plan.alignElems);
+    if (range.count == 0) continue;
+    ChannelSchedule* sched = set->newSchedule();
+    GYRE_CHECK(buildRingChannel(c, plan, range.offset, range.count, sched));
+    Channel& ch = c.comm->channels[k];
+    useConnections(&spec, ch.sendPtrs, ch.recvPtrs);
+    spec.channel = ch.id;
+    GYRE_CHECK(set->add(spec, *sched, c.comm));
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t addSendRecv(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {

@@ -36,7 +36,9 @@ ncclResult_t planCollective(const ncclComm* comm, CollKind coll, size_t count, s
     return list;
   }();
   plan->protocol = Protocol::Simple;
-  plan->nchannels = 1;
+  // Enough bytes per channel that splitting pays for its extra steps.
+  size_t perChannel = count * typeSize / kMinBytesPerChannel;
+  plan->nchannels = static_cast<int>(std::clamp<size_t>(perChannel, comm->minChannels, comm->channels.size()));
   plan->chunkElems = chunkElements(comm->slotBytes, typeSize);
   plan->alignElems = alignElements(typeSize);
   plan->algorithm = Algorithm::Ring;

@@ -27,6 +27,8 @@ struct Plan {
 
 // Largest AllReduce (bytes) that takes the tree when NCCL_ALGO allows both.
 constexpr size_t kTreeMaxBytes = 64 << 10;
+// A ring collective uses another channel for every this many bytes.
+constexpr size_t kMinBytesPerChannel = 512 << 10;
 
 ncclResult_t planCollective(const ncclComm* comm, CollKind coll, size_t count, size_t typeSize, Plan* plan);
 

@@ -65,6 +65,8 @@ ncclResult_t buildRings(const topo::Placement& p, const RingOptions& opts, RingP
 
   std::vector<RingChannel> chans;
   std::vector<Limits> limits;  // after 1, 2, ... channels
+  double bestSoFar = 0;
+  int stale = 0;
   for (int c = 0; c < opts.maxChannels; ++c) {
     RingChannel ch;
     ch.entryNic.assign(p.hosts.size(), -1);
@@ -81,12 +83,22 @@ ncclResult_t buildRings(const topo::Placement& p, const RingOptions& opts, RingP
     }
     chans.push_back(std::move(ch));
     limits.push_back(shares(states));
+    // Once the wires are shared out, more channels only split them further:
+    // stop after two channels that add nothing (the count is chosen below).
+    const Limits& l = limits.back();
+    double total = (c + 1) * std::min({channelBw, l.intra, l.net});
+    if (total > bestSoFar * (1 + kChannelGain)) {
+      bestSoFar = total;
+      stale = 0;
+    } else if (++stale >= 2 && c + 1 >= opts.minChannels) {
+      break;
+    }
   }
 
   // Channel count: the prefix of channels with the most total bandwidth.
   int bestK = opts.minChannels;
   double bestTotal = -1;
-  for (int k = opts.minChannels; k <= opts.maxChannels; ++k) {
+  for (int k = opts.minChannels; k <= static_cast<int>(limits.size()); ++k) {
     const Limits& l = limits[k - 1];
     double total = k * std::min({channelBw, l.intra, l.net});
     if (bestTotal < 0 || total > bestTotal * (1 + kChannelGain)) {

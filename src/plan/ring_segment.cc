@@ -49,6 +49,39 @@ class Search {
   Search(const HostState& h, bool cycle) : h_(h), cycle_(cycle), m_(static_cast<int>(h.nodes.size())) {
     use_.assign(h.cap.size(), 0);
     taken_.assign(m_, false);
+    // The nearest NIC of each rank bounds what entering and leaving can add,
+    // which lets the search drop prefixes before it chooses NICs.
+    int nports = h.nics.empty() ? 1 : static_cast<int>(h.nics.size());
+    minAttach_.assign(m_, kInvalidPathPenalty);
+    for (int i = 0; i < m_; ++i)
+      for (int k = 0; k < nports; ++k) minAttach_[i] = std::min(minAttach_[i], attachType(i, k));
+    minAttachAll_ = m_ > 0 ? *std::min_element(minAttach_.begin(), minAttach_.end()) : 0;
+    // Entering and leaving each take a NIC port and a route to it, so a
+    // path's bandwidth is at most the best such share for its first rank and
+    // for any last rank.
+    attachIn_.assign(m_, kInf);
+    exitBound_ = kInf;
+    if (!cycle) {
+      exitBound_ = 0;
+      for (int i = 0; i < m_; ++i) {
+        double in = 0, out = 0;
+        for (int k = 0; k < nports; ++k) {
+          std::vector<RouteUse> r = attachRoute(i, k, true);
+          in = std::max(in, addRoute(r, kInf));
+          removeRoute(r);
+          r = attachRoute(i, k, false);
+          out = std::max(out, addRoute(r, kInf));
+          removeRoute(r);
+        }
+        attachIn_[i] = in;
+        exitBound_ = std::max(exitBound_, out);
+      }
+    }
+    // Likewise every edge still to come costs at least the nearest pair's type.
+    minEdge_ = kInvalidPathPenalty;
+    for (int i = 0; i < m_; ++i)
+      for (int j = 0; j < m_; ++j)
+        if (i != j) minEdge_ = std::min(minEdge_, edgeType(i, j));
   }
 
   Segment exhaustive() {
@@ -89,6 +122,11 @@ class Search {
   std::vector<bool> taken_;
   Segment best_;
   bool have_ = false;
+  std::vector<int> minAttach_;
+  int minAttachAll_ = 0;
+  int minEdge_ = 0;
+  std::vector<double> attachIn_;
+  double exitBound_ = kInf;
 
   const Path& path(int fromNode, int toNode) const { return h_.model->paths.at(fromNode, toNode); }
 
@@ -187,9 +225,11 @@ class Search {
   void dfs(double bw, int typeSum, int overlap) {
     // Every measure only gets worse as edges are added and candidates come in
     // lexicographic order, so a prefix that cannot beat the best is dropped.
-    if (have_ && !less(best_.bw, bw) &&
-        (less(bw, best_.bw) || typeSum > best_.typeSum ||
-         (typeSum == best_.typeSum && overlap >= best_.overlap)))
+    int edgesLeft = m_ - static_cast<int>(order_.size()) + (cycle_ && m_ > 1 ? 1 : 0);
+    int bound = typeSum + edgesLeft * minEdge_ + (cycle_ ? 0 : minAttach_[order_.front()] + minAttachAll_);
+    double bwBound = std::min({bw, attachIn_[order_.front()], exitBound_});
+    if (have_ && !less(best_.bw, bwBound) &&
+        (less(bwBound, best_.bw) || bound > best_.typeSum || (bound == best_.typeSum && overlap >= best_.overlap)))
       return;
     if (static_cast<int>(order_.size()) == m_) {
       leaf(bw, typeSum, overlap);
@@ -234,7 +274,7 @@ HostState makeHostState(const topo::Placement& p, int host, const std::vector<in
 Segment searchSegment(const HostState& h, bool cycle, int channel) {
   Search s(h, cycle);
   int m = static_cast<int>(h.nodes.size());
-  if (m <= kExactLimit) return s.exhaustive();
+  if (m <= (cycle ? kExactCycle : kExactPath)) return s.exhaustive();
   // Large hosts: walk the topology tree so every subtree is entered and left
   // once (the fewest crossings of each link a cycle can have); alternate the
   // direction per channel so both directions of every link carry traffic.

@@ -11,9 +11,10 @@
 
 namespace gyre::ring {
 
-// Local ranks up to this many are searched exhaustively (with pruning);
-// beyond it the order follows the topology tree (see localityOrder).
-constexpr int kExactLimit = 9;
+// Local ranks up to these counts are searched exhaustively (with pruning):
+// (n-1)! cycles, or n! paths; beyond, the order follows the topology tree.
+constexpr int kExactCycle = 9;
+constexpr int kExactPath = 8;
 
 struct HostState {
   const topo::HostModel* model = nullptr;

@@ -11,8 +11,8 @@ void buildRingAllReduce(const RingAllReduceShape& sh, ChannelSchedule* out) {
   if (n == 1) {
     // Still a reduction of one value: pre and post apply (an average over one
     // rank of integers divides by 1, a PreMulSum scales).
-    for (size_t off = 0; off < sh.count; off += sh.chunkElems) {
-      size_t c = std::min(sh.chunkElems, sh.count - off);
+    for (size_t done = 0; done < sh.count; done += sh.chunkElems) {
+      size_t c = std::min(sh.chunkElems, sh.count - done), off = sh.offset + done;
       out->steps.push_back(step(StepKind::Copy, kInputBuffer, off, kOutputBuffer, off, c,
                                     kStepPreOp | kStepPostOp));
     }
@@ -24,8 +24,8 @@ void buildRingAllReduce(const RingAllReduceShape& sh, ChannelSchedule* out) {
   // segment r+1; in the all-gather it receives the finished segment r-m+1 at
   // step m, ending with segment r+2.
   auto mod = [n](int i) { return static_cast<size_t>((i % n + n) % n); };
-  for (size_t base = 0; base < sh.count; base += loop) {
-    size_t span = std::min(loop, sh.count - base);
+  for (size_t done = 0; done < sh.count; done += loop) {
+    size_t span = std::min(loop, sh.count - done), base = sh.offset + done;
     auto seg = [&](int index) { return splitSegment(base, span, n, mod(index), sh.alignElems); };
     auto emit = [&](StepKind kind, Segment s, uint8_t srcBuf, uint8_t dstBuf, uint8_t flags) {
       if (s.count) out->steps.push_back(step(kind, srcBuf, s.offset, dstBuf, s.offset, s.count, flags));

@@ -11,7 +11,8 @@ namespace gyre {
 struct RingAllReduceShape {
   int rank;
   int nranks;
-  size_t count;        // elements
+  size_t offset;       // first element of the range this channel reduces
+  size_t count;        // elements in that range
   size_t chunkElems;   // elements per step (FIFO slot)
   size_t alignElems;   // segment alignment
 };

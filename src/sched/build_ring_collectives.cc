@@ -9,10 +9,11 @@ namespace {
 
 int mod(int i, int n) { return ((i % n) + n) % n; }
 
-// Calls fn(offset, count) for each chunk of [0, count).
+// Calls fn(offset, count) for each chunk of the channel's range.
 template <typename Fn>
-void forEachChunk(size_t count, size_t chunk, Fn fn) {
-  for (size_t off = 0; off < count; off += chunk) fn(off, std::min(chunk, count - off));
+void forEachChunk(const RingShape& sh, Fn fn) {
+  size_t end = sh.rangeBegin + sh.rangeCount;
+  for (size_t off = sh.rangeBegin; off < end; off += sh.chunkElems) fn(off, std::min(sh.chunkElems, end - off));
 }
 
 }  // namespace
@@ -20,7 +21,7 @@ void forEachChunk(size_t count, size_t chunk, Fn fn) {
 void buildRingBroadcast(const RingShape& sh, ChannelSchedule* out) {
   const int n = sh.nranks;
   const int pos = mod(sh.rank - sh.root, n);  // distance from the root along the chain
-  forEachChunk(sh.count, sh.chunkElems, [&](size_t off, size_t c) {
+  forEachChunk(sh, [&](size_t off, size_t c) {
     if (n == 1) {
       if (!sh.inPlace) out->steps.push_back(step(StepKind::Copy, kInputBuffer, off, kOutputBuffer, off, c, 0));
     } else if (pos == 0) {
@@ -37,7 +38,7 @@ void buildRingBroadcast(const RingShape& sh, ChannelSchedule* out) {
 void buildRingReduce(const RingShape& sh, ChannelSchedule* out) {
   const int n = sh.nranks;
   const int pos = mod(sh.rank - sh.root - 1, n);  // 0 starts the chain, n-1 is the root
-  forEachChunk(sh.count, sh.chunkElems, [&](size_t off, size_t c) {
+  forEachChunk(sh, [&](size_t off, size_t c) {
     if (n == 1)
       out->steps.push_back(step(StepKind::Copy, kInputBuffer, off, kOutputBuffer, off, c, kStepPreOp | kStepPostOp));
     else if (pos == 0)
@@ -54,7 +55,7 @@ void buildRingAllGather(const RingShape& sh, ChannelSchedule* out) {
   const int n = sh.nranks, r = sh.rank;
   const size_t count = sh.count;
   auto block = [&](int owner) { return static_cast<size_t>(mod(owner, n)) * count; };
-  forEachChunk(count, sh.chunkElems, [&](size_t off, size_t c) {
+  forEachChunk(sh, [&](size_t off, size_t c) {
     if (n == 1) {
       if (!sh.inPlace) out->steps.push_back(step(StepKind::Copy, kInputBuffer, off, kOutputBuffer, off, c, 0));
       return;
@@ -74,7 +75,7 @@ void buildRingReduceScatter(const RingShape& sh, ChannelSchedule* out) {
   const int n = sh.nranks, r = sh.rank;
   const size_t count = sh.count;
   auto block = [&](int owner) { return static_cast<size_t>(mod(owner, n)) * count; };
-  forEachChunk(count, sh.chunkElems, [&](size_t off, size_t c) {
+  forEachChunk(sh, [&](size_t off, size_t c) {
     if (n == 1) {
       out->steps.push_back(step(StepKind::Copy, kInputBuffer, off, kOutputBuffer, off, c, kStepPreOp | kStepPostOp));
       return;

@@ -16,6 +16,10 @@ struct RingShape {
   size_t chunkElems;
   int root;           // Broadcast / Reduce
   bool inPlace;       // AllGather: input already sits at output + rank*count
+  // The part of each count-element block this channel moves; channels split
+  // the blocks into contiguous ranges.
+  size_t rangeBegin;
+  size_t rangeCount;
 };
 
 // The chain root -> root+1 -> ... -> root-1 forwards each chunk.

@@ -33,7 +33,7 @@ bool simulate(int n, size_t count, size_t chunk, size_t align, size_t capacity, 
   std::vector<RankState>& ranks = *out;
   ranks.assign(n, {});
   for (int r = 0; r < n; ++r) {
-    buildRingAllReduce({r, n, count, chunk, align}, &ranks[r].sched);
+    buildRingAllReduce({r, n, 0, count, chunk, align}, &ranks[r].sched);
     ranks[r].output.assign(count, {});
   }
   auto input = [](int r, const Step& s, size_t i) {
@@ -123,7 +123,7 @@ TEST_CASE("every ring allreduce step fits one chunk and no step is empty") {
     for (size_t count : {5, 77, 4096, 100000}) {
       ChannelSchedule s;
       size_t chunk = chunkElements(4096, 4);
-      buildRingAllReduce({1 % n, n, count, chunk, alignElements(4)}, &s);
+      buildRingAllReduce({1 % n, n, 0, count, chunk, alignElements(4)}, &s);
       for (const Step& st : s.steps) {
         CHECK(st.count > 0);
         CHECK(st.count <= chunk);
@@ -133,6 +133,6 @@ TEST_CASE("every ring allreduce step fits one chunk and no step is empty") {
 
 TEST_CASE("an allreduce of zero elements has no steps") {
   ChannelSchedule s;
-  buildRingAllReduce({0, 3, 0, 16, 4}, &s);
+  buildRingAllReduce({0, 3, 0, 0, 16, 4}, &s);
   CHECK(s.steps.empty());
 }
