@@ -10,8 +10,8 @@
 namespace gyre {
 
 ncclResult_t Bootstrap::create(const UniqueIdContents& id, int rank, int nranks, PeerInfo self,
-                               const Deadline& deadline, const std::atomic<bool>* abort,
-                               std::unique_ptr<Bootstrap>* out) {
+                               const Deadline& connectDeadline, const Deadline& deadline,
+                               const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out) {
   auto b = std::make_unique<Bootstrap>();
   b->rank_ = rank;
   b->nranks_ = nranks;
@@ -22,7 +22,7 @@ ncclResult_t Bootstrap::create(const UniqueIdContents& id, int rank, int nranks,
   GYRE_CHECK(selectInterface(&itf));
   GYRE_CHECK(b->acceptor_.listen(itf.address, id.secret));
   self.listen = b->acceptor_.address().toWire();
-  GYRE_CHECK(joinRendezvous(id, rank, nranks, self, deadline, abort, &b->peers_));
+  GYRE_CHECK(joinRendezvous(id, rank, nranks, self, connectDeadline, deadline, abort, &b->peers_));
   if (nranks > 1) {
     int next = (rank + 1) % nranks;
     int prev = (rank + nranks - 1) % nranks;

@@ -18,8 +18,8 @@ class Bootstrap {
   // Runs the rendezvous and connects the bootstrap ring. `self` is filled in
   // with this rank's listen address before it is sent.
   static ncclResult_t create(const UniqueIdContents& id, int rank, int nranks, PeerInfo self,
-                             const Deadline& deadline, const std::atomic<bool>* abort,
-                             std::unique_ptr<Bootstrap>* out);
+                             const Deadline& connectDeadline, const Deadline& deadline,
+                             const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out);
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }

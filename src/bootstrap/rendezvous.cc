@@ -172,11 +172,11 @@ ncclResult_t startFixedRoot(const UniqueIdContents& contents, std::thread* threa
 }
 
 ncclResult_t joinRendezvous(const UniqueIdContents& id, int rank, int nranks, const PeerInfo& self,
-                            const Deadline& deadline, const std::atomic<bool>* abort,
-                            std::vector<PeerInfo>* peers) {
+                            const Deadline& connectDeadline, const Deadline& deadline,
+                            const std::atomic<bool>* abort, std::vector<PeerInfo>* peers) {
   std::string what = "init: joining the rendezvous at " + id.root.toString();
   Socket s;
-  if (Socket::connectTo(id.root, deadline, abort, &s, what.c_str()) != ncclSuccess) {
+  if (Socket::connectTo(id.root, connectDeadline, abort, &s, what.c_str()) != ncclSuccess) {
     if (id.fixedAddress)
       return fail(ncclSystemError,
                   "init: rank 0, which hosts the rendezvous at %s (NCCL_COMM_ID), did not join before "

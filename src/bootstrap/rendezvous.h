@@ -25,8 +25,11 @@ ncclResult_t startDetachedRoot(UniqueIdContents* contents);
 ncclResult_t startFixedRoot(const UniqueIdContents& contents, std::thread* thread);
 
 // Rank side: sends this rank's info and receives everyone's.
+// Reaching the root is bounded by `connectDeadline` (GYRE_INIT_TIMEOUT); the
+// answer may take until `deadline`, a little later, so that the root's own
+// "rank K did not join" message arrives before this rank gives up.
 ncclResult_t joinRendezvous(const UniqueIdContents& id, int rank, int nranks, const PeerInfo& self,
-                            const Deadline& deadline, const std::atomic<bool>* abort,
-                            std::vector<PeerInfo>* peers);
+                            const Deadline& connectDeadline, const Deadline& deadline,
+                            const std::atomic<bool>* abort, std::vector<PeerInfo>* peers);
 
 }  // namespace gyre

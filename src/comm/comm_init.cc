@@ -86,9 +86,10 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   self.cudaDev = comm->cudaDev;
   self.isHostComm = comm->isHost ? 1 : 0;
   self.buffSize = buffSize;
+  Deadline connectDeadline = Deadline::afterSeconds(static_cast<double>(initTimeout));
   Deadline deadline = Deadline::afterSeconds(static_cast<double>(initTimeout) + kRootGraceSeconds);
-  GYRE_CHECK(Bootstrap::create(contents, comm->rank, comm->nranks, self, deadline, &comm->abortFlag,
-                               &comm->bootstrap));
+  GYRE_CHECK(Bootstrap::create(contents, comm->rank, comm->nranks, self, connectDeadline, deadline,
+                               &comm->abortFlag, &comm->bootstrap));
   GYRE_CHECK(checkPeersAgree(comm));
   int ranksOnHost = 0;
   for (const PeerInfo& p : comm->bootstrap->peers()) ranksOnHost += p.hostHash == self.hostHash ? 1 : 0;

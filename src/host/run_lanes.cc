@@ -1,8 +1,10 @@
 // The executor's main loop: interleave lanes until all are done, then wait
 // until every send has left this rank.
 #include <poll.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -12,15 +14,27 @@
 namespace gyre {
 namespace {
 
-constexpr int kPollSliceMs = 50;  // also bounds how late an abort is noticed
+constexpr int kPollSliceMs = 50;  // also bounds how late an abort or a dead peer is noticed
+// How long a rank waiting only on shared memory yields its core before it
+// sleeps on a futex. A peer on another core posts its next step within
+// microseconds of finishing the last; a futex sleep costs the waker a system
+// call and the sleeper a wake-up of several microseconds, so with a core each
+// it pays to wait a while. With more ranks than cores the ranks that can move
+// need the cores: yield briefly, then sleep.
+constexpr auto kYieldSpare = std::chrono::microseconds(200);
+constexpr auto kYieldOversubscribed = std::chrono::microseconds(20);
+
+using Lanes = std::vector<std::unique_ptr<Lane>>;
 
 struct Waiter {
   std::vector<ncclComm*> comms;
   std::vector<pollfd> fds;
+  std::vector<Connection*> blocked;
   int spinsBeforeBlocking = 0;
   double timeoutSeconds = 0;
+  std::chrono::steady_clock::time_point idleSince;
 
-  explicit Waiter(const std::vector<std::unique_ptr<Lane>>& lanes) {
+  explicit Waiter(const Lanes& lanes) {
     for (const auto& l : lanes)
       if (std::find(comms.begin(), comms.end(), l->spec().comm) == comms.end()) comms.push_back(l->spec().comm);
     spinsBeforeBlocking = comms.empty() ? 0 : comms[0]->spinsBeforeBlocking;
@@ -31,7 +45,8 @@ struct Waiter {
     }
   }
 
-  // Moves bytes on every communicator's transports.
+  // Moves bytes on every communicator's transports and wakes shared-memory
+  // peers sleeping on counters the lanes have moved.
   ncclResult_t progress() {
     for (ncclComm* c : comms) {
       int culprit = -1;
@@ -44,6 +59,10 @@ struct Waiter {
     return ncclSuccess;
   }
 
+  void wakePeers() {
+    for (ncclComm* c : comms) c->progress.wakePeers();
+  }
+
   ncclResult_t checkAborted(const char* what) {
     for (ncclComm* c : comms)
       if (c->abortFlag.load(std::memory_order_relaxed))
@@ -51,12 +70,65 @@ struct Waiter {
     return ncclSuccess;
   }
 
-  void sleep(const Deadline& deadline) {
+  // Called when no lane could move, `round` times in a row before this call.
+  // Spinning is the caller's loop; here a rank yields, then blocks: in futex
+  // when it waits only on shared memory, else in poll() on the sockets.
+  // `draining`: the lanes are done and only their sends' consumption is
+  // awaited.
+  ncclResult_t sleep(const Lanes& lanes, const Deadline& deadline, bool draining, int round) {
+    collectBlocked(lanes, draining);
+    if (blocked.empty()) {  // a peer moved since the lanes looked: go round again
+      sched_yield();
+      return ncclSuccess;
+    }
+    size_t shared = 0;
+    for (const Connection* c : blocked) shared += c->sharedCounters ? 1 : 0;
+    const bool onlyShared = shared > 0 && shared == blocked.size();
+    if (onlyShared) {
+      auto now = std::chrono::steady_clock::now();
+      if (round == 0) idleSince = now;
+      if (now - idleSince < (spinsBeforeBlocking > 0 ? kYieldSpare : kYieldOversubscribed)) {
+        sched_yield();
+        return ncclSuccess;
+      }
+    }
+    for (ncclComm* c : comms) {
+      int culprit = -1;
+      ncclResult_t r = c->progress.checkSharedPeers(&culprit);
+      if (r != ncclSuccess) {
+        markCommFailed(c, r, culprit);
+        return r;
+      }
+    }
+    int ms = deadline.remainingMs(kPollSliceMs);
+    if (onlyShared) {
+      ProgressEngine::sleepOnShared(blocked, draining, ms);
+      return ncclSuccess;
+    }
     fds.clear();
     for (ncclComm* c : comms) c->progress.appendPollFds(&fds);
-    int ms = deadline.remainingMs(kPollSliceMs);
+    if (shared > 0) ms = std::min(ms, 1);  // poll() does not see shared-memory steps
     if (fds.empty()) std::this_thread::yield();
     else poll(fds.data(), fds.size(), ms);
+    return ncclSuccess;
+  }
+
+ private:
+  // The connections the lanes wait on (Lane::blockingConnection), or while
+  // draining the sends not yet consumed.
+  void collectBlocked(const Lanes& lanes, bool draining) {
+    blocked.clear();
+    auto add = [&](Connection* c) {
+      if (c && std::find(blocked.begin(), blocked.end(), c) == blocked.end()) blocked.push_back(c);
+    };
+    for (const auto& l : lanes) {
+      if (!draining) {
+        add(l->blockingConnection());
+        continue;
+      }
+      for (size_t i = 0; i < l->spec().nsend; ++i)
+        if (!sendsDrained(*l->spec().send[i])) add(l->spec().send[i]);
+    }
   }
 };
 
@@ -81,7 +153,7 @@ ncclResult_t describeStall(const Lane& lane, const Connection* conn, double seco
 }
 
 // A lane waiting for data from a peer that closed its connection can never finish.
-ncclResult_t checkClosedPeers(const std::vector<std::unique_ptr<Lane>>& lanes) {
+ncclResult_t checkClosedPeers(const Lanes& lanes) {
   for (const auto& l : lanes) {
     const Connection* c = l->blockingConnection();
     if (c && !c->isSend && c->peerClosed) return describeStall(*l, c, 0, true);
@@ -91,7 +163,7 @@ ncclResult_t checkClosedPeers(const std::vector<std::unique_ptr<Lane>>& lanes) {
 
 }  // namespace
 
-ncclResult_t runLanes(std::vector<std::unique_ptr<Lane>>& lanes) {
+ncclResult_t runLanes(Lanes& lanes) {
   Waiter waiter(lanes);
   Deadline deadline = Deadline::afterSeconds(waiter.timeoutSeconds);
   for (int idle = 0;;) {
@@ -116,11 +188,19 @@ ncclResult_t runLanes(std::vector<std::unique_ptr<Lane>>& lanes) {
     if (deadline.expired()) {
       for (const auto& l : lanes)
         if (const Connection* c = l->blockingConnection()) return describeStall(*l, c, waiter.timeoutSeconds, false);
+      // Every wait ends at GYRE_TIMEOUT, even one no lane can attribute to a peer.
+      const LaneSpec& s = lanes[0]->spec();
+      ncclResult_t r = fail(ncclInternalError, "%s #%llu: no progress for %.0f s (GYRE_TIMEOUT) and no peer to blame",
+                            collName(s.coll), static_cast<unsigned long long>(s.opCount), waiter.timeoutSeconds);
+      markCommFailed(s.comm, r, -1);
+      return r;
     }
-    waiter.sleep(deadline);
+    GYRE_CHECK(waiter.sleep(lanes, deadline, false, idle - waiter.spinsBeforeBlocking - 1));
   }
+  // The lanes' last steps have not been announced to sleeping peers yet.
+  waiter.wakePeers();
   // The call returns only when its data has left this rank's buffers.
-  for (;;) {
+  for (int round = 0;; ++round) {
     bool drained = true;
     for (const auto& l : lanes)
       for (size_t i = 0; i < l->spec().nsend; ++i) drained &= sendsDrained(*l->spec().send[i]);
@@ -136,7 +216,7 @@ ncclResult_t runLanes(std::vector<std::unique_ptr<Lane>>& lanes) {
         for (size_t i = 0; i < l->spec().nsend; ++i)
           if (!sendsDrained(*l->spec().send[i])) return describeStall(*l, l->spec().send[i], waiter.timeoutSeconds, false);
     }
-    waiter.sleep(deadline);
+    GYRE_CHECK(waiter.sleep(lanes, deadline, true, round));
   }
 }
 

@@ -43,6 +43,7 @@ void expectAbortUnblocks(size_t count) {
           return 0;
         }
 
+        std::vector<float> send(count, 1.0f), recv(count);
         std::atomic<double> abortStart{0}, abortEnd{0};
         std::atomic<int> abortResult{-1};
         std::thread aborter([&] {
@@ -51,7 +52,6 @@ void expectAbortUnblocks(size_t count) {
           abortResult = int(ncclCommAbort(comm));
           abortEnd = monotonicSeconds();
         });
-        std::vector<float> send(count, 1.0f), recv(count);
         const double callStart = monotonicSeconds();
         rankProgress("allreduce to be aborted");
         r = ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr);
@@ -60,6 +60,11 @@ void expectAbortUnblocks(size_t count) {
         rankProgress("joining the aborting thread");
         aborter.join();
 
+        // A call made after the abort may rightly say the communicator is gone; this
+        // test is about a call that was already blocked.
+        RANK_CHECK(callStart < abortStart.load() - 0.1,
+                   "test setup: the allreduce started only %.3f s before the abort; raise "
+                   "kAbortAfter_s", abortStart.load() - callStart);
         RANK_CHECK(r != ncclSuccess, "rank 0: allreduce without its peer returned success");
         RANK_CHECK(callEnd >= abortStart.load() - 0.05,
                    "rank 0: allreduce returned %d after %.2f s, before the abort: %s", int(r),
