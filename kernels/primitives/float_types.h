@@ -31,8 +31,12 @@
 //              value, and so does an e5m2 ±Inf operand; NaN stays NaN. NCCL
 //              reduces fp8 only on sm_90+, computing in half (__hadd, __hmul)
 //              and converting back with __NV_SATFINITE — the same bits.
-//   max, min   exact: the result is one of the operands, compared as float;
-//              with a NaN operand they behave as gyre's float max/min do.
+//   max, min   exact: the result is one of the operands, unchanged, compared
+//              as float; with a NaN operand or ±0 they pick the operand that
+//              gyre's float max/min picks. (NCCL's __hmax/__hmin, like its
+//              fmaxf/fminf for float, return the non-NaN operand, and on fp8
+//              its result passes through __NV_SATFINITE, so an e5m2 ±Inf
+//              becomes ±57344 there while gyre returns the Inf.)
 //   avg        as NCCL's hostToDevRedOp: PreMulSum whose scalar is 1/n rounded
 //              to float and then to the type (fp8 with __NV_SATFINITE); each
 //              input is multiplied by it, rounded to the type, then summed. The

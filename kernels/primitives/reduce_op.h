@@ -55,13 +55,26 @@ struct OpProd {
   GYRE_HOST_DEVICE T post(T x) const { return x; }
 };
 
-// Max and min follow IEEE maxNum/minNum only loosely: with a NaN operand the
-// result is the other operand's comparison outcome, matching a<b?b:a.
+// Max and min return one operand unchanged. With exactly one NaN operand they
+// return the other (IEEE maxNum/minNum, as fmaxf and NCCL's __hmax do), so a
+// NaN on one rank does not hide every other rank's value.
+template <typename T>
+GYRE_HOST_DEVICE bool isNan(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return x != x;
+  } else if constexpr (kIsNarrowFloat<T>) {
+    float f = x.toFloat();
+    return f != f;
+  } else {
+    return false;
+  }
+}
+
 template <typename T>
 struct OpMax {
   static constexpr bool kHasPre = false, kHasPost = false;
   GYRE_HOST_DEVICE T pre(T x) const { return x; }
-  GYRE_HOST_DEVICE T apply(T a, T b) const { return a < b ? b : a; }
+  GYRE_HOST_DEVICE T apply(T a, T b) const { return (a < b || isNan(a)) ? b : a; }
   GYRE_HOST_DEVICE T post(T x) const { return x; }
 };
 
@@ -69,7 +82,7 @@ template <typename T>
 struct OpMin {
   static constexpr bool kHasPre = false, kHasPost = false;
   GYRE_HOST_DEVICE T pre(T x) const { return x; }
-  GYRE_HOST_DEVICE T apply(T a, T b) const { return b < a ? b : a; }
+  GYRE_HOST_DEVICE T apply(T a, T b) const { return (b < a || isNan(a)) ? b : a; }
   GYRE_HOST_DEVICE T post(T x) const { return x; }
 };
 

@@ -20,6 +20,16 @@ ncclResult_t asGroup(Body body) {
   return r != ncclSuccess ? r : end;
 }
 
+// Gather and Scatter: a valid communicator, datatype and root.
+ncclResult_t checkRooted(const char* fn, ncclComm_t comm, ncclDataType_t datatype, size_t count, int root) {
+  GYRE_CHECK(checkComm(comm, fn));
+  GYRE_CHECK(checkDatatype(datatype, fn));
+  GYRE_CHECK(checkCount(count, datatypeSize(datatype) * comm->nranks, fn));
+  if (root < 0 || root >= comm->nranks)
+    return fail(ncclInvalidArgument, "%s: root %d is outside 0..%d", fn, root, comm->nranks - 1);
+  return ncclSuccess;
+}
+
 const char* at(const void* base, size_t index, size_t bytes) {
   return static_cast<const char*>(base) + index * bytes;
 }
@@ -49,11 +59,7 @@ GYRE_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size
 
 GYRE_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     int root, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclGather";
-  GYRE_CHECK(checkComm(comm, fn));
-  GYRE_CHECK(checkDatatype(datatype, fn));
-  if (root < 0 || root >= comm->nranks)
-    return fail(ncclInvalidArgument, "%s: root %d is outside 0..%d", fn, root, comm->nranks - 1);
+  GYRE_CHECK(checkRooted("ncclGather", comm, datatype, count, root));
   size_t bytes = count * datatypeSize(datatype);
   return asGroup([&] {
     if (comm->rank == root)
@@ -65,15 +71,12 @@ GYRE_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t
 
 GYRE_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                      int root, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclScatter";
-  GYRE_CHECK(checkComm(comm, fn));
-  GYRE_CHECK(checkDatatype(datatype, fn));
-  if (root < 0 || root >= comm->nranks)
-    return fail(ncclInvalidArgument, "%s: root %d is outside 0..%d", fn, root, comm->nranks - 1);
+  GYRE_CHECK(checkRooted("ncclScatter", comm, datatype, count, root));
   size_t bytes = count * datatypeSize(datatype);
   return asGroup([&] {
     if (comm->rank == root)
-      for (int p = 0; p < comm->nranks; ++p) GYRE_CHECK(ncclSend(at(sendbuff, p, bytes), count, datatype, p, comm, stream));
+      for (int p = 0; p < comm->nranks; ++p)
+        GYRE_CHECK(ncclSend(at(sendbuff, p, bytes), count, datatype, p, comm, stream));
     return ncclRecv(recvbuff, count, datatype, root, comm, stream);
   });
 }
