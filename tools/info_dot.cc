@@ -13,6 +13,15 @@ namespace {
 using topo::NodeKind;
 
 const char* kColors[] = {"#e41a1c", "#377eb8", "#4daf4a", "#984ea3", "#ff7f00", "#a65628", "#f781bf", "#17becf"};
+const char* kColorNames[] = {"red", "blue", "green", "purple", "orange", "brown", "pink", "cyan"};
+
+std::string linkLabel(const topo::Link& l) {
+  char buf[48];
+  if (l.type == topo::LinkType::NvLink) snprintf(buf, sizeof(buf), "nvl x%d", l.count);
+  else if (l.type == topo::LinkType::Smp) snprintf(buf, sizeof(buf), "smp %.0f", l.bw);
+  else snprintf(buf, sizeof(buf), "%.0f", l.bw);
+  return buf;
+}
 
 std::string id(int host, const std::string& node) {
   std::string s = "h" + std::to_string(host) + "_";
@@ -47,9 +56,12 @@ bool writeDot(const Model& m, const std::string& path, int maxChannels) {
 
   fprintf(f, "digraph gyre {\n  compound=true; newrank=true; fontname=\"Helvetica\";\n");
   fprintf(f, "  node [fontname=\"Helvetica\", fontsize=10]; edge [fontname=\"Helvetica\", fontsize=8];\n");
-  fprintf(f, "  label=\"gyre-info: %zu ranks, %zu rings drawn of %zu, %.1f GB/s per rank\"; labelloc=t;\n",
-          p.ranks.size(), std::min<size_t>(maxChannels, m.rings.channels.size()), m.rings.channels.size(),
-          m.rings.totalBw);
+  int drawn = std::min<int>(maxChannels, static_cast<int>(m.rings.channels.size()));
+  std::string legend;
+  for (int c = 0; c < drawn; ++c) legend += (c ? ", " : "") + std::string("ring ") + std::to_string(c) + " " + kColorNames[c % 8];
+  fprintf(f, "  label=\"gyre-info: %zu ranks, %zu ring channels, %.1f GB/s per rank\\n%s%s\"; labelloc=t;\n",
+          p.ranks.size(), m.rings.channels.size(), m.rings.totalBw, legend.c_str(),
+          m.rings.nhosts > 1 ? "; dashed: trees 0 and 1 between hosts (child to parent)" : "");
   for (size_t h = 0; h < p.hosts.size(); ++h) {
     const topo::Topology& t = p.hosts[h].topo;
     fprintf(f, "  subgraph cluster_h%zu {\n    label=\"host %zu (%s)\"; color=\"#888888\";\n", h, h, t.host.c_str());
@@ -69,12 +81,11 @@ bool writeDot(const Model& m, const std::string& path, int maxChannels) {
       fprintf(f, "    %s -> %s [dir=none, style=dotted];\n", rankId(r).c_str(), id(static_cast<int>(h), t.nodes[n].id).c_str());
     }
     for (const topo::Link& l : t.links)
-      fprintf(f, "    %s -> %s [dir=none, color=\"#aaaaaa\", penwidth=%d, label=\"%s %.0f\"];\n",
+      fprintf(f, "    %s -> %s [dir=none, color=\"#aaaaaa\", penwidth=%d, label=\"%s\", fontcolor=\"#777777\"];\n",
               id(static_cast<int>(h), t.nodes[l.a].id).c_str(), id(static_cast<int>(h), t.nodes[l.b].id).c_str(),
-              l.type == topo::LinkType::NvLink ? 2 : 1, topo::linkTypeName(l.type), l.bw);
+              l.type == topo::LinkType::NvLink ? 2 : 1, linkLabel(l).c_str());
     fprintf(f, "  }\n");
   }
-  int drawn = std::min<int>(maxChannels, static_cast<int>(m.rings.channels.size()));
   for (int c = 0; c < drawn; ++c) {
     const RingChannel& ch = m.rings.channels[c];
     const char* color = kColors[c % 8];
@@ -82,16 +93,16 @@ bool writeDot(const Model& m, const std::string& path, int maxChannels) {
       int a = ch.order[i], b = ch.order[(i + 1) % ch.order.size()];
       int ha = p.ranks[a].host, hb = p.ranks[b].host;
       if (ha == hb) {
-        fprintf(f, "  %s -> %s [color=\"%s\", penwidth=2, constraint=false, label=\"ring %d\", fontcolor=\"%s\"];\n",
-                rankId(a).c_str(), rankId(b).c_str(), color, c, color);
+        fprintf(f, "  %s -> %s [color=\"%s\", penwidth=2, constraint=false];\n", rankId(a).c_str(),
+                rankId(b).c_str(), color);
         continue;
       }
       // Leaving a host: rank -> exit NIC -> (network) -> entry NIC -> rank.
       std::string out = ch.exitNic[ha] >= 0 ? id(ha, p.hosts[ha].topo.nodes[ch.exitNic[ha]].id) : rankId(a);
       std::string in = ch.entryNic[hb] >= 0 ? id(hb, p.hosts[hb].topo.nodes[ch.entryNic[hb]].id) : rankId(b);
       if (out != rankId(a)) fprintf(f, "  %s -> %s [color=\"%s\", penwidth=2, constraint=false];\n", rankId(a).c_str(), out.c_str(), color);
-      fprintf(f, "  %s -> %s [color=\"%s\", penwidth=3, style=bold, label=\"ring %d (net)\", fontcolor=\"%s\"];\n",
-              out.c_str(), in.c_str(), color, c, color);
+      fprintf(f, "  %s -> %s [color=\"%s\", penwidth=3, style=bold, constraint=false, label=\"net\", fontcolor=\"%s\"];\n",
+              out.c_str(), in.c_str(), color, color);
       if (in != rankId(b)) fprintf(f, "  %s -> %s [color=\"%s\", penwidth=2, constraint=false];\n", in.c_str(), rankId(b).c_str(), color);
     }
   }

@@ -116,7 +116,7 @@ int printPlanner(const Model& m, size_t tuningBytes) {
       }
       const CostEntry& e = t.entries[t.pick];
       char buf[64];
-      if (e.timeUs < 1e4) snprintf(buf, sizeof(buf), "%s/%s %.1f us", algorithmName(e.algo), protocolName(e.proto), e.timeUs);
+      if (e.timeUs < 1e3) snprintf(buf, sizeof(buf), "%s/%s %.1f us", algorithmName(e.algo), protocolName(e.proto), e.timeUs);
       else snprintf(buf, sizeof(buf), "%s/%s %.2f ms", algorithmName(e.algo), protocolName(e.proto), e.timeUs / 1e3);
       printf(" %-20s", buf);
     }

@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "tools/info.h"
+#include "topology/transport_policy.h"
 
 namespace gyre::info {
 namespace {
@@ -107,6 +108,29 @@ void printPaths(const Model& m) {
     matrix(h, rows, others);
   }
   if (m.placement.hosts.size() > 1) printf("\nbetween hosts: NET %.1f GB/s (fastest NIC)\n", topo::hostNetBw(h.topo));
+  topo::TransportPolicy pol;
+  if (topo::readTransportPolicy(&pol) != ncclSuccess) return;  // validateAll already reported it
+  printf("\ntransport per pair with these settings (NCCL_P2P_LEVEL=%s, NCCL_P2P_DISABLE=%d, NCCL_SHM_DISABLE=%d):\n",
+         topo::pathTypeName(pol.p2pLevel), pol.p2pDisable, pol.shmDisable);
+  printf("%-9s", "");
+  for (int c : rows) printf(" %5.5s", h.topo.nodes[c].id.c_str());
+  printf("\n");
+  for (int r : rows) {
+    printf("%-9.9s", h.topo.nodes[r].id.c_str());
+    for (int c : rows)
+      printf(" %5s", topo::edgeTransportName(topo::chooseEdgeTransport(h.paths.at(r, c), !gpus.empty(), pol)));
+    printf("\n");
+  }
+  if (!gpus.empty() && !nics.empty()) {
+    printf("GPUDirect RDMA (NCCL_NET_GDR_LEVEL=%s):", topo::pathTypeName(pol.gdrLevel));
+    for (int g : gpus) {
+      std::string ok;
+      for (int n : nics)
+        if (topo::gdrAllowed(h.paths.at(g, n), pol)) ok += (ok.empty() ? "" : ",") + h.topo.nodes[n].id;
+      printf(" %s->%s", h.topo.nodes[g].id.c_str(), ok.empty() ? "none" : ok.c_str());
+    }
+    printf("\n");
+  }
 }
 
 void printPlacement(const Model& m) {

@@ -3,7 +3,7 @@
 // Schema (version 1). Units: bandwidths in GB/s per direction, NIC port speed
 // in Gb/s as ethtool reports it. Nesting is the PCI tree: an element's `bw`
 // is its link to the element that contains it (default: from `gen` and `width`
-// when given, else 24 = PCIe Gen4 x16). Links that are not PCI-tree edges are
+// when given, else PCIe Gen4 x16: 23.6). Links that are not PCI-tree edges are
 // <link> elements at top level. A pci, gpu or nic element at top level has no
 // tree link and is joined to the rest by <link> elements only.
 //

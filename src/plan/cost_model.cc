@@ -54,12 +54,15 @@ void ringEntry(const CostInputs& in, CostEntry* e) {
     return;
   }
   double intraHop = kHopUs[hopClass(in.intraPath)][p];
-  double worstHop = in.nnodes > 1 ? kHopUs[kNet][p] : intraHop;
-  double lat = kBaseUs[0][p];
-  if (in.coll == CollKind::AllReduce) lat += 2.0 * (n - 1) * worstHop;
-  else if (in.coll == CollKind::Broadcast || in.coll == CollKind::Reduce)
-    lat += (in.nnodes - 1) * kHopUs[kNet][p] + (n - in.nnodes) * intraHop;
-  else lat += (n - 1) * worstHop;
+  double netHop = kHopUs[kNet][p];
+  // Step k on a rank waits for its neighbour's step k-1, so the critical path
+  // is `steps` consecutive ring hops; a ring crosses the network nnodes times
+  // per lap, so those hops include at most 2 laps' worth of network hops.
+  int steps = in.coll == CollKind::AllReduce ? 2 * (n - 1) : n - 1;
+  int laps = in.coll == CollKind::AllReduce ? 2 : 1;
+  int netSteps = in.nnodes > 1 ? std::min(steps, laps * in.nnodes) : 0;
+  if (in.coll == CollKind::Broadcast || in.coll == CollKind::Reduce) netSteps = in.nnodes - 1;  // one pass down the chain
+  double lat = kBaseUs[0][p] + netSteps * netHop + (steps - netSteps) * intraHop;
   double bw = in.nnodes > 1 ? std::min(in.intraBw, in.netBw) : in.intraBw;
   e->available = bw > 0;
   e->unavailableWhy = "no bandwidth";

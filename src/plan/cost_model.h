@@ -5,9 +5,9 @@
 //
 //   time = latency + bytesFactor * bytes / (bandwidth * protocolEfficiency)
 //
-// Ring: a collective of n ranks takes 2(n-1) (AllReduce) or n-1 steps; every
-// step waits for the slowest hop of the ring (the network when there is more
-// than one host). Data per rank follows the nccl-tests bus factors:
+// Ring: a collective of n ranks takes 2(n-1) (AllReduce) or n-1 steps in a
+// chain of dependent hops around the ring, of which up to one per host per
+// lap cross the network. Data per rank follows the nccl-tests bus factors:
 // AllReduce 2(n-1)/n, AllGather and ReduceScatter (n-1)/n, Broadcast and
 // Reduce 1 (a pipelined chain: its latency is the sum of its hops).
 //

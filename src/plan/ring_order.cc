@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "src/debug/error.h"
+#include "src/debug/log.h"
 #include "src/plan/ring_segment.h"
 
 namespace gyre {
@@ -120,6 +121,18 @@ ncclResult_t buildRings(const topo::Placement& p, const RingOptions& opts, RingP
       if (path.type != topo::PathType::NET) out->worstIntra = std::max(out->worstIntra, path.type);
     }
   return ncclSuccess;
+}
+
+void logRings(const topo::Placement& p, const RingPlan& plan) {
+  if (logLevel() < LogLevel::Info) return;
+  GYRE_INFO("GRAPH", "%zu ring channels x %.1f GB/s = %.1f GB/s per rank over %d host(s); farthest hop inside a host %s",
+            plan.channels.size(), plan.channelBw, plan.totalBw, plan.nhosts, topo::pathTypeName(plan.worstIntra));
+  for (size_t c = 0; c < plan.channels.size(); ++c) {
+    std::string order;
+    for (int r : plan.channels[c].order) order += " " + std::to_string(r);
+    GYRE_INFO("GRAPH", "channel %zu ring:%s", c, order.c_str());
+  }
+  (void)p;
 }
 
 int countEdges(const topo::Placement& p, const std::vector<int>& order, topo::PathType t) {

@@ -50,6 +50,9 @@ struct RingPlan {
 // Fails (ncclInvalidArgument) only for an invalid placement.
 ncclResult_t buildRings(const topo::Placement& p, const RingOptions& opts, RingPlan* out);
 
+// Logs the plan at INFO under GRAPH: one line per channel.
+void logRings(const topo::Placement& p, const RingPlan& plan);
+
 // How many edges of a ring join ranks whose path is of type `t` (tests and
 // gyre-info use this to show where rings cross slow links).
 int countEdges(const topo::Placement& p, const std::vector<int>& order, topo::PathType t);
