@@ -1,3 +1,4 @@
+#include "transport/shm/shm_transport.h"
 #include "transport/socket/socket_transport.h"
 #include "transport/transport.h"
 
@@ -5,6 +6,7 @@ namespace gyre {
 
 std::vector<Transport*> registeredTransports() {
   return {
+      shmTransport(),     // same host, unless NCCL_SHM_DISABLE=1
       socketTransport(),  // always possible; later transports go above it
   };
 }

@@ -39,6 +39,21 @@ struct Connection {
   // consumed the last data it sent. It becomes one when this rank waits for
   // data that can no longer arrive.
   bool peerClosed = false;
+  // The FIFO's counters live in memory that both ranks map (shared memory).
+  // The executor then sleeps on them (Transport::sleepWord) instead of in
+  // poll(), wakes the peer after moving them (Transport::wakePeer), and runs
+  // progress() only before it sleeps, to learn whether the peer is alive or
+  // has sent an abort notice.
+  bool sharedCounters = false;
+};
+
+// Where a rank waiting on a sharedCounters connection can sleep: the FIFO
+// counter its peer advances (tail for a receiver, head for a sender; a futex
+// on its low 32 bits) and the count of sleepers that the peer reads after
+// advancing it, to skip the wake-up system call when nobody sleeps.
+struct SleepWord {
+  const uint64_t* counter = nullptr;
+  uint32_t* sleepers = nullptr;
 };
 
 // What a transport may use while connecting.
@@ -67,9 +82,21 @@ class Transport {
   // The descriptor and events to wait on when progress() could do nothing.
   virtual bool pollRequest(const Connection& conn, pollfd* out) const = 0;
   // Best effort, non-blocking: tells the peer this rank has failed because of
-  // `culprit`, so ranks further along learn who died.
+  // `culprit`, so ranks further along learn who died. Called on send
+  // connections, and on sharedCounters connections in both directions.
   virtual void sendAbortNotice(Connection& conn, int culprit) = 0;
   virtual void close(Connection& conn) = 0;
+
+  // Only for connections with sharedCounters (the defaults do nothing).
+  // The word to sleep on while this side waits for the peer.
+  virtual bool sleepWord(const Connection& conn, SleepWord* out) const {
+    (void)conn;
+    (void)out;
+    return false;
+  }
+  // Called after the executor may have moved this side's counter (conn.step):
+  // wakes the peer if it sleeps on it. Cheap when nothing moved.
+  virtual void wakePeer(Connection& conn) { (void)conn; }
 };
 
 // Transports in preference order (socket is last: it always works).

@@ -1,5 +1,6 @@
 // Drives the transports that need a helper to move bytes (sockets) and blocks
-// in poll() on their descriptors when nothing can move. On host
+// in poll() on their descriptors when nothing can move; for shared-memory
+// connections it wakes peers after steps and sleeps on futexes. On host
 // communicators the calling thread does this while it waits, so a collective
 // costs no extra threads; a device proxy thread will call the same functions.
 #pragma once
@@ -17,19 +18,33 @@ class ProgressEngine {
  public:
   void add(Connection* conn);
   void clear();
-  bool empty() const { return conns_.empty(); }
+  bool empty() const { return conns_.empty() && shared_.empty(); }
 
-  // One non-blocking pass over every connection. On failure *culprit names
-  // the rank held responsible.
+  // One non-blocking pass over every connection: moves socket bytes and wakes
+  // shared-memory peers sleeping on a counter this rank has moved. On failure
+  // *culprit names the rank held responsible.
   ncclResult_t progressAll(int* culprit);
+
+  // Wakes shared-memory peers only (after the executor's last steps).
+  void wakePeers();
+
+  // Before sleeping: whether shared-memory peers are alive and have not sent
+  // an abort notice. On failure *culprit names the rank held responsible.
+  ncclResult_t checkSharedPeers(int* culprit);
 
   // Adds the descriptors (and events) worth waiting on to *fds.
   void appendPollFds(std::vector<pollfd>* fds) const;
 
   void sendAbortNotices(int culprit);
 
+  // Sleeps until one of `conns` (all sharedCounters) may have moved, or
+  // timeoutMs passes. `draining` tells what a blocked send connection waits
+  // for: every step consumed, instead of a free slot.
+  static void sleepOnShared(const std::vector<Connection*>& conns, bool draining, int timeoutMs);
+
  private:
-  std::vector<Connection*> conns_;
+  std::vector<Connection*> conns_;   // needsProgress
+  std::vector<Connection*> shared_;  // sharedCounters
 };
 
 }  // namespace gyre

@@ -15,14 +15,17 @@ namespace gyre {
 namespace {
 
 constexpr int kPollSliceMs = 50;  // also bounds how late an abort or a dead peer is noticed
-// How long a rank waiting only on shared memory yields its core before it
-// sleeps on a futex. A peer on another core posts its next step within
+// How long a rank waiting on shared memory yields its core before it sleeps
+// (on a futex, or in poll() if it also waits on sockets). A peer on another core posts its next step within
 // microseconds of finishing the last; a futex sleep costs the waker a system
-// call and the sleeper a wake-up of several microseconds, so with a core each
-// it pays to wait a while. With more ranks than cores the ranks that can move
-// need the cores: yield briefly, then sleep.
+// call and the sleeper a wake-up of about 10 us, so with a core each it pays
+// to wait a while (2 ranks on 2 cores, 8 B: about 2.5 us per allreduce with
+// these values, 12-20 us when sleeping at once). With more ranks than cores
+// the ranks that can move need the cores: yield briefly, then sleep (4 ranks
+// on 2 cores: sleeping at once doubled small-message latency; 20-200 us of
+// yielding measured alike).
 constexpr auto kYieldSpare = std::chrono::microseconds(200);
-constexpr auto kYieldOversubscribed = std::chrono::microseconds(20);
+constexpr auto kYieldOversubscribed = std::chrono::microseconds(50);
 
 using Lanes = std::vector<std::unique_ptr<Lane>>;
 
@@ -76,6 +79,7 @@ struct Waiter {
   // `draining`: the lanes are done and only their sends' consumption is
   // awaited.
   ncclResult_t sleep(const Lanes& lanes, const Deadline& deadline, bool draining, int round) {
+    if (round == 0) idleSince = std::chrono::steady_clock::now();
     collectBlocked(lanes, draining);
     if (blocked.empty()) {  // a peer moved since the lanes looked: go round again
       sched_yield();
@@ -84,13 +88,10 @@ struct Waiter {
     size_t shared = 0;
     for (const Connection* c : blocked) shared += c->sharedCounters ? 1 : 0;
     const bool onlyShared = shared > 0 && shared == blocked.size();
-    if (onlyShared) {
-      auto now = std::chrono::steady_clock::now();
-      if (round == 0) idleSince = now;
-      if (now - idleSince < (spinsBeforeBlocking > 0 ? kYieldSpare : kYieldOversubscribed)) {
-        sched_yield();
-        return ncclSuccess;
-      }
+    if (shared > 0 && std::chrono::steady_clock::now() - idleSince <
+                          (spinsBeforeBlocking > 0 ? kYieldSpare : kYieldOversubscribed)) {
+      sched_yield();
+      return ncclSuccess;
     }
     for (ncclComm* c : comms) {
       int culprit = -1;
