@@ -3,7 +3,8 @@
 // of several communicators driven by one thread) to completion.
 //
 // Waiting: when no lane can move, the executor drives the transports'
-// progress, spins briefly, then sleeps in poll() on their sockets. Every wait
+// progress, spins briefly, yields, then sleeps (poll() on sockets, a futex on
+// shared-memory counters). Every wait
 // ends at GYRE_TIMEOUT without progress (the error names the peer, the
 // collective, channel and step) or when a communicator is aborted.
 #pragma once
