@@ -1,5 +1,7 @@
 // C API: collectives, point-to-point and groups. Each entry point validates
 // its arguments (errors name the function and argument), then enqueues.
+#include <cstdint>
+
 #include "include/gyre.h"
 #include "src/comm/api_export.h"
 #include "src/comm/comm.h"
@@ -36,12 +38,17 @@ ncclResult_t checkRoot(const char* fn, const ncclComm* comm, int root, const cha
   return ncclSuccess;
 }
 
-// The send range must be the receive range's in-place block or disjoint from it.
-ncclResult_t checkBlockOverlap(const char* fn, const void* send, size_t sendBytes, const void* recv,
-                               size_t recvBytes, size_t inPlaceOffset) {
-  if (static_cast<const char*>(send) == static_cast<const char*>(recv) + inPlaceOffset) return ncclSuccess;
-  if (send == recv && inPlaceOffset == 0) return ncclSuccess;
-  return checkOverlap(send, sendBytes, recv, recvBytes, fn);
+// The small range (one rank's block) must be exactly this rank's block of the
+// large one (in place) or disjoint from it.
+ncclResult_t checkBlockOverlap(const char* fn, const void* block, size_t blockBytes, const void* whole,
+                               size_t wholeBytes, size_t inPlaceOffset) {
+  auto b = reinterpret_cast<uintptr_t>(block), w = reinterpret_cast<uintptr_t>(whole);
+  if (b == w + inPlaceOffset || blockBytes == 0) return ncclSuccess;
+  if (b < w + wholeBytes && w < b + blockBytes)
+    return fail(ncclInvalidArgument,
+                "%s: sendbuff and recvbuff overlap without being in place (in place means this rank's block, "
+                "%zu bytes into the larger buffer)", fn, inPlaceOffset);
+  return ncclSuccess;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "src/enqueue/p2p_connect.h"
 
+#include <string>
+
 #include "src/comm/comm.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
@@ -21,7 +23,13 @@ ncclResult_t connectOne(ncclComm* comm, int peer, bool isSend) {
                           : conn->transport->connectRecv(ctx, peer, conn.get());
   if (r != ncclSuccess) {
     if (conn->state) conn->transport->close(*conn);
-    return r;
+    if (comm->abortFlag.load()) return r;
+    std::string why = lastErrorText();  // copied: fail() rewrites that buffer
+    return fail(ncclRemoteError,
+                "%s: rank %d could not connect %s rank %d within %.0f s (GYRE_TIMEOUT); did rank %d make the "
+                "matching %s? (%s)",
+                isSend ? "ncclSend" : "ncclRecv", comm->rank, isSend ? "to" : "from", peer, comm->collTimeoutSeconds,
+                peer, isSend ? "ncclRecv" : "ncclSend", why.c_str());
   }
   GYRE_INFO("P2P", "connected %s rank %d over %s", isSend ? "to" : "from", peer, conn->transport->name());
   comm->progress.add(conn.get());

@@ -145,10 +145,10 @@ ncclResult_t describeStall(const Lane& lane, const Connection* conn, double seco
              conn->peer, p.host, p.pid);
   else
     r = fail(ncclRemoteError,
-             "%s #%llu (channel %d, step %zu of %zu): waited %.0f s (GYRE_TIMEOUT) for %s rank %d (%s pid %d); it "
-             "is stalled, dead, or not making the same call",
+             "%s #%llu (channel %d, step %zu of %zu): rank %d waited %.0f s (GYRE_TIMEOUT) for %s rank %d (%s pid "
+             "%d); it is stalled, dead, or not making the matching call",
              collName(s.coll), static_cast<unsigned long long>(s.opCount), s.channel, lane.nextStep() + 1, s.nsteps,
-             seconds, conn->isSend ? "buffer space at" : "data from", conn->peer, p.host, p.pid);
+             s.comm->rank, seconds, conn->isSend ? "buffer space at" : "data from", conn->peer, p.host, p.pid);
   markCommFailed(s.comm, r, conn->peer);
   return r;
 }

@@ -364,6 +364,63 @@ inline std::string compareToReference(const TypeInfo& t, ncclRedOp_t op,
   return report;
 }
 
+// Checks one element of a PreMulSum result, Σ_r scalars[r]·inputs[r][i], where each
+// rank's scalar is one element of the type (as ncclRedOpCreatePreMulSum takes it).
+// Integers: exact modulo 2^bits (products and sum wrap). Floats: each of the n products
+// and n-1 sums rounds once, at most (2n-1)·u·Σ|s·x| with u = eps/2; the tolerance is
+// 2·(n+1)·eps·Σ|s·x| as for sum, plus n subnormal units for products that underflow.
+inline std::string checkPreMulSumElement(const TypeInfo& t, const std::vector<const void*>& scalars,
+                                         const std::vector<const void*>& inputs, size_t i, const void* got) {
+  const size_t n = inputs.size();
+  auto in = [&](size_t r) { return static_cast<const char*>(inputs[r]) + i * t.size; };
+  char buf[160];
+  if (t.kind != Kind::kFloat) {
+    uint64_t want = 0;
+    for (size_t r = 0; r < n; ++r) want += loadUnsigned(t, scalars[r]) * loadUnsigned(t, in(r));
+    want &= intMask(t);
+    if ((loadUnsigned(t, got) & intMask(t)) == want) return "";
+    snprintf(buf, sizeof buf, "expected %s", formatElement(t, &want).c_str());
+    return buf;
+  }
+  long double want = 0, absSum = 0;
+  for (size_t r = 0; r < n; ++r) {
+    long double p = t.load(scalars[r]) * t.load(in(r));
+    want += p;
+    absSum += std::fabs(p);
+  }
+  const long double tol = 2 * (long double)(n + 1) * t.epsilon * absSum + (long double)n * t.tiny;
+  const long double have = t.load(got);
+  if (std::isfinite(have) && std::fabs(have - want) <= tol) return "";
+  snprintf(buf, sizeof buf, "expected %.21Lg within %.3Lg (off by %.3Lg)", want, tol, std::fabs(have - want));
+  return buf;
+}
+
+// Describes up to `maxReports` wrong elements of a PreMulSum result, or "".
+inline std::string compareToPreMulSumReference(const TypeInfo& t, const std::vector<const void*>& scalars,
+                                               const std::vector<const void*>& inputs, const void* got,
+                                               size_t count, int maxReports = 4) {
+  std::string report;
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const void* g = static_cast<const char*>(got) + i * t.size;
+    std::string why = checkPreMulSumElement(t, scalars, inputs, i, g);
+    if (why.empty()) continue;
+    if (int(wrong++) < maxReports) {
+      report.append("[").append(std::to_string(i)).append("] got ").append(formatElement(t, g));
+      report.append(", ").append(why).append(" (scalar·input");
+      for (size_t r = 0; r < inputs.size(); ++r)
+        report.append(" ")
+            .append(formatElement(t, scalars[r]))
+            .append("·")
+            .append(formatElement(t, static_cast<const char*>(inputs[r]) + i * t.size));
+      report.append("); ");
+    }
+  }
+  if (wrong > 0)
+    report.append(std::to_string(wrong)).append(" of ").append(std::to_string(count)).append(" elements wrong");
+  return report;
+}
+
 // FNV-1a over bytes: a cheap fingerprint to compare results across ranks and calls.
 inline uint64_t fnv1a(const void* data, size_t bytes) {
   const unsigned char* p = static_cast<const unsigned char*>(data);

@@ -29,6 +29,7 @@ struct SocketConn {
   SlotMeta incoming{};        // recv: header of the message being received
   size_t incomingBytes = 0;   // recv: bytes of header+payload received so far
   std::string what;           // "socket to rank 3" for error messages
+  int rank = -1;              // this rank
   bool closedCleanly = false;
 };
 
@@ -116,6 +117,10 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
     if (s->incomingBytes == sizeof(SlotMeta) && got > 0) {
       if (s->incoming.flags & kMetaAbort) {
         *culprit = static_cast<int>(s->incoming.count);
+        // The peer may blame this rank: its call did not match, or it stalled.
+        if (*culprit == s->rank)
+          return fail(ncclRemoteError, "rank %d gave up on this rank (%d): it reports a mismatched call or a stalled "
+                      "step from this rank (see rank %d's error)", conn.peer, s->rank, conn.peer);
         return fail(ncclRemoteError, "rank %d failed or stopped responding (reported by rank %d)", *culprit,
                     conn.peer);
       }
@@ -143,6 +148,7 @@ class SocketTransport final : public Transport {
 
   ncclResult_t connectSend(const ConnectContext& ctx, int peer, Connection* out) override {
     auto* s = new SocketConn();
+    s->rank = ctx.rank;
     s->what = "socket to rank " + std::to_string(peer) + " (" + ctx.bootstrap->peers()[peer].host + ")";
     out->state = s;
     NetAddress addr = NetAddress::fromWire(ctx.bootstrap->peers()[peer].listen);
@@ -156,6 +162,7 @@ class SocketTransport final : public Transport {
 
   ncclResult_t connectRecv(const ConnectContext& ctx, int peer, Connection* out) override {
     auto* s = new SocketConn();
+    s->rank = ctx.rank;
     s->what = "socket from rank " + std::to_string(peer) + " (" + ctx.bootstrap->peers()[peer].host + ")";
     out->state = s;
     GYRE_CHECK(ctx.bootstrap->acceptor().acceptFrom(peer, transportTag(ctx.channel), ctx.deadline, ctx.abort,

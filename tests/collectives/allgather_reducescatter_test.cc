@@ -1,0 +1,195 @@
+// AllGather and ReduceScatter on host communicators over every datatype, op, buffer
+// placement (in place is NCCL's block-of-the-big-buffer form) and a range of per-rank
+// counts, checked against an independent reference: AllGather must place every rank's
+// bytes in its block; ReduceScatter's block on each rank must be the exact-integer /
+// long-double reduction of that block of every rank's input (reference.h), and a
+// repeated ReduceScatter repeats its bits (the ring reduces in a fixed order).
+#include "coll_common.h"
+
+namespace {
+
+using namespace gyre::test;
+using namespace gyre::test::coll;
+
+enum class Coll { kAllGather, kReduceScatter };
+
+struct Case {
+  uint64_t id;
+  Coll coll;
+  ncclDataType_t type;
+  ncclRedOp_t op;  // ReduceScatter only
+  size_t count;    // per rank: AllGather's sendcount, ReduceScatter's recvcount
+  bool inPlace;
+  size_t skew;
+  bool repeat;
+};
+
+std::string describe(const Case& c) {
+  return caseName(c.coll == Coll::kAllGather ? "allgather" : "reducescatter", c.type,
+                  c.coll == Coll::kAllGather ? nullptr : opName(c.op), c.count, -1, c.inPlace, c.id,
+                  c.skew ? " misaligned" : "");
+}
+
+std::vector<Case> buildCases(size_t buffSize) {
+  std::vector<Case> cases;
+  const auto& types = allTypes();
+  const auto& ops = builtinOps();
+  size_t k = 0;
+  auto add = [&](Coll coll, ncclDataType_t t, ncclRedOp_t op, size_t count, bool inPlace, bool repeat) {
+    cases.push_back({caseId(0xA6, {uint64_t(coll), uint64_t(t), uint64_t(op), count, inPlace, k}), coll, t, op,
+                     count, inPlace, (k % 3 == 2) ? typeInfo(t).size : 0, repeat});
+    ++k;
+  };
+  if (buffSize == kDefaultBuffSize) {
+    for (ncclDataType_t t : types)
+      for (size_t count : smallCounts())
+        for (bool inPlace : {false, true}) add(Coll::kAllGather, t, ncclSum, count, inPlace, false);
+    for (ncclDataType_t t : types)
+      for (ncclRedOp_t op : ops)
+        for (size_t ci = 0; ci < smallCounts().size(); ++ci)
+          for (bool inPlace : {false, true}) add(Coll::kReduceScatter, t, op, smallCounts()[ci], inPlace, ci % 3 == 1);
+    // Blocks a little larger than one 512 KiB pipeline step (the runs with 8 KiB
+    // steps below cover many chunks more cheaply).
+    add(Coll::kAllGather, ncclFloat64, ncclSum, countSpanningChunks(typeInfo(ncclFloat64), buffSize, 1.1), true,
+        false);
+    add(Coll::kReduceScatter, ncclFloat64, ncclSum, countSpanningChunks(typeInfo(ncclFloat64), buffSize, 1.1), false,
+        true);
+  } else {
+    // Sampled blocks spanning 2.5 and 5.5 chunks of 8 KiB: every type with both
+    // collectives, the ops rotating (prod only at the smaller count), placements
+    // alternating.
+    for (size_t ti = 0; ti < types.size(); ++ti) {
+      const TypeInfo& t = typeInfo(types[ti]);
+      for (double chunks : {2.5, 5.5}) {
+        const size_t count = countSpanningChunks(t, buffSize, chunks);
+        const size_t j = ti + (chunks > 3 ? 1 : 0);
+        add(Coll::kAllGather, t.type, ncclSum, count, j % 2 == 0, false);
+        add(Coll::kReduceScatter, t.type, largeCountOp(t, j, chunks < 3), count, j % 2 == 1, chunks < 3);
+      }
+    }
+  }
+  return cases;
+}
+
+bool runAllGather(ncclComm_t comm, int rank, int nranks, const Case& c) {
+  const TypeInfo& t = typeInfo(c.type);
+  const size_t bytes = c.count * t.size;
+  const std::string what = describe(c);
+  const Inputs in = makeInputs(t, ncclSum, nranks, c.id, c.count);
+  std::vector<char> want;
+  for (int r = 0; r < nranks; ++r) want.insert(want.end(), in.rank(r), in.rank(r) + bytes);
+
+  Region send(bytes, c.skew), recv(bytes * size_t(nranks), c.skew);
+  memcpy(send.data(), in.rank(rank), bytes);
+  unsigned char* myBlock = recv.data() + size_t(rank) * bytes;
+  if (c.inPlace) memcpy(myBlock, in.rank(rank), bytes);
+  const void* sendPtr = c.inPlace ? static_cast<const void*>(myBlock) : send.data();
+
+  rankProgress(what);
+  if (!callOk(ncclAllGather(sendPtr, recv.data(), c.count, c.type, comm, nullptr), rank, what, "ncclAllGather"))
+    return false;
+  std::string wrong = compareExact(t, recv.data(), want.data(), c.count * size_t(nranks));
+  if (!wrong.empty()) caseFail("rank %d of %d: %s: %s", rank, nranks, what.c_str(), wrong.c_str());
+  std::string damage = recv.guardDamage();
+  if (!damage.empty()) caseFail("rank %d of %d: %s: recvbuff %s", rank, nranks, what.c_str(), damage.c_str());
+  if (!c.inPlace && memcmp(send.data(), in.rank(rank), bytes) != 0)
+    caseFail("rank %d of %d: %s: sendbuff was modified", rank, nranks, what.c_str());
+  return true;
+}
+
+bool runReduceScatter(ncclComm_t comm, int rank, int nranks, const Case& c) {
+  const TypeInfo& t = typeInfo(c.type);
+  const size_t bytes = c.count * t.size;  // one block
+  const size_t total = c.count * size_t(nranks);
+  const std::string what = describe(c);
+  const Inputs in = makeInputs(t, c.op, nranks, c.id, total);
+  const std::vector<const void*> myBlockInputs = in.at(size_t(rank) * c.count, t.size);
+
+  // In place, recvbuff is this rank's block of the (full-size) sendbuff.
+  Region send(bytes * size_t(nranks), c.skew), recv(bytes, c.skew);
+  memcpy(send.data(), in.rank(rank), bytes * size_t(nranks));
+  unsigned char* out = c.inPlace ? send.data() + size_t(rank) * bytes : recv.data();
+
+  rankProgress(what);
+  if (!callOk(ncclReduceScatter(send.data(), out, c.count, c.type, c.op, comm, nullptr), rank, what,
+              "ncclReduceScatter"))
+    return false;
+  std::string wrong = compareToReference(t, c.op, myBlockInputs, out, c.count);
+  if (!wrong.empty()) caseFail("rank %d of %d: %s: %s", rank, nranks, what.c_str(), wrong.c_str());
+  for (const Region* r : {&send, &recv}) {
+    std::string damage = r->guardDamage();
+    if (!damage.empty())
+      caseFail("rank %d of %d: %s: %s %s", rank, nranks, what.c_str(), r == &send ? "sendbuff" : "recvbuff",
+               damage.c_str());
+  }
+  if (!c.inPlace && memcmp(send.data(), in.rank(rank), bytes * size_t(nranks)) != 0)
+    caseFail("rank %d of %d: %s: sendbuff was modified", rank, nranks, what.c_str());
+
+  if (c.repeat) {
+    std::vector<unsigned char> first(out, out + bytes);
+    Region again(bytes * size_t(nranks), c.skew);
+    memcpy(again.data(), in.rank(rank), bytes * size_t(nranks));
+    unsigned char* out2 = c.inPlace ? again.data() + size_t(rank) * bytes : recv.data();
+    if (!c.inPlace) memset(out2, kUnwrittenByte, bytes);
+    if (!callOk(ncclReduceScatter(again.data(), out2, c.count, c.type, c.op, comm, nullptr), rank, what,
+                "ncclReduceScatter (repeated)"))
+      return false;
+    if (bytes && memcmp(out2, first.data(), bytes) != 0)
+      caseFail("rank %d of %d: %s: a repeated call gave different bits", rank, nranks, what.c_str());
+  }
+  return true;
+}
+
+void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false) {
+  const std::vector<Case> cases = buildCases(buffSize);
+  RunConfig config;
+  config.nranks = nranks;
+  config.buffSize = buffSize;
+  config.mode = mode;
+  config.sockets = sockets;
+  RunResult result = runOnComm(config, [&](int rank, int n, ncclComm_t comm) {
+    for (const Case& c : cases) {
+      bool ok = c.coll == Coll::kAllGather ? runAllGather(comm, rank, n, c) : runReduceScatter(comm, rank, n, c);
+      if (!ok) return 1;
+    }
+    return 0;
+  });
+  checkRun(config, result, cases.size(), false);
+}
+
+}  // namespace
+
+TEST_CASE("allgather and reducescatter on 1 rank copy the input for every type, op and count",
+          "[allgather][reducescatter]") {
+  runMatrix(1, kDefaultBuffSize);
+}
+
+TEST_CASE("allgather and reducescatter over 2 ranks match the reference for every type, op and count",
+          "[allgather][reducescatter]") {
+  runMatrix(2, kDefaultBuffSize);
+}
+
+TEST_CASE("allgather and reducescatter over 3 ranks on sockets match the reference for every type, op and count",
+          "[allgather][reducescatter][sockets]") {
+  runMatrix(3, kDefaultBuffSize, IdMode::kEnvCommId, true);
+}
+
+TEST_CASE("allgather and reducescatter over 4 ranks match the reference for every type, op and count",
+          "[allgather][reducescatter]") {
+  runMatrix(4, kDefaultBuffSize);
+}
+
+TEST_CASE("allgather and reducescatter over 2 ranks pipeline blocks spanning many 8 KiB chunks",
+          "[allgather][reducescatter][pipeline]") {
+  runMatrix(2, kSmallBuffSize);
+}
+
+TEST_CASE("allgather and reducescatter over 3 ranks pipeline blocks spanning many 8 KiB chunks",
+          "[allgather][reducescatter][pipeline]") {
+  runMatrix(3, kSmallBuffSize, IdMode::kEnvCommId);
+}
+
+TEST_CASE("allgather and reducescatter over 4 ranks on sockets pipeline blocks spanning many 8 KiB chunks",
+          "[allgather][reducescatter][pipeline][sockets]") {
+  runMatrix(4, kSmallBuffSize, IdMode::kParent, true);
+}

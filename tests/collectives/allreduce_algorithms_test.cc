@@ -1,0 +1,267 @@
+// AllReduce with each algorithm forced through NCCL_ALGO (Ring; Tree, the double binary
+// tree) over all twelve datatypes and five ops, checked against the independent
+// reference (reference.h: exact integers modulo 2^bits, long-double floats within a
+// tolerance from the type's epsilon and the rank count). Within one algorithm every
+// rank must hold bitwise identical results and a repeated call must repeat the bits;
+// ring and tree may differ from each other in the last bits of a float sum. Integer
+// avg of sums that overflow is checked against the documented wrapped-sum quotient.
+//
+// The last test runs the same cases three times — forced tree, forced ring, and
+// NCCL_ALGO unset — and checks that the default gives the tree's bits up to 64 KiB on
+// 3 ranks and the ring's above, the size rule the README states.
+#include "coll_common.h"
+
+namespace {
+
+using namespace gyre::test;
+using namespace gyre::test::coll;
+
+struct Case {
+  uint64_t id;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  size_t count;
+  bool inPlace;
+  size_t skew;
+  bool repeat;
+};
+
+std::string describe(const Case& c) {
+  return caseName("allreduce", c.type, opName(c.op), c.count, -1, c.inPlace, c.id, c.skew ? " misaligned" : "");
+}
+
+std::vector<Case> buildCases(size_t buffSize) {
+  std::vector<Case> cases;
+  const auto& types = allTypes();
+  const auto& ops = builtinOps();
+  size_t k = 0;
+  auto add = [&](ncclDataType_t t, ncclRedOp_t op, size_t count, bool inPlace, bool repeat) {
+    cases.push_back({caseId(0xA11, {uint64_t(t), uint64_t(op), count, inPlace, k}), t, op, count, inPlace,
+                     (k % 3 == 1) ? typeInfo(t).size : 0, repeat});
+    ++k;
+  };
+  if (buffSize == kDefaultBuffSize) {
+    // Every type, op and count; the placement alternates so that each (type, op) and
+    // each (type, count) meets both.
+    for (ncclDataType_t t : types)
+      for (size_t oi = 0; oi < ops.size(); ++oi)
+        for (size_t ci = 0; ci < smallCounts().size(); ++ci)
+          add(t, ops[oi], smallCounts()[ci], (ci + oi) % 2 == 1, ci % 3 == 0);
+    // Past the 64 KiB the default rule gives to the tree, and past one 512 KiB step.
+    add(ncclFloat32, ncclSum, (96 << 10) / 4 + 3, false, true);
+    add(ncclBfloat16, ncclAvg, (96 << 10) / 2 + 1, true, false);
+    add(ncclInt64, ncclSum, countSpanningChunks(typeInfo(ncclInt64), buffSize, 1.1), true, true);
+  } else {
+    // Sampled counts spanning 2.5 and 5.5 chunks of 8 KiB: every type, the ops
+    // rotating (prod only at the smaller count), placements alternating.
+    for (size_t ti = 0; ti < types.size(); ++ti) {
+      const TypeInfo& t = typeInfo(types[ti]);
+      for (double chunks : {2.5, 5.5}) {
+        const size_t j = ti + (chunks > 3 ? 1 : 0);
+        add(t.type, largeCountOp(t, j + 2, chunks < 3), countSpanningChunks(t, buffSize, chunks), j % 2 == 0,
+            chunks < 3);
+      }
+    }
+  }
+  return cases;
+}
+
+bool runCase(ncclComm_t comm, int rank, int nranks, const Case& c) {
+  const TypeInfo& t = typeInfo(c.type);
+  const size_t bytes = c.count * t.size;
+  const std::string what = describe(c);
+  const Inputs in = makeInputs(t, c.op, nranks, c.id, c.count);
+
+  Region send(bytes, c.skew), recv(bytes, c.skew);
+  memcpy(send.data(), in.rank(rank), bytes);
+  if (c.inPlace) memcpy(recv.data(), in.rank(rank), bytes);
+  const void* sendPtr = c.inPlace ? recv.data() : send.data();
+
+  rankProgress(what);
+  if (!callOk(ncclAllReduce(sendPtr, recv.data(), c.count, c.type, c.op, comm, nullptr), rank, what,
+              "ncclAllReduce"))
+    return false;
+  std::string wrong = compareToReference(t, c.op, in.at(0, t.size), recv.data(), c.count);
+  if (!wrong.empty()) caseFail("rank %d of %d: %s: %s", rank, nranks, what.c_str(), wrong.c_str());
+  std::string damage = recv.guardDamage();
+  if (!damage.empty()) caseFail("rank %d of %d: %s: recvbuff %s", rank, nranks, what.c_str(), damage.c_str());
+  if (!c.inPlace && memcmp(send.data(), in.rank(rank), bytes) != 0)
+    caseFail("rank %d of %d: %s: sendbuff was modified", rank, nranks, what.c_str());
+  rankRecord(what, hexHash(recv.data(), bytes));
+
+  if (c.repeat) {
+    Region again(bytes, c.skew);
+    if (c.inPlace) memcpy(again.data(), in.rank(rank), bytes);
+    const void* againSend = c.inPlace ? again.data() : send.data();
+    if (!callOk(ncclAllReduce(againSend, again.data(), c.count, c.type, c.op, comm, nullptr), rank, what,
+                "ncclAllReduce (repeated)"))
+      return false;
+    if (bytes && memcmp(again.data(), recv.data(), bytes) != 0)
+      caseFail("rank %d of %d: %s: a repeated call gave different bits", rank, nranks, what.c_str());
+  }
+  return true;
+}
+
+// Integer avg is the wrapping sum divided once by nranks, truncating toward zero
+// (README), so when the sum overflows the result is the wrapped sum's quotient, not the
+// mathematical mean. (fillInput keeps the matrix's avg inputs from overflowing.)
+bool runWrappedAverage(ncclComm_t comm, int rank, int nranks) {
+  for (ncclDataType_t type : {ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64, ncclUint64}) {
+    const TypeInfo& t = typeInfo(type);
+    const bool isSigned = t.kind == Kind::kSigned;
+    const uint64_t mask = intMask(t), top = isSigned ? mask >> 1 : mask;  // the largest value
+    const uint64_t bottom = isSigned ? ~(mask >> 1) & mask : 0;          // the smallest
+    // Per element, what rank r contributes.
+    auto value = [&](size_t i, int r) -> uint64_t {
+      switch (i) {
+        case 0: return top;                          // every rank: overflows from 2 ranks on
+        case 1: return (top - uint64_t(r)) & mask;
+        case 2: return r % 2 ? bottom : top;
+        case 3: return isSigned ? bottom : (top / 2 + 1 + uint64_t(r)) & mask;
+        default: return (top / 3 * uint64_t(r + 1)) & mask;
+      }
+    };
+    const size_t count = 5;
+    std::vector<char> in(count * t.size), out(count * t.size);
+    for (size_t i = 0; i < count; ++i) storeBits(t, value(i, rank), in.data() + i * t.size);
+    const std::string what = std::string(t.name) + " avg of sums that overflow";
+    if (!callOk(ncclAllReduce(in.data(), out.data(), count, type, ncclAvg, comm, nullptr), rank, what,
+                "ncclAllReduce"))
+      return false;
+    for (size_t i = 0; i < count; ++i) {
+      uint64_t sum = 0;
+      for (int r = 0; r < nranks; ++r) sum += value(i, r);
+      sum &= mask;
+      uint64_t want;
+      if (isSigned) {
+        const int64_t wrapped = loadSigned(t, &sum);  // little-endian: the low bytes hold it
+        want = uint64_t(wrapped / int64_t(nranks)) & mask;
+      } else {
+        want = (sum / uint64_t(nranks)) & mask;
+      }
+      const uint64_t have = loadUnsigned(t, out.data() + i * t.size) & mask;
+      if (have != want)
+        caseFail("rank %d of %d: %s: element %zu: got %s, expected %s (the wrapped sum divided by %d)", rank, nranks,
+                 what.c_str(), i, formatElement(t, out.data() + i * t.size).c_str(), formatElement(t, &want).c_str(),
+                 nranks);
+    }
+  }
+  return true;
+}
+
+RunResult runCases(const RunConfig& config, const std::vector<Case>& cases) {
+  return runOnComm(config, [&](int rank, int n, ncclComm_t comm) {
+    for (const Case& c : cases)
+      if (!runCase(comm, rank, n, c)) return 1;
+    if (config.buffSize == kDefaultBuffSize && !runWrappedAverage(comm, rank, n)) return 1;
+    return 0;
+  });
+}
+
+void runMatrix(int nranks, const char* algo, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false) {
+  const std::vector<Case> cases = buildCases(buffSize);
+  RunConfig config;
+  config.nranks = nranks;
+  config.algo = algo;
+  config.buffSize = buffSize;
+  config.mode = mode;
+  config.sockets = sockets;
+  checkRun(config, runCases(config, cases), cases.size(), true);
+}
+
+}  // namespace
+
+TEST_CASE("allreduce on 1 rank with NCCL_ALGO=Tree copies the input for every type, op and count",
+          "[allreduce][tree]") {
+  runMatrix(1, "Tree", kDefaultBuffSize);
+}
+
+TEST_CASE("ring allreduce over 2 ranks matches the reference and agrees bitwise on every rank",
+          "[allreduce][ring]") {
+  runMatrix(2, "Ring", kDefaultBuffSize);
+}
+
+TEST_CASE("ring allreduce over 3 ranks on sockets matches the reference and agrees bitwise on every rank",
+          "[allreduce][ring][sockets]") {
+  runMatrix(3, "Ring", kDefaultBuffSize, IdMode::kEnvCommId, true);
+}
+
+TEST_CASE("ring allreduce over 4 ranks matches the reference and agrees bitwise on every rank",
+          "[allreduce][ring]") {
+  runMatrix(4, "Ring", kDefaultBuffSize);
+}
+
+TEST_CASE("tree allreduce over 2 ranks matches the reference and agrees bitwise on every rank",
+          "[allreduce][tree]") {
+  runMatrix(2, "Tree", kDefaultBuffSize);
+}
+
+TEST_CASE("tree allreduce over 3 ranks matches the reference and agrees bitwise on every rank",
+          "[allreduce][tree]") {
+  runMatrix(3, "Tree", kDefaultBuffSize);
+}
+
+TEST_CASE("tree allreduce over 4 ranks on sockets matches the reference and agrees bitwise on every rank",
+          "[allreduce][tree][sockets]") {
+  runMatrix(4, "Tree", kDefaultBuffSize, IdMode::kEnvCommId, true);
+}
+
+TEST_CASE("ring allreduce over 2 ranks on sockets pipelines counts spanning many 8 KiB chunks",
+          "[allreduce][ring][pipeline][sockets]") {
+  runMatrix(2, "Ring", kSmallBuffSize, IdMode::kParent, true);
+}
+
+TEST_CASE("ring allreduce over 3 ranks pipelines counts spanning many 8 KiB chunks", "[allreduce][ring][pipeline]") {
+  runMatrix(3, "Ring", kSmallBuffSize);
+}
+
+TEST_CASE("ring allreduce over 4 ranks pipelines counts spanning many 8 KiB chunks", "[allreduce][ring][pipeline]") {
+  runMatrix(4, "Ring", kSmallBuffSize);
+}
+
+TEST_CASE("tree allreduce over 2 ranks pipelines counts spanning many 8 KiB chunks", "[allreduce][tree][pipeline]") {
+  runMatrix(2, "Tree", kSmallBuffSize);
+}
+
+TEST_CASE("tree allreduce over 3 ranks on sockets pipelines counts spanning many 8 KiB chunks",
+          "[allreduce][tree][pipeline][sockets]") {
+  runMatrix(3, "Tree", kSmallBuffSize, IdMode::kParent, true);
+}
+
+TEST_CASE("tree allreduce over 4 ranks pipelines counts spanning many 8 KiB chunks", "[allreduce][tree][pipeline]") {
+  runMatrix(4, "Tree", kSmallBuffSize);
+}
+
+TEST_CASE("without NCCL_ALGO allreduce over 3 ranks gives the tree's bits up to 64 KiB and the ring's above",
+          "[allreduce][ring][tree]") {
+  // Float sums of thousands of rounded elements, so that the tree's and the ring's
+  // orders differ somewhere in each case (checked below: otherwise the case would not
+  // tell the algorithms apart).
+  std::vector<Case> cases;
+  uint64_t k = 0;
+  for (ncclDataType_t t : {ncclBfloat16, ncclFloat16, ncclFloat32}) {
+    const size_t size = typeInfo(t).size;
+    for (size_t bytes : {size_t(16) << 10, size_t(64) << 10, size_t(72) << 10, size_t(256) << 10}) {
+      const size_t count = bytes / size;
+      cases.push_back({caseId(0xDEF, {uint64_t(t), bytes, k}), t, ncclSum, count, k % 2 == 1, 0, false});
+      ++k;
+    }
+  }
+  std::map<std::string, std::map<std::string, std::string>> hashes;  // algorithm -> case -> rank 0's hash
+  for (const char* algo : {"Tree", "Ring", static_cast<const char*>(nullptr)}) {
+    RunConfig config;
+    config.nranks = 3;
+    config.algo = algo;
+    RunResult result = runCases(config, cases);
+    checkRun(config, result, cases.size(), true);
+    if (!result.ranks.empty()) hashes[algo ? algo : "default"] = result.ranks[0].records;
+  }
+  for (const Case& c : cases) {
+    const std::string key = describe(c);
+    const std::string tree = hashes["Tree"][key], ring = hashes["Ring"][key], dflt = hashes["default"][key];
+    const bool treeExpected = c.count * typeInfo(c.type).size <= (64u << 10);
+    INFO(key << ": tree " << tree << ", ring " << ring << ", default " << dflt);
+    CHECK(tree != ring);
+    CHECK(dflt == (treeExpected ? tree : ring));
+  }
+}

@@ -1,0 +1,464 @@
+// Bad input to the collectives gives a clear error, never a crash or a hang: arguments
+// a rank can check alone (root, peer, overlapping buffers, PreMulSum ops used with
+// another datatype or after destroy, datatype, stream) fail the call with
+// ncclInvalidArgument and a message naming the argument, and leave the communicator
+// usable; a send whose receiver never posts the receive fails by GYRE_TIMEOUT naming
+// the peer; collectives whose ranks disagree on the count or datatype fail with a
+// "mismatched" error.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "coll_common.h"
+
+namespace {
+
+using namespace gyre::test;
+using namespace gyre::test::coll;
+
+// Checks that `r` is ncclInvalidArgument with an error text containing `word`.
+void expectInvalid(ncclResult_t r, const char* word, int rank, const char* call) {
+  const std::string text = lastError();
+  if (r != ncclInvalidArgument)
+    caseFail("rank %d: %s returned %d (%s), expected ncclInvalidArgument; last error: %s", rank, call, int(r),
+             ncclGetErrorString(r), text.c_str());
+  else if (!containsNoCase(text, word))
+    caseFail("rank %d: %s: the error does not mention \"%s\": %s", rank, call, word, text.c_str());
+}
+
+// A valid allreduce, to show the communicator still works after rejected calls.
+bool stillWorks(ncclComm_t comm, int rank, int nranks, const char* after) {
+  const Inputs in = makeInputs(typeInfo(ncclInt32), ncclSum, nranks, caseId(0xBAD, {uint64_t(nranks)}), 33);
+  std::vector<int32_t> out(33);
+  const std::string what = std::string("a valid allreduce after ") + after;
+  if (!callOk(ncclAllReduce(in.rank(rank), out.data(), 33, ncclInt32, ncclSum, comm, nullptr), rank, what,
+              "ncclAllReduce"))
+    return false;
+  std::string wrong = compareToReference(typeInfo(ncclInt32), ncclSum, in.at(0, 4), out.data(), 33);
+  if (!wrong.empty()) caseFail("rank %d: %s: %s", rank, what.c_str(), wrong.c_str());
+  return true;
+}
+
+RunResult runLocalChecks(int nranks, const CommFn& fn) {
+  RunConfig config;
+  config.nranks = nranks;
+  config.timeout_s = 30;
+  return runOnComm(config, fn);
+}
+
+// ---- Runs where the communicator fails -------------------------------------------------
+
+// Flags the ranks share (an anonymous shared mapping made before the fork), so a rank
+// can keep its side of a broken exchange open until the others have seen the failure.
+struct Shared {
+  std::atomic<int> done[8];
+};
+
+class SharedFlags {
+ public:
+  SharedFlags() {
+    void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    shared_ = p == MAP_FAILED ? nullptr : new (p) Shared();
+  }
+  ~SharedFlags() {
+    if (shared_) munmap(shared_, sizeof(Shared));
+  }
+  bool ok() const { return shared_ != nullptr; }
+  void markDone(int rank) { shared_->done[rank].store(1); }
+  // Waits up to `seconds` for `rank` to mark itself done.
+  bool waitDone(int rank, double seconds) {
+    const double until = monotonicSeconds() + seconds;
+    while (shared_->done[rank].load() == 0) {
+      if (monotonicSeconds() > until) return false;
+      usleep(2000);
+    }
+    return true;
+  }
+
+ private:
+  Shared* shared_ = nullptr;
+};
+
+constexpr int kTimeoutSeconds = 3;
+constexpr size_t kUnmatchedBytes = 48u << 20;
+
+// Each rank runs fn, which returns how its call (expected to fail) ended; then it marks
+// itself done, waits for the others, and aborts its communicator. The parent gets each
+// rank's result code, error text and seconds in the call as records.
+struct FailOutcome {
+  ncclResult_t result = ncclSuccess;
+  std::string error;
+  double seconds = 0;
+};
+using FailFn = std::function<FailOutcome(int rank, int nranks, ncclComm_t comm)>;
+
+RunResult runFailing(int nranks, const char* algo, const FailFn& fn, bool sockets = false) {
+  SharedFlags flags;
+  RankOptions options;
+  options.timeout_s = 40;
+  options.env = {{"GYRE_TIMEOUT", std::to_string(kTimeoutSeconds)},
+                 {"GYRE_INIT_TIMEOUT", "10"},
+                 {"NCCL_BUFFSIZE", std::to_string(kSmallBuffSize)},
+                 {"NCCL_ALGO", algo ? std::optional<std::string>(algo) : std::nullopt},
+                 {"NCCL_SHM_DISABLE", sockets ? std::optional<std::string>("1") : std::nullopt}};
+  if (!flags.ok()) {
+    RunResult r;
+    r.setupError = "mmap of the shared flags failed";
+    return r;
+  }
+  return runRanks(
+      nranks,
+      [&](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initHostComm(&comm, rank, n, id) != 0) return 1;
+        rankProgress("in the call expected to fail");
+        FailOutcome o = fn(rank, n, comm);
+        rankRecord("result", std::to_string(int(o.result)));
+        rankRecord("error", o.error);
+        rankRecord("seconds", std::to_string(o.seconds));
+        flags.markDone(rank);
+        rankProgress("waiting for the other ranks");
+        for (int r = 0; r < n; ++r)
+          RANK_CHECK(flags.waitDone(r, 4 * kTimeoutSeconds + 10), "rank %d: rank %d never finished its call", rank, r);
+        ncclCommAbort(comm);
+        return 0;
+      },
+      options);
+}
+
+FailOutcome timed(const std::function<ncclResult_t()>& call) {
+  FailOutcome o;
+  const double start = monotonicSeconds();
+  o.result = call();
+  o.seconds = monotonicSeconds() - start;
+  o.error = o.result == ncclSuccess ? "" : lastError();
+  return o;
+}
+
+std::string record(const RankOutcome& r, const char* key) {
+  auto it = r.records.find(key);
+  return it == r.records.end() ? "" : it->second;
+}
+
+}  // namespace
+
+TEST_CASE("a root outside 0..nranks-1 is rejected with an error naming the root", "[badinput]") {
+  RunResult result = runLocalChecks(2, [](int rank, int n, ncclComm_t comm) {
+    float buf[8] = {}, big[16] = {};
+    expectInvalid(ncclBroadcast(buf, buf, 8, ncclFloat32, -1, comm, nullptr), "root", rank, "ncclBroadcast(root -1)");
+    expectInvalid(ncclBroadcast(buf, big, 8, ncclFloat32, n, comm, nullptr), "root", rank, "ncclBroadcast(root n)");
+    expectInvalid(ncclBcast(buf, 8, ncclFloat32, n + 5, comm, nullptr), "root", rank, "ncclBcast(root n+5)");
+    expectInvalid(ncclReduce(buf, big, 8, ncclFloat32, ncclSum, -1, comm, nullptr), "root", rank,
+                  "ncclReduce(root -1)");
+    expectInvalid(ncclReduce(buf, big, 8, ncclFloat32, ncclMax, n, comm, nullptr), "root", rank, "ncclReduce(root n)");
+    expectInvalid(ncclGather(buf, big, 8, ncclFloat32, n, comm, nullptr), "root", rank, "ncclGather(root n)");
+    expectInvalid(ncclScatter(big, buf, 8, ncclFloat32, -1, comm, nullptr), "root", rank, "ncclScatter(root -1)");
+    return stillWorks(comm, rank, n, "bad roots") ? 0 : 1;
+  });
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("a peer outside 0..nranks-1 is rejected, inside a group too, and the next group still works",
+          "[badinput][p2p]") {
+  RunResult result = runLocalChecks(2, [](int rank, int n, ncclComm_t comm) {
+    int32_t buf[16] = {}, got[16] = {};
+    expectInvalid(ncclSend(buf, 16, ncclInt32, -1, comm, nullptr), "peer", rank, "ncclSend(peer -1)");
+    expectInvalid(ncclSend(buf, 16, ncclInt32, n, comm, nullptr), "peer", rank, "ncclSend(peer n)");
+    expectInvalid(ncclRecv(buf, 16, ncclInt32, n + 1, comm, nullptr), "peer", rank, "ncclRecv(peer n+1)");
+
+    RANK_CHECK(ncclGroupStart() == ncclSuccess, "ncclGroupStart failed: %s", lastError().c_str());
+    expectInvalid(ncclSend(buf, 16, ncclInt32, n, comm, nullptr), "peer", rank, "ncclSend(peer n) in a group");
+    ncclResult_t end = ncclGroupEnd();
+    if (end == ncclSuccess) caseFail("rank %d: ncclGroupEnd succeeded after a call in the group was rejected", rank);
+
+    // A valid ring exchange right after: the failed group left nothing behind.
+    for (int i = 0; i < 16; ++i) buf[i] = 100 * rank + i;
+    RANK_CHECK(ncclGroupStart() == ncclSuccess, "ncclGroupStart failed: %s", lastError().c_str());
+    ncclResult_t s = ncclSend(buf, 16, ncclInt32, (rank + 1) % n, comm, nullptr);
+    ncclResult_t r = ncclRecv(got, 16, ncclInt32, (rank + n - 1) % n, comm, nullptr);
+    end = ncclGroupEnd();
+    RANK_CHECK(s == ncclSuccess && r == ncclSuccess && end == ncclSuccess,
+               "rank %d: a valid group after the failed one returned %d/%d/%d: %s", rank, int(s), int(r), int(end),
+               lastError().c_str());
+    for (int i = 0; i < 16; ++i)
+      RANK_CHECK(got[i] == 100 * ((rank + n - 1) % n) + i, "rank %d: element %d: got %d", rank, i, got[i]);
+    return stillWorks(comm, rank, n, "bad peers") ? 0 : 1;
+  });
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("send and receive buffers that overlap without being in place are rejected as overlapping",
+          "[badinput]") {
+  RunResult result = runLocalChecks(2, [](int rank, int n, ncclComm_t comm) {
+    const size_t count = 64;
+    std::vector<float> a(count * size_t(n) * 2 + 8);
+    float* base = a.data();
+    expectInvalid(ncclAllReduce(base, base + 1, count, ncclFloat32, ncclSum, comm, nullptr), "overlap", rank,
+                  "ncclAllReduce(recvbuff = sendbuff + 1)");
+    expectInvalid(ncclAllReduce(base + count - 1, base, count, ncclFloat32, ncclSum, comm, nullptr), "overlap", rank,
+                  "ncclAllReduce(sendbuff = recvbuff + count - 1)");
+    // AllGather in place is sendbuff == recvbuff + rank*count; a block off by part of a
+    // block overlaps. (sendbuff == recvbuff on a rank other than 0: the next test.)
+    expectInvalid(ncclAllGather(base + size_t(rank) * count + count / 2, base, count, ncclFloat32, comm, nullptr),
+                  "overlap", rank, "ncclAllGather(sendbuff half a block past this rank's)");
+    expectInvalid(ncclAllGather(base + size_t(rank) * count + 1, base, count, ncclFloat32, comm, nullptr), "overlap",
+                  rank, "ncclAllGather(sendbuff one element past this rank's block)");
+    expectInvalid(ncclReduceScatter(base, base + size_t(rank) * count + 3, count, ncclFloat32, ncclSum, comm, nullptr),
+                  "overlap", rank, "ncclReduceScatter(recvbuff three elements past this rank's block of sendbuff)");
+    expectInvalid(ncclAlltoAll(base, base + 2, count, ncclFloat32, comm, nullptr), "overlap", rank,
+                  "ncclAlltoAll(recvbuff = sendbuff + 2)");
+    // Broadcast and Reduce check the buffers only where both are used: at the root,
+    // so only the root makes these calls (a non-root would enter the collective alone).
+    if (rank == 0) {
+      expectInvalid(ncclBroadcast(base + 5, base, count, ncclFloat32, 0, comm, nullptr), "overlap", rank,
+                    "ncclBroadcast at the root (recvbuff = sendbuff - 5)");
+      expectInvalid(ncclReduce(base, base + 7, count, ncclFloat32, ncclSum, 0, comm, nullptr), "overlap", rank,
+                    "ncclReduce at the root (recvbuff = sendbuff + 7)");
+    }
+    return stillWorks(comm, rank, n, "overlapping buffers") ? 0 : 1;
+  });
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("allgather and reducescatter with sendbuff equal to recvbuff on rank 1 are rejected as overlapping",
+          "[badinput]") {
+  // On rank 1 in place means sendbuff == recvbuff + count (allgather) or recvbuff ==
+  // sendbuff + count (reducescatter); the same pointer for both is block 0, which
+  // overlaps without being in place. Only rank 1 calls: if the call were accepted it
+  // would wait alone and fail by GYRE_TIMEOUT instead. One run per collective, since an
+  // accepted call breaks the communicator.
+  for (const char* coll : {"ncclAllGather", "ncclReduceScatter"}) {
+    const bool gather = coll[4] == 'A';
+    RunResult result = runFailing(2, nullptr, [gather](int rank, int, ncclComm_t comm) {
+      if (rank != 1) return FailOutcome{};
+      std::vector<float> a(2 * 64);
+      return timed([&] {
+        return gather ? ncclAllGather(a.data(), a.data(), 64, ncclFloat32, comm, nullptr)
+                      : ncclReduceScatter(a.data(), a.data(), 64, ncclFloat32, ncclSum, comm, nullptr);
+      });
+    });
+    INFO(coll << "(sendbuff == recvbuff) on rank 1 of 2");
+    INFO(result.describe());
+    REQUIRE(result.allOk());
+    REQUIRE(result.ranks.size() == 2);
+    const RankOutcome& r1 = result.ranks[1];
+    INFO("rank 1: result " << record(r1, "result") << " after " << record(r1, "seconds") << " s: "
+                           << record(r1, "error"));
+    CHECK(record(r1, "result") == std::to_string(int(ncclInvalidArgument)));
+    CHECK(containsNoCase(record(r1, "error"), "overlap"));
+  }
+}
+
+TEST_CASE("a premulsum op used with another datatype, after destroy or never made is rejected as a bad op",
+          "[badinput][premulsum]") {
+  RunResult result = runLocalChecks(2, [](int rank, int n, ncclComm_t comm) {
+    float scalar = 2.0f;
+    double in[8] = {}, out[8] = {};
+    float fin[8] = {}, fout[8] = {};
+    ncclRedOp_t op;
+    RANK_CHECK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm) == ncclSuccess,
+               "ncclRedOpCreatePreMulSum failed: %s", lastError().c_str());
+    expectInvalid(ncclAllReduce(in, out, 8, ncclFloat64, op, comm, nullptr), "op", rank,
+                  "ncclAllReduce(float32 premulsum op on float64)");
+    expectInvalid(ncclReduceScatter(in, out, 4 / n, ncclFloat64, op, comm, nullptr), "op", rank,
+                  "ncclReduceScatter(float32 premulsum op on float64)");
+    expectInvalid(ncclReduce(in, out, 8, ncclFloat64, op, 0, comm, nullptr), "op", rank,
+                  "ncclReduce(float32 premulsum op on float64)");
+    // The op still works with its own type.
+    for (int i = 0; i < 8; ++i) fin[i] = float(rank + i);
+    RANK_CHECK(ncclAllReduce(fin, fout, 8, ncclFloat32, op, comm, nullptr) == ncclSuccess,
+               "the op with its own datatype failed: %s", lastError().c_str());
+    for (int i = 0; i < 8; ++i) {
+      float want = 0;
+      for (int r = 0; r < n; ++r) want += 2.0f * float(r + i);
+      RANK_CHECK(fout[i] == want, "rank %d: element %d: got %g, want %g", rank, i, double(fout[i]), double(want));
+    }
+    RANK_CHECK(ncclRedOpDestroy(op, comm) == ncclSuccess, "ncclRedOpDestroy failed: %s", lastError().c_str());
+    expectInvalid(ncclAllReduce(fin, fout, 8, ncclFloat32, op, comm, nullptr), "op", rank,
+                  "ncclAllReduce(destroyed premulsum op)");
+    if (ncclRedOpDestroy(op, comm) == ncclSuccess) caseFail("rank %d: destroying an op twice succeeded", rank);
+    if (ncclRedOpDestroy(ncclSum, comm) == ncclSuccess) caseFail("rank %d: destroying ncclSum succeeded", rank);
+    expectInvalid(ncclAllReduce(fin, fout, 8, ncclFloat32, static_cast<ncclRedOp_t>(ncclNumOps + 40), comm, nullptr),
+                  "op", rank, "ncclAllReduce(an op number never made)");
+    expectInvalid(ncclAllReduce(fin, fout, 8, ncclFloat32, static_cast<ncclRedOp_t>(-1), comm, nullptr), "op", rank,
+                  "ncclAllReduce(op -1)");
+    expectInvalid(ncclAllReduce(fin, fout, 8, static_cast<ncclDataType_t>(ncclNumTypes), ncclSum, comm, nullptr),
+                  "datatype", rank, "ncclAllReduce(datatype ncclNumTypes)");
+    expectInvalid(ncclAllReduce(fin, fout, 8, ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(0x1000)),
+                  "stream", rank, "ncclAllReduce(non-NULL stream on a host communicator)");
+    return stillWorks(comm, rank, n, "bad ops") ? 0 : 1;
+  });
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("a grouped send that its receiver never matches fails by GYRE_TIMEOUT naming the peer rank",
+          "[badinput][p2p]") {
+  // Rank 0 sends two 48 MiB messages to rank 1, rank 1 receives only the first. The
+  // second can never drain: it is far more than the receiver's FIFO (NCCL_BUFFSIZE)
+  // and the sockets between them can hold. (A message that fits in that buffering may
+  // complete without a receiver, as an NCCL send of at most NCCL_BUFFSIZE can.)
+  const size_t count = kUnmatchedBytes / 4;
+  for (bool sockets : {false, true}) {
+    RunResult result = runFailing(
+        2, nullptr,
+        [count](int rank, int, ncclComm_t comm) {
+          std::vector<float> a(count, float(rank)), b(count, 1.0f);
+          if (rank == 0)
+            return timed([&] {
+              ncclGroupStart();
+              ncclSend(a.data(), count, ncclFloat32, 1, comm, nullptr);
+              ncclSend(b.data(), count, ncclFloat32, 1, comm, nullptr);
+              return ncclGroupEnd();
+            });
+          return timed([&] {  // its own receive is matched, so this group may well succeed
+            ncclGroupStart();
+            ncclRecv(a.data(), count, ncclFloat32, 0, comm, nullptr);
+            return ncclGroupEnd();
+          });
+        },
+        sockets);
+    INFO((sockets ? "NCCL_SHM_DISABLE=1" : "default transport"));
+    INFO(result.describe());
+    REQUIRE(result.allOk());
+    REQUIRE(result.ranks.size() == 2);
+    const RankOutcome& sender = result.ranks[0];
+    const std::string error = record(sender, "error");
+    const double seconds = std::stod(record(sender, "seconds"));
+    INFO("rank 0: result " << record(sender, "result") << " after " << seconds << " s: " << error);
+    const std::string code = record(sender, "result");
+    CHECK((code == std::to_string(int(ncclRemoteError)) || code == std::to_string(int(ncclSystemError))));
+    CHECK(containsWord(error, "rank 1"));
+    CHECK(seconds >= kTimeoutSeconds - 0.5);
+    CHECK(seconds < kTimeoutSeconds + 6);
+  }
+}
+
+TEST_CASE("a grouped receive whose sender never sends fails by GYRE_TIMEOUT naming the peer rank",
+          "[badinput][p2p]") {
+  RunResult result = runFailing(3, nullptr, [](int rank, int, ncclComm_t comm) {
+    std::vector<int64_t> buf(1000, rank);
+    if (rank == 2)
+      return timed([&] {
+        ncclGroupStart();
+        ncclRecv(buf.data(), buf.size(), ncclInt64, 1, comm, nullptr);
+        return ncclGroupEnd();
+      });
+    return FailOutcome{};  // ranks 0 and 1 post nothing
+  });
+  INFO(result.describe());
+  REQUIRE(result.allOk());
+  REQUIRE(result.ranks.size() == 3);
+  const RankOutcome& receiver = result.ranks[2];
+  const std::string error = record(receiver, "error");
+  const double seconds = std::stod(record(receiver, "seconds"));
+  INFO("rank 2: result " << record(receiver, "result") << " after " << seconds << " s: " << error);
+  // A peer that never joins shows up while connecting (ncclSystemError) or while
+  // waiting for data (ncclRemoteError); either way the call fails and names it.
+  const std::string code = record(receiver, "result");
+  CHECK((code == std::to_string(int(ncclRemoteError)) || code == std::to_string(int(ncclSystemError))));
+  CHECK(containsWord(error, "rank 1"));
+  CHECK(seconds >= kTimeoutSeconds - 0.5);
+  CHECK(seconds < kTimeoutSeconds + 6);
+}
+
+TEST_CASE("the error for an unmatched send names both the sending and the receiving rank", "[badinput][p2p]") {
+  // The issue asks the unmatched-send error to name both ranks of the pair.
+  const size_t count = kUnmatchedBytes / 4;
+  RunResult result = runFailing(2, nullptr, [count](int rank, int, ncclComm_t comm) {
+    std::vector<float> a(count, 1.0f);
+    if (rank == 1)
+      return timed([&] {
+        ncclGroupStart();
+        ncclSend(a.data(), count, ncclFloat32, 0, comm, nullptr);
+        return ncclGroupEnd();
+      });
+    return FailOutcome{};
+  });
+  INFO(result.describe());
+  REQUIRE(result.allOk());
+  REQUIRE(result.ranks.size() == 2);
+  const std::string error = record(result.ranks[1], "error");
+  INFO("rank 1 (the sender): result " << record(result.ranks[1], "result") << ": " << error);
+  CHECK(record(result.ranks[1], "result") != std::to_string(int(ncclSuccess)));
+  CHECK(containsWord(error, "rank 0"));
+  CHECK(containsWord(error, "rank 1"));
+}
+
+TEST_CASE("allreduce with a different count on each of 2 ranks fails on both with a mismatched error",
+          "[badinput][mismatch]") {
+  for (int run = 0; run < 4; ++run) {
+    const char* algo = run % 2 ? "Tree" : "Ring";
+    const bool sockets = run >= 2;
+    RunResult result = runFailing(
+        2, algo,
+        [](int rank, int, ncclComm_t comm) {
+          std::vector<float> in(2000, 1.0f), out(2000);
+          return timed([&] {
+            return ncclAllReduce(in.data(), out.data(), rank == 0 ? 1000 : 1001, ncclFloat32, ncclSum, comm,
+                                 nullptr);
+          });
+        },
+        sockets);
+    INFO("NCCL_ALGO=" << algo << (sockets ? ", NCCL_SHM_DISABLE=1" : ""));
+    INFO(result.describe());
+    REQUIRE(result.allOk());
+    for (const RankOutcome& r : result.ranks) {
+      INFO("rank " << r.rank << ": result " << record(r, "result") << " after " << record(r, "seconds")
+                   << " s: " << record(r, "error"));
+      CHECK(record(r, "result") != std::to_string(int(ncclSuccess)));
+      CHECK(containsNoCase(record(r, "error"), "mismatched"));
+      CHECK(std::stod(record(r, "seconds")) < kTimeoutSeconds + 6);
+    }
+  }
+}
+
+TEST_CASE("collectives whose ranks disagree on count or datatype fail on every rank, one saying mismatched",
+          "[badinput][mismatch]") {
+  struct Variant {
+    const char* what;
+    std::function<ncclResult_t(int rank, ncclComm_t comm, std::vector<char>& in, std::vector<char>& out)> call;
+  };
+  const std::vector<Variant> variants = {
+      {"ring allreduce where rank 2 passes a larger count",
+       [](int rank, ncclComm_t comm, std::vector<char>& in, std::vector<char>& out) {
+         return ncclAllReduce(in.data(), out.data(), rank == 2 ? 4000 : 3000, ncclInt32, ncclSum, comm, nullptr);
+       }},
+      {"reducescatter where rank 1 passes float32 and the others int32",
+       [](int rank, ncclComm_t comm, std::vector<char>& in, std::vector<char>& out) {
+         return ncclReduceScatter(in.data(), out.data(), 500, rank == 1 ? ncclFloat32 : ncclInt32, ncclSum, comm,
+                                  nullptr);
+       }},
+      {"allgather where rank 0 passes a smaller count",
+       [](int rank, ncclComm_t comm, std::vector<char>& in, std::vector<char>& out) {
+         return ncclAllGather(in.data(), out.data(), rank == 0 ? 100 : 101, ncclUint8, comm, nullptr);
+       }},
+  };
+  for (size_t run = 0; run < 2 * variants.size(); ++run) {
+    const Variant& v = variants[run / 2];
+    const bool sockets = run % 2 == 1;
+    RunResult result = runFailing(
+        3, "Ring",
+        [&](int rank, int, ncclComm_t comm) {
+          std::vector<char> in(64 << 10, 1), out(64 << 10);
+          return timed([&] { return v.call(rank, comm, in, out); });
+        },
+        sockets);
+    INFO(v.what << (sockets ? ", NCCL_SHM_DISABLE=1" : ""));
+    INFO(result.describe());
+    REQUIRE(result.allOk());
+    int saidMismatched = 0;
+    for (const RankOutcome& r : result.ranks) {
+      INFO("rank " << r.rank << ": result " << record(r, "result") << " after " << record(r, "seconds")
+                   << " s: " << record(r, "error"));
+      CHECK(record(r, "result") != std::to_string(int(ncclSuccess)));
+      CHECK(std::stod(record(r, "seconds")) < kTimeoutSeconds + 6);
+      saidMismatched += containsNoCase(record(r, "error"), "mismatched") ? 1 : 0;
+    }
+    CHECK(saidMismatched >= 1);
+  }
+}
