@@ -7,7 +7,7 @@ namespace {
 using gyre_bench::CheckPattern;
 using gyre_bench::CollCounts;
 
-CollCounts allReduceCounts(size_t count, int /*nranks*/, int /*rank*/) {
+CollCounts allReduceCounts(size_t count, size_t, int, int) {
   CollCounts c;
   c.sendCount = c.recvCount = c.paramCount = count;
   return c;  // in place: send and receive are the same elements

@@ -13,6 +13,8 @@ int maxExponent(ncclDataType_t type) {
   switch (type) {
     case ncclFloat16: return 15;
     case ncclFloat64: return 1023;
+    case ncclFloat8e4m3: return 8;   // largest finite value 448 = 1.75 * 2^8
+    case ncclFloat8e5m2: return 15;
     default: return 127;  // float32, bfloat16
   }
 }
@@ -39,7 +41,9 @@ CheckPattern::CheckPattern(ncclDataType_t type, ncclRedOp_t op, int nranks)
       break;
     case ncclMax:
     case ncclMin:
-      break;  // [0, 100) fits every type, int8 included
+      // [0, 100) fits every type down to int8; FP8 holds fewer integers.
+      range_ = limit < 100 ? limit + 1 : 100;
+      break;
     case ncclAvg:
       // Inputs k*nranks with sum nranks*sum(k) <= limit: the mean sum(k) is an
       // integer and no intermediate value wraps or rounds.
@@ -50,6 +54,9 @@ CheckPattern::CheckPattern(ncclDataType_t type, ncclRedOp_t op, int nranks)
     default:
       break;
   }
+  // input(r, i) depends on i only through i mod range_.
+  reduced_.resize(static_cast<size_t>(range_));
+  for (size_t i = 0; i < reduced_.size(); ++i) reduced_[i] = reduceAt(i);
 }
 
 int64_t CheckPattern::input(int rank, size_t index) const {
@@ -60,7 +67,7 @@ int64_t CheckPattern::input(int rank, size_t index) const {
   return static_cast<int64_t>(base % static_cast<uint64_t>(range_)) * scale_ + offset_;
 }
 
-int64_t CheckPattern::reduced(size_t index) const {
+int64_t CheckPattern::reduceAt(size_t index) const {
   // Unsigned arithmetic wraps modulo 2^64; storing the low bits of that is the
   // same as wrapping modulo 2^bits at every step, whatever order the library
   // combines ranks in.

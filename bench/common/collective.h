@@ -28,8 +28,9 @@ struct Collective {
   const char* name;     // "AllReduce", in log and error lines
   bool usesOp;
   bool usesRoot;
-  // `count` is the message size in elements (bytes / type size, rounded down).
-  CollCounts (*counts)(size_t count, int nranks, int rank);
+  // `count` is the message size in elements (bytes / type size, rounded down),
+  // `typeBytes` the element size (AlltoAll aligns its blocks in bytes).
+  CollCounts (*counts)(size_t count, size_t typeBytes, int nranks, int rank);
   // busbw = algbw * busBwFactor(nranks); algbw = max(send, recv) bytes / time.
   double (*busBwFactor)(int nranks);
   ncclResult_t (*run)(const void* send, void* recv, const CollCounts& counts,
@@ -41,6 +42,10 @@ struct Collective {
   // Receive elements that hold a defined result on this rank (Reduce: only
   // the root's); the check compares the first this-many elements.
   size_t (*checkedCount)(const CollCounts& counts, int rank, int root);
+  // False where nccl-tests times the in-place mode but does not check it,
+  // because the operation has no in-place form (SendRecv, AlltoAll with the
+  // send and receive buffers being one): that column's #wrong is N/A.
+  bool checkInPlace = true;
 };
 
 // Parses the command line, starts the ranks and runs the table. Returns the

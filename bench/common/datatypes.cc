@@ -25,6 +25,8 @@ constexpr TypeInfo kTypes[] = {
     {ncclFloat32, "float", "float32 fp32", 4},
     {ncclFloat64, "double", "float64 fp64", 8},
     {ncclBfloat16, "bfloat16", "bf16", 2},
+    {ncclFloat8e4m3, "f8e4m3", "fp8_e4m3 float8e4m3", 1},
+    {ncclFloat8e5m2, "f8e5m2", "fp8_e5m2 float8e5m2", 1},
 };
 
 struct OpInfo {
@@ -71,6 +73,35 @@ double halfBitsToDouble(uint16_t h) {
   return (h & 0x8000) ? -v : v;
 }
 
+// OCP FP8 bits from a small non-negative integer (or its negation), by
+// truncation like floatToHalfBits. E4M3 (bias 7) has no infinities: its
+// largest finite value is 448 and S.1111.111 is NaN. E5M2 (bias 15) is
+// binary16 cut to one byte.
+uint8_t integerToFp8Bits(int64_t value, int mantBits, int bias) {
+  uint8_t sign = value < 0 ? 0x80 : 0;
+  uint64_t v = value < 0 ? static_cast<uint64_t>(-value) : static_cast<uint64_t>(value);
+  if (v == 0) return sign;
+  int exp = 63 - __builtin_clzll(v);
+  uint64_t mant = exp >= mantBits ? (v >> (exp - mantBits)) : (v << (mantBits - exp));
+  mant &= (uint64_t{1} << mantBits) - 1;
+  int biased = exp + bias;
+  int maxBiased = mantBits == 3 ? 15 : 30;  // E4M3 uses exponent 15 for finite values
+  if (biased > maxBiased) return sign | 0x7f;  // out of range: NaN (E4M3) / NaN (E5M2)
+  return sign | static_cast<uint8_t>(biased << mantBits) | static_cast<uint8_t>(mant);
+}
+
+double fp8BitsToDouble(uint8_t b, int mantBits, int bias) {
+  int expBits = 7 - mantBits;
+  int exp = (b >> mantBits) & ((1 << expBits) - 1);
+  int mant = b & ((1 << mantBits) - 1);
+  double v;
+  if (mantBits == 3 && exp == 15 && mant == 7) v = NAN;
+  else if (mantBits == 2 && exp == 31) v = mant ? NAN : INFINITY;
+  else if (exp == 0) v = std::ldexp(mant, 1 - bias - mantBits);
+  else v = std::ldexp((1 << mantBits) + mant, exp - bias - mantBits);
+  return (b & 0x80) ? -v : v;
+}
+
 template <typename T>
 void put(void* buf, size_t i, T v) {
   std::memcpy(static_cast<char*>(buf) + i * sizeof(T), &v, sizeof(T));
@@ -93,6 +124,8 @@ double loadFloat(const void* buf, size_t i, ncclDataType_t type) {
     }
     case ncclFloat32: return get<float>(buf, i);
     case ncclFloat64: return get<double>(buf, i);
+    case ncclFloat8e4m3: return fp8BitsToDouble(get<uint8_t>(buf, i), 3, 7);
+    case ncclFloat8e5m2: return fp8BitsToDouble(get<uint8_t>(buf, i), 2, 15);
     default: return NAN;
   }
 }
@@ -111,7 +144,7 @@ const char* typeName(ncclDataType_t type) {
 
 bool isFloatType(ncclDataType_t type) {
   return type == ncclFloat16 || type == ncclBfloat16 || type == ncclFloat32 ||
-         type == ncclFloat64;
+         type == ncclFloat64 || type == ncclFloat8e4m3 || type == ncclFloat8e5m2;
 }
 
 bool isSignedType(ncclDataType_t type) {
@@ -175,6 +208,8 @@ void storeInteger(void* buf, size_t i, ncclDataType_t type, int64_t value) {
     }
     case ncclFloat32: put<float>(buf, i, static_cast<float>(value)); break;
     case ncclFloat64: put<double>(buf, i, static_cast<double>(value)); break;
+    case ncclFloat8e4m3: put<uint8_t>(buf, i, integerToFp8Bits(value, 3, 7)); break;
+    case ncclFloat8e5m2: put<uint8_t>(buf, i, integerToFp8Bits(value, 2, 15)); break;
     default: break;
   }
 }
@@ -202,6 +237,8 @@ double typeEpsilon(ncclDataType_t type) {
     case ncclBfloat16: return std::ldexp(1.0, -7);
     case ncclFloat32: return std::ldexp(1.0, -23);
     case ncclFloat64: return std::ldexp(1.0, -52);
+    case ncclFloat8e4m3: return std::ldexp(1.0, -3);
+    case ncclFloat8e5m2: return std::ldexp(1.0, -2);
     default: return 0;
   }
 }
@@ -216,6 +253,8 @@ int64_t exactLimit(ncclDataType_t type) {
     case ncclBfloat16: return int64_t{1} << 8;
     case ncclFloat32: return int64_t{1} << 24;
     case ncclFloat64: return int64_t{1} << 53;
+    case ncclFloat8e4m3: return int64_t{1} << 4;
+    case ncclFloat8e5m2: return int64_t{1} << 3;
     default: return INT64_MAX;  // int64, uint64 (the int64 carrier's limit)
   }
 }

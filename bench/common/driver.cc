@@ -38,6 +38,8 @@ HostBuffer allocate(size_t bytes) {
   return b;
 }
 
+constexpr size_t kProbeElems = 16;
+
 class RankRunner {
  public:
   RankRunner(const BenchArgs& args, const Collective& coll, const RankContext& ctx)
@@ -91,13 +93,13 @@ class RankRunner {
 
   // Bytes one buffer needs for a message of `count` elements.
   size_t bytesNeeded(size_t count, size_t typeBytes, bool inPlace) const {
-    CollCounts c = coll_.counts(count, ctx_.nranks, ctx_.rank);
+    CollCounts c = coll_.counts(count, typeBytes, ctx_.nranks, ctx_.rank);
     return (inPlace ? inPlaceElems(c) : std::max(c.sendCount, c.recvCount)) * typeBytes;
   }
 
   bool allocateBuffers() {
-    // At least room for probe(): nranks elements of the widest type.
-    size_t oop = bytesNeeded(static_cast<size_t>(ctx_.nranks), 8, false), inplace = 0;
+    // At least room for probe(): kProbeElems per rank of the widest type.
+    size_t oop = bytesNeeded(kProbeElems * ctx_.nranks, 8, false), inplace = 0;
     for (ncclDataType_t type : args_.types)
       for (size_t bytes : messageSizes(args_)) {
         size_t ts = typeSize(type);
@@ -129,7 +131,7 @@ class RankRunner {
       size_t count = bytes / ts;
       if (count == lastCount) continue;
       lastCount = count;
-      CollCounts c = coll_.counts(count, ctx_.nranks, ctx_.rank);
+      CollCounts c = coll_.counts(count, ts, ctx_.nranks, ctx_.rank);
       ModeResult modes[2];
       for (int inPlace = 0; inPlace < 2; ++inPlace)
         if (!ok(runMode(inPlace, c, type, op, pattern, &modes[inPlace]), coll_.name)) return false;
@@ -143,10 +145,11 @@ class RankRunner {
 
   // Under -d all / -o all, finds out whether the library takes this type and
   // op with one call of at least one element per rank (a count of 0 may be
-  // accepted before the type is looked at). Argument checks are local and the
+  // accepted before the type is looked at; AlltoAll rounds blocks down to 16
+  // bytes, hence kProbeElems per rank). Argument checks are local and the
   // same on every rank, so all ranks skip an unsupported pair together.
   bool probe(ncclDataType_t type, ncclRedOp_t op, bool* supported) {
-    CollCounts c = coll_.counts(static_cast<size_t>(ctx_.nranks), ctx_.nranks, ctx_.rank);
+    CollCounts c = coll_.counts(kProbeElems * ctx_.nranks, typeSize(type), ctx_.nranks, ctx_.rank);
     ncclResult_t r = coll_.run(send_.get(), recv_.get(), c, type, op, args_.root, comm_);
     *supported = r != ncclInvalidArgument;
     if (!*supported && ctx_.rank == 0)
@@ -162,6 +165,18 @@ class RankRunner {
     auto call = [&] { return coll_.run(send, recv, c, type, op, args_.root, comm_); };
     if (args_.check) fillInput(send, c.sendCount, pattern, ctx_.rank, 0);
     ncclResult_t r = ncclSuccess;
+    if (inPlace && !coll_.checkInPlace) {
+      // NCCL has no in-place form of this collective; nccl-tests times it
+      // anyway. Where the library refuses it (the same argument check on
+      // every rank), the columns say N/A and the reason is printed once.
+      if ((r = call()) == ncclInvalidArgument) {
+        out->ran = false;
+        if (ctx_.rank == 0 && !inPlaceRefusalShown_)
+          printModeSkipped("in-place", coll_.name, ncclGetLastError(comm_));
+        inPlaceRefusalShown_ = true;
+        return ncclSuccess;
+      }
+    }
     for (int i = 0; i < args_.warmupIters && r == ncclSuccess; ++i) r = call();
     // The previous collective returned on every rank only once all had
     // joined it, so the ranks start this loop together.
@@ -170,7 +185,7 @@ class RankRunner {
     auto stop = Clock::now();
     if (r != ncclSuccess) return r;
     out->timeUs = std::chrono::duration<double, std::micro>(stop - start).count() / args_.iters;
-    if (!args_.check) return ncclSuccess;
+    if (!args_.check || (inPlace && !coll_.checkInPlace)) return ncclSuccess;
     // The timed loop left results (in-place: results of results) behind;
     // start again from known inputs and a receive buffer that cannot pass.
     poison(inPlace ? recv_.get() : recv, (inPlace ? inPlaceElems(c) : c.recvCount) * ts);
@@ -190,23 +205,28 @@ class RankRunner {
             "gathering times"))
       return false;
     if (args_.check) {
-      int64_t wrong[2] = {modes[0].wrong, modes[1].wrong};
+      // A mode that is not checked stays -1 (N/A) on every rank alike.
+      int64_t wrong[2] = {std::max<int64_t>(modes[0].wrong, 0),
+                          std::max<int64_t>(modes[1].wrong, 0)};
       if (!ok(sumWrong(comm_, wrong), "summing wrong counts")) return false;
-      modes[0].wrong = wrong[0];
-      modes[1].wrong = wrong[1];
-      totalWrong_ += wrong[0] + wrong[1];
+      for (int m = 0; m < 2; ++m)
+        if (modes[m].wrong >= 0) {
+          modes[m].wrong = wrong[m];
+          totalWrong_ += wrong[m];
+        }
     }
     const double bytes = static_cast<double>(std::max(c.sendCount, c.recvCount) * ts);
     for (int m = 0; m < 2; ++m) {
       std::vector<double> times;
       for (const RowTimes& t : all) times.push_back(m ? t.inPlaceUs : t.outOfPlaceUs);
       ModeResult& r = modes[m];
+      if (!r.ran) continue;
       r.timeUs = combineTimes(times, args_.average);
       r.algBw = r.timeUs > 0 ? bytes / (r.timeUs * 1e-6) / 1e9 : 0;
       r.busBw = r.algBw * coll_.busBwFactor(ctx_.nranks);
       busBwSum_ += r.busBw;
+      ++rows_;
     }
-    rows_ += 2;
     return true;
   }
 
@@ -218,6 +238,7 @@ class RankRunner {
   double busBwSum_ = 0;
   int rows_ = 0;
   int64_t totalWrong_ = 0;
+  bool inPlaceRefusalShown_ = false;
 };
 
 }  // namespace

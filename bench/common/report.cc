@@ -8,19 +8,23 @@
 namespace gyre_bench {
 namespace {
 
-// Times span 1 us to minutes; keep them in a 7-character column.
+// nccl-tests' precision steps, so that its parsers read the same digits.
 std::string formatTime(double us) {
   char buf[32];
-  if (us < 1e4)
-    std::snprintf(buf, sizeof buf, "%.2f", us);
-  else if (us < 1e6)
+  if (us >= 10000.0)
+    std::snprintf(buf, sizeof buf, "%.0f", us);
+  else if (us >= 100.0)
     std::snprintf(buf, sizeof buf, "%.1f", us);
   else
-    std::snprintf(buf, sizeof buf, "%.0f", us);
+    std::snprintf(buf, sizeof buf, "%.2f", us);
   return buf;
 }
 
 void printMode(const ModeResult& m) {
+  if (!m.ran) {
+    std::printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+    return;
+  }
   std::string wrong = m.wrong < 0 ? "N/A" : std::to_string(m.wrong);
   std::printf("  %7s  %6.2f  %6.2f  %6s", formatTime(m.timeUs).c_str(), m.algBw, m.busBw,
               wrong.c_str());
@@ -73,6 +77,11 @@ void printRow(size_t bytes, size_t count, ncclDataType_t type, const char* opTex
 
 void printSkipped(ncclDataType_t type, const char* opText, const char* why) {
   std::printf("# skipping type %s op %s: %s\n", typeName(type), opText, why);
+  std::fflush(stdout);
+}
+
+void printModeSkipped(const char* modeName, const char* collName, const char* why) {
+  std::printf("# %s %s not run: %s\n", modeName, collName, why);
   std::fflush(stdout);
 }
 

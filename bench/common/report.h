@@ -25,12 +25,15 @@ struct ModeResult {
   double algBw = 0;  // GB/s
   double busBw = 0;  // GB/s
   int64_t wrong = -1;  // -1 = not checked
+  bool ran = true;     // false: the library has no such mode (N/A columns)
 };
 
 void printRow(size_t bytes, size_t count, ncclDataType_t type, const char* opText, int root,
               const ModeResult& outOfPlace, const ModeResult& inPlace);
 // A row for a type/op the library rejected under -d all / -o all.
 void printSkipped(ncclDataType_t type, const char* opText, const char* why);
+// Said once, before the first row, when a mode the library rejects is left out.
+void printModeSkipped(const char* modeName, const char* collName, const char* why);
 void printFooter(double avgBusBw, bool checked, int64_t totalWrong);
 
 }  // namespace gyre_bench
