@@ -1,5 +1,7 @@
 // C API: the collectives NCCL defines as groups of sends and receives —
 // AlltoAll, Gather, Scatter.
+#include <vector>
+
 #include "include/gyre.h"
 #include "src/comm/api_export.h"
 #include "src/comm/comm.h"
@@ -45,9 +47,16 @@ GYRE_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size
   GYRE_CHECK(checkCount(count, size * comm->nranks, fn));
   size_t bytes = count * size;
   GYRE_CHECK(checkOverlap(sendbuff, bytes * comm->nranks, recvbuff, bytes * comm->nranks, fn));
-  if (sendbuff == recvbuff && count > 0 && comm->nranks > 1)
-    return fail(ncclInvalidArgument, "%s: sendbuff and recvbuff must not be the same buffer (no in-place AlltoAll)",
-                fn);
+  // In place: every block is both sent and overwritten, so send from a copy.
+  // The copy must outlive the exchange, hence not inside an open group.
+  std::vector<char> staging;
+  if (sendbuff == recvbuff && count > 0 && comm->nranks > 1) {
+    if (groupDepth() > 0)
+      return fail(ncclInvalidUsage, "%s: in-place AlltoAll inside ncclGroupStart/End is not supported; call it "
+                                    "outside the group or use separate buffers", fn);
+    staging.assign(static_cast<const char*>(sendbuff), static_cast<const char*>(sendbuff) + bytes * comm->nranks);
+    sendbuff = staging.data();
+  }
   return asGroup([&] {
     for (int p = 0; p < comm->nranks; ++p) {
       GYRE_CHECK(ncclSend(at(sendbuff, p, bytes), count, datatype, p, comm, stream));

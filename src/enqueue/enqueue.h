@@ -28,6 +28,8 @@ struct PendingCall {
 ncclResult_t enqueue(const PendingCall& call);
 
 ncclResult_t groupStart();
+// How many ncclGroupStart calls are open on this thread.
+int groupDepth();
 ncclResult_t groupEnd();
 
 }  // namespace gyre

@@ -19,6 +19,8 @@ thread_local GroupState group;
 
 }  // namespace
 
+int groupDepth() { return group.depth; }
+
 ncclResult_t groupStart() {
   ++group.depth;
   return ncclSuccess;

@@ -363,3 +363,30 @@ TEST_CASE("an all-to-all of grouped sends and receives 16 times NCCL_BUFFSIZE co
           "[p2p][pipeline][sockets]") {
   runAll(4, kSmallBuffSize, IdMode::kEnvCommId, true);
 }
+
+TEST_CASE("an in-place AlltoAll of 1001 ints over 3 ranks delivers every block and is refused inside a group",
+          "[alltoall][inplace]") {
+  RunResult result = runRanks(3, [](int rank, int n, const ncclUniqueId& id) {
+    ncclComm_t comm = nullptr;
+    RANK_CHECK(gyreCommInitRankHost(&comm, n, id, rank, nullptr) == ncclSuccess, "init: %s", lastError().c_str());
+    const size_t count = 1001;
+    std::vector<int32_t> buf(count * n);
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < count; ++i) buf[p * count + i] = rank * 100000 + p * 10000 + int32_t(i);
+    RANK_CHECK(ncclAlltoAll(buf.data(), buf.data(), count, ncclInt32, comm, nullptr) == ncclSuccess, "%s",
+               lastError().c_str());
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < count; ++i)
+        RANK_CHECK(buf[p * count + i] == p * 100000 + rank * 10000 + int32_t(i), "block %d element %zu is %d", p, i,
+                   buf[p * count + i]);
+    ncclGroupStart();
+    ncclResult_t r = ncclAlltoAll(buf.data(), buf.data(), count, ncclInt32, comm, nullptr);
+    ncclGroupEnd();
+    RANK_CHECK(r == ncclInvalidUsage && lastError().find("in-place") != std::string::npos, "inside a group: %d %s",
+               int(r), lastError().c_str());
+    RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+    return 0;
+  });
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
