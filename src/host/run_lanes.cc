@@ -162,6 +162,18 @@ ncclResult_t checkClosedPeers(const Lanes& lanes) {
   return ncclSuccess;
 }
 
+// The first send connection (and its lane) whose posted steps have not all
+// left this rank, or null when every send is drained.
+Connection* undrainedSend(const std::vector<std::unique_ptr<Lane>>& lanes, const Lane** owner) {
+  for (const auto& l : lanes)
+    for (size_t i = 0; i < l->spec().nsend; ++i)
+      if (!sendsDrained(*l->spec().send[i])) {
+        *owner = l.get();
+        return l->spec().send[i];
+      }
+  return nullptr;
+}
+
 }  // namespace
 
 ncclResult_t runLanes(Lanes& lanes) {
@@ -202,21 +214,13 @@ ncclResult_t runLanes(Lanes& lanes) {
   waiter.wakePeers();
   // The call returns only when its data has left this rank's buffers.
   for (int round = 0;; ++round) {
-    bool drained = true;
-    for (const auto& l : lanes)
-      for (size_t i = 0; i < l->spec().nsend; ++i) drained &= sendsDrained(*l->spec().send[i]);
-    if (drained) return ncclSuccess;
+    const Lane* owner = nullptr;
+    if (!undrainedSend(lanes, &owner)) return ncclSuccess;
     GYRE_CHECK(waiter.progress());
-    drained = true;
-    for (const auto& l : lanes)
-      for (size_t i = 0; i < l->spec().nsend; ++i) drained &= sendsDrained(*l->spec().send[i]);
-    if (drained) return ncclSuccess;
+    Connection* pending = undrainedSend(lanes, &owner);
+    if (!pending) return ncclSuccess;
     GYRE_CHECK(waiter.checkAborted(collName(lanes[0]->spec().coll)));
-    if (deadline.expired()) {
-      for (const auto& l : lanes)
-        for (size_t i = 0; i < l->spec().nsend; ++i)
-          if (!sendsDrained(*l->spec().send[i])) return describeStall(*l, l->spec().send[i], waiter.timeoutSeconds, false);
-    }
+    if (deadline.expired()) return describeStall(*owner, pending, waiter.timeoutSeconds, false);
     GYRE_CHECK(waiter.sleep(lanes, deadline, true, round));
   }
 }
