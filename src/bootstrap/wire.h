@@ -18,6 +18,8 @@ struct PeerInfo {
   int32_t cudaDev;       // -1 for host-memory communicators
   int32_t isHostComm;
   int64_t buffSize;      // NCCL_BUFFSIZE; must agree across ranks
+  int32_t numaNode;      // NUMA node of the rank's CPU affinity (-1: several or unknown)
+  int32_t pad;
 };
 
 // Rank -> root: "I am rank r of n", proving the secret.

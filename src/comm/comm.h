@@ -12,6 +12,7 @@
 
 #include "include/gyre.h"
 #include "src/bootstrap/bootstrap.h"
+#include "src/comm/comm_topology.h"
 #include "src/host/progress.h"
 #include "src/sched/step.h"
 #include "transport/transport.h"
@@ -21,6 +22,9 @@ namespace gyre {
 // One independent pipeline: its peers and a connection per peer and direction.
 struct Channel {
   int id = 0;
+  std::vector<int> ringRanks;   // the ring: ringRanks[i] sends to ringRanks[i+1] (from the ring search)
+  std::vector<int> positionOf;  // inverse: position of each rank in ringRanks
+  int position = 0;             // this rank's position
   ChannelPeers peers;
   std::vector<Connection> send;  // indexed like peers.sendPeers
   std::vector<Connection> recv;  // indexed like peers.recvPeers
@@ -74,6 +78,7 @@ struct ncclComm {
   int spinsBeforeBlocking = 200;
 
   std::unique_ptr<gyre::Bootstrap> bootstrap;
+  std::unique_ptr<gyre::CommTopology> topology;  // placement, rings and tuning from init
   std::vector<gyre::Channel> channels;   // ring channels made at init
   int minChannels = 1;                    // NCCL_MIN_NCHANNELS: the planner uses at least this many
   std::vector<gyre::CommTree> trees;  // the two trees of the double binary tree

@@ -16,20 +16,21 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/plan/planner.h"
+#include "topology/affinity.h"
 
 namespace gyre {
 namespace {
-
-// Rings made at init unless NCCL_MIN/MAX_NCHANNELS say otherwise. Two
-// sockets per neighbour stream better than one; the planner still uses one
-// channel for small messages.
-constexpr int64_t kDefaultRingChannels = 2;
 
 // Extra time ranks give the root beyond GYRE_INIT_TIMEOUT, so the root's
 // "rank K did not join" message reaches them before their own timeout fires.
 constexpr double kRootGraceSeconds = 5.0;
 
+// Ranks with the same hash share a host (shared memory, one topology).
+// NCCL_HOSTID replaces the identity, as in NCCL: containers on one machine
+// can declare themselves apart, and tests can plan several hosts on one.
 uint64_t hostHash(const char* host) {
+  std::string forced = env::getString("NCCL_HOSTID");
+  if (!forced.empty()) return fnv1a(forced.data(), forced.size());
   std::string id = host;
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::string bootId;
@@ -86,6 +87,7 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   self.cudaDev = comm->cudaDev;
   self.isHostComm = comm->isHost ? 1 : 0;
   self.buffSize = buffSize;
+  self.numaNode = topo::processNumaNode();
   Deadline connectDeadline = Deadline::afterSeconds(static_cast<double>(initTimeout));
   Deadline deadline = Deadline::afterSeconds(static_cast<double>(initTimeout) + kRootGraceSeconds);
   GYRE_CHECK(Bootstrap::create(contents, comm->rank, comm->nranks, self, connectDeadline, deadline,
@@ -94,15 +96,13 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   int ranksOnHost = 0;
   for (const PeerInfo& p : comm->bootstrap->peers()) ranksOnHost += p.hostHash == self.hostHash ? 1 : 0;
   if (ranksOnHost > sysconf(_SC_NPROCESSORS_ONLN)) comm->spinsBeforeBlocking = 0;
-  int64_t minChannels = 1, maxChannels = 1;
+  comm->topology = std::make_unique<CommTopology>();
+  GYRE_CHECK(discoverTopology(comm, deadline, comm->topology.get()));
+  int64_t minChannels = 1;
   GYRE_CHECK(env::getInt("NCCL_MIN_NCHANNELS", &minChannels));
-  GYRE_CHECK(env::getInt("NCCL_MAX_NCHANNELS", &maxChannels));
-  if (minChannels > maxChannels)
-    return fail(ncclInvalidArgument, "NCCL_MIN_NCHANNELS=%lld exceeds NCCL_MAX_NCHANNELS=%lld",
-                static_cast<long long>(minChannels), static_cast<long long>(maxChannels));
-  int nchannels = static_cast<int>(std::clamp<int64_t>(kDefaultRingChannels, minChannels, maxChannels));
+  int nchannels = static_cast<int>(comm->topology->rings.channels.size());
   comm->minChannels = static_cast<int>(std::min<int64_t>(minChannels, nchannels));
-  GYRE_CHECK(connectRings(comm, nchannels, deadline));
+  GYRE_CHECK(connectRings(comm, deadline));
   GYRE_CHECK(connectTrees(comm, deadline));
   // Nobody returns from init before every rank's connections exist.
   return comm->bootstrap->barrier(deadline, &comm->abortFlag);

@@ -8,51 +8,83 @@
 namespace gyre {
 namespace {
 
-ncclResult_t openConnection(ncclComm* comm, const ConnectContext& ctx, int peer, bool isSend, Connection* c) {
-  const auto& peers = comm->bootstrap->peers();
+ncclResult_t openConnection(ncclComm* comm, int channel, const Deadline& deadline, int peer, bool isSend,
+                            Connection* c) {
+  ConnectContext ctx{comm->bootstrap.get(), comm->rank, channel, comm->slotBytes, deadline, &comm->abortFlag};
   c->peer = peer;
   c->isSend = isSend;
-  c->transport = pickTransport(peers[comm->rank], peers[peer]);
+  c->transport = transportForPeer(comm, peer);
   GYRE_CHECK(isSend ? c->transport->connectSend(ctx, peer, c) : c->transport->connectRecv(ctx, peer, c));
   comm->progress.add(c);
   return ncclSuccess;
 }
 
+// Opens a tree connection and files it under `list`.
+ncclResult_t openTreeConnection(ncclComm* comm, CommTree* tree, const Deadline& deadline, int peer, bool isSend,
+                                std::vector<Connection*>* list) {
+  tree->storage.push_back(std::make_unique<Connection>());
+  list->push_back(tree->storage.back().get());
+  return openConnection(comm, tree->id, deadline, peer, isSend, tree->storage.back().get());
+}
+
+// Parent of every rank in each of the two trees. One host: a binary tree over
+// the ranks gives log(n) depth, where NCCL's per-host chain would be as deep
+// as the ring. Several hosts: the topology's double binary tree across hosts
+// with a chain through each host (src/plan/trees.h).
+ncclResult_t treeParents(const ncclComm* comm, std::vector<int> parents[2]) {
+  const CommTopology& t = *comm->topology;
+  if (t.rings.nhosts <= 1) {
+    doubleBinaryTree(comm->nranks, &parents[0], &parents[1]);
+    return ncclSuccess;
+  }
+  RingPlan rings = t.rings;  // one tree channel per ring channel: make sure both trees exist
+  while (rings.channels.size() < 2) rings.channels.push_back(rings.channels[0]);
+  TreePlan trees;
+  GYRE_CHECK(buildTrees(t.placement, rings, &trees));
+  for (int k = 0; k < 2; ++k) {
+    parents[k].assign(comm->nranks, -1);
+    for (int r = 0; r < comm->nranks; ++r) parents[k][r] = trees.channels[k].ranks[r].parent;
+  }
+  return ncclSuccess;
+}
+
 }  // namespace
 
-ncclResult_t connectRings(ncclComm* comm, int nchannels, const Deadline& deadline) {
-  comm->channels.resize(nchannels);
-  for (int k = 0; k < nchannels; ++k) comm->channels[k].id = k;
-  if (comm->nranks == 1) return ncclSuccess;
+ncclResult_t connectRings(ncclComm* comm, const Deadline& deadline) {
+  const RingPlan& plan = comm->topology->rings;
+  int n = comm->nranks;
+  comm->channels.resize(plan.channels.size());
+  for (size_t k = 0; k < plan.channels.size(); ++k) {
+    Channel& ch = comm->channels[k];
+    ch.id = static_cast<int>(k);
+    ch.ringRanks = plan.channels[k].order;
+    ch.positionOf.assign(n, 0);
+    for (int i = 0; i < n; ++i) ch.positionOf[ch.ringRanks[i]] = i;
+    ch.position = ch.positionOf[comm->rank];
+  }
+  if (n == 1) return ncclSuccess;
   // All outgoing connections of every channel first, then the incoming ones.
   for (Channel& ch : comm->channels) {
-    ch.peers.sendPeers = {(comm->rank + 1) % comm->nranks};
-    ch.peers.recvPeers = {(comm->rank + comm->nranks - 1) % comm->nranks};
-    ch.send.resize(ch.peers.sendPeers.size());
-    ch.recv.resize(ch.peers.recvPeers.size());
-    ConnectContext ctx{comm->bootstrap.get(), comm->rank, ch.id, comm->slotBytes, deadline, &comm->abortFlag};
-    for (size_t i = 0; i < ch.send.size(); ++i) {
-      GYRE_CHECK(openConnection(comm, ctx, ch.peers.sendPeers[i], true, &ch.send[i]));
-      ch.sendPtrs.push_back(&ch.send[i]);
-    }
+    ch.peers.sendPeers = {ch.ringRanks[(ch.position + 1) % n]};
+    ch.peers.recvPeers = {ch.ringRanks[(ch.position + n - 1) % n]};
+    ch.send.resize(1);
+    ch.recv.resize(1);
+    GYRE_CHECK(openConnection(comm, ch.id, deadline, ch.peers.sendPeers[0], true, &ch.send[0]));
+    ch.sendPtrs.push_back(&ch.send[0]);
   }
   for (Channel& ch : comm->channels) {
-    ConnectContext ctx{comm->bootstrap.get(), comm->rank, ch.id, comm->slotBytes, deadline, &comm->abortFlag};
-    for (size_t i = 0; i < ch.recv.size(); ++i) {
-      GYRE_CHECK(openConnection(comm, ctx, ch.peers.recvPeers[i], false, &ch.recv[i]));
-      ch.recvPtrs.push_back(&ch.recv[i]);
-    }
+    GYRE_CHECK(openConnection(comm, ch.id, deadline, ch.peers.recvPeers[0], false, &ch.recv[0]));
+    ch.recvPtrs.push_back(&ch.recv[0]);
   }
-  GYRE_INFO("INIT", "%d ring channel(s): %d -> %d -> %d over %s", nchannels, comm->channels[0].peers.recvPeers[0],
-            comm->rank, comm->channels[0].peers.sendPeers[0], comm->channels[0].send[0].transport->name());
+  for (const Channel& ch : comm->channels)
+    GYRE_INFO("INIT", "ring channel %d: %d -> %d -> %d over %s", ch.id, ch.peers.recvPeers[0], comm->rank,
+              ch.peers.sendPeers[0], ch.send[0].transport->name());
   return ncclSuccess;
 }
 
 ncclResult_t connectTrees(ncclComm* comm, const Deadline& deadline) {
-  // Each rank is its own node here: on one host a binary tree over the ranks
-  // gives log(n) depth, where a per-host chain would be as deep as the ring.
   std::vector<int> parents[2];
-  doubleBinaryTree(comm->nranks, &parents[0], &parents[1]);
+  GYRE_CHECK(treeParents(comm, parents));
   comm->trees.resize(2);
   for (int t = 0; t < 2; ++t) {
     CommTree& tc = comm->trees[t];
@@ -60,24 +92,12 @@ ncclResult_t connectTrees(ncclComm* comm, const Deadline& deadline) {
     tc.parent = parents[t][comm->rank];
     for (int r = 0; r < comm->nranks; ++r)
       if (parents[t][r] == comm->rank) tc.children.push_back(r);
-    ConnectContext ctx{comm->bootstrap.get(), comm->rank, tc.id, comm->slotBytes, deadline, &comm->abortFlag};
-    auto open = [&](int peer, bool isSend, std::vector<Connection*>* list) {
-      tc.storage.push_back(std::make_unique<Connection>());
-      list->push_back(tc.storage.back().get());
-      return openConnection(comm, ctx, peer, isSend, tc.storage.back().get());
-    };
-    if (tc.parent >= 0) GYRE_CHECK(open(tc.parent, true, &tc.upSend));
-    for (int child : tc.children) GYRE_CHECK(open(child, true, &tc.downSend));
+    if (tc.parent >= 0) GYRE_CHECK(openTreeConnection(comm, &tc, deadline, tc.parent, true, &tc.upSend));
+    for (int child : tc.children) GYRE_CHECK(openTreeConnection(comm, &tc, deadline, child, true, &tc.downSend));
   }
   for (CommTree& tc : comm->trees) {
-    ConnectContext ctx{comm->bootstrap.get(), comm->rank, tc.id, comm->slotBytes, deadline, &comm->abortFlag};
-    auto open = [&](int peer, std::vector<Connection*>* list) {
-      tc.storage.push_back(std::make_unique<Connection>());
-      list->push_back(tc.storage.back().get());
-      return openConnection(comm, ctx, peer, false, tc.storage.back().get());
-    };
-    for (int child : tc.children) GYRE_CHECK(open(child, &tc.upRecv));
-    if (tc.parent >= 0) GYRE_CHECK(open(tc.parent, &tc.downRecv));
+    for (int child : tc.children) GYRE_CHECK(openTreeConnection(comm, &tc, deadline, child, false, &tc.upRecv));
+    if (tc.parent >= 0) GYRE_CHECK(openTreeConnection(comm, &tc, deadline, tc.parent, false, &tc.downRecv));
     GYRE_INFO("INIT", "tree %d: parent %d, %zu children", tc.id - kTreeChannelBase, tc.parent, tc.children.size());
   }
   return ncclSuccess;

@@ -1,7 +1,7 @@
-// Connecting a communicator's channels at init: the ring (rank -> rank+1)
-// and the two trees of the double binary tree. Every rank first starts all its
-// outgoing connections, then accepts the incoming ones, so no pair waits on
-// the other's order.
+// Connecting a communicator's channels at init: the rings the topology search
+// ordered (comm->topology->rings) and the two trees of the double binary
+// tree. Every rank first starts all its outgoing connections, then accepts
+// the incoming ones, so no pair waits on the other's order.
 #pragma once
 
 #include "include/gyre.h"
@@ -11,8 +11,9 @@ struct ncclComm;
 
 namespace gyre {
 
-// `nchannels` rings, each with its own connections (and connection tags).
-ncclResult_t connectRings(ncclComm* comm, int nchannels, const Deadline& deadline);
+// One ring channel per channel of the ring plan, each with its own
+// connections (and connection tags).
+ncclResult_t connectRings(ncclComm* comm, const Deadline& deadline);
 ncclResult_t connectTrees(ncclComm* comm, const Deadline& deadline);
 
 }  // namespace gyre

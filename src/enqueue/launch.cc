@@ -60,12 +60,15 @@ ncclResult_t checkUsable(ncclComm* comm, CollKind coll) {
 
 // One channel's share of a ring collective: elements [begin, begin+count) of
 // each block (the whole buffer for AllReduce, Broadcast and Reduce).
-ncclResult_t buildRingChannel(const PendingCall& c, const Plan& plan, size_t begin, size_t count,
+// Ring builders think in positions along the channel's ring, not rank numbers.
+ncclResult_t buildRingChannel(const PendingCall& c, const Plan& plan, const Channel& ch, size_t begin, size_t count,
                               ChannelSchedule* out) {
-  RingShape shape{c.comm->rank, c.comm->nranks, c.count, plan.chunkElems, c.root, isInPlace(c), begin, count};
+  int rootPos = c.root >= 0 && c.root < c.comm->nranks ? ch.positionOf[c.root] : 0;
+  RingShape shape{ch.position, c.comm->nranks, c.count, plan.chunkElems, rootPos, isInPlace(c), begin, count,
+                  ch.ringRanks.data()};
   switch (c.coll) {
     case CollKind::AllReduce:
-      buildRingAllReduce({c.comm->rank, c.comm->nranks, begin, count, plan.chunkElems, plan.alignElems}, out);
+      buildRingAllReduce({ch.position, c.comm->nranks, begin, count, plan.chunkElems, plan.alignElems}, out);
       return ncclSuccess;
     case CollKind::Broadcast: buildRingBroadcast(shape, out); return ncclSuccess;
     case CollKind::Reduce: buildRingReduce(shape, out); return ncclSuccess;
@@ -198,16 +201,16 @@ ncclResult_t addTreeAllReduce(const PendingCall& c, const Plan& plan, LaneSpec s
   return ncclSuccess;
 }
 
-// Channels split the elements into contiguous ranges; every channel's ring
-// has the same order, so each element is reduced in the same order whatever
-// the channel count (results stay bitwise identical).
+// Channels split the elements into contiguous ranges. Each element's
+// reduction order is that of its channel's ring, fixed for a given size and
+// configuration, so every rank and every repeat gets the same bits.
 ncclResult_t addRingCollective(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
   for (int k = 0; k < plan.nchannels; ++k) {
     Segment range = splitSegment(0, c.count, plan.nchannels, k, plan.alignElems);
     if (range.count == 0) continue;
     ChannelSchedule* sched = set->newSchedule();
-    GYRE_CHECK(buildRingChannel(c, plan, range.offset, range.count, sched));
     Channel& ch = c.comm->channels[k];
+    GYRE_CHECK(buildRingChannel(c, plan, ch, range.offset, range.count, sched));
     useConnections(&spec, ch.sendPtrs, ch.recvPtrs);
     spec.channel = ch.id;
     GYRE_CHECK(set->add(spec, *sched, c.comm));

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "src/comm/comm.h"
+#include "src/comm/comm_topology.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 
@@ -15,8 +16,7 @@ ncclResult_t connectOne(ncclComm* comm, int peer, bool isSend) {
   auto conn = std::make_unique<Connection>();
   conn->peer = peer;
   conn->isSend = isSend;
-  const auto& peers = comm->bootstrap->peers();
-  conn->transport = pickTransport(peers[comm->rank], peers[peer]);
+  conn->transport = transportForPeer(comm, peer);
   ConnectContext ctx{comm->bootstrap.get(), comm->rank, kP2PChannelId, comm->slotBytes,
                      Deadline::afterSeconds(comm->collTimeoutSeconds), &comm->abortFlag};
   ncclResult_t r = isSend ? conn->transport->connectSend(ctx, peer, conn.get())

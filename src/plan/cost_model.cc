@@ -16,13 +16,20 @@ constexpr double kBaseUs[2][2] = {
     /* Ring: Simple, LL */ {6.0, 4.0},
     /* Tree: Simple, LL */ {7.0, 5.0},
 };
-enum HopClass { kNvl, kPci, kShm, kNet };
-constexpr double kHopUs[4][2] = {
+enum HopClass { kNvl, kPci, kShm, kNet, kHost };
+constexpr double kHopUs[5][2] = {
     /* NVLink */ {1.0, 0.5},
     /* PCIe   */ {1.5, 0.8},
     /* shared memory / socket interconnect */ {2.0, 1.0},
     /* network */ {6.0, 3.5},
+    /* host thread to host thread (LL: none) */ {3.5, 3.5},
 };
+// A host collective starts without a kernel launch.
+constexpr double kHostBaseUs = 1.0;
+// Fitted, not derived: with these the model's Tree/Ring crossover for 4 host
+// ranks on one host lands at 64 KiB, where measurement on the development
+// machine put it (docs/ARCHITECTURE.md).
+
 constexpr double kProtoEfficiency[2] = {1.0, 0.5};  // Simple, LL
 constexpr double kTreeSplit = 0.5;                  // see the header: each direction gets half a channel
 
@@ -53,7 +60,11 @@ void ringEntry(const CostInputs& in, CostEntry* e) {
     e->unavailableWhy = "one rank";
     return;
   }
-  double intraHop = kHopUs[hopClass(in.intraPath)][p];
+  if (in.hostMemory && e->proto == Protocol::LL) {
+    e->unavailableWhy = "host memory runs Simple only";
+    return;
+  }
+  double intraHop = kHopUs[in.hostMemory ? kHost : hopClass(in.intraPath)][p];
   double netHop = kHopUs[kNet][p];
   // Step k on a rank waits for its neighbour's step k-1, so the critical path
   // is `steps` consecutive ring hops; a ring crosses the network nnodes times
@@ -62,7 +73,7 @@ void ringEntry(const CostInputs& in, CostEntry* e) {
   int laps = in.coll == CollKind::AllReduce ? 2 : 1;
   int netSteps = in.nnodes > 1 ? std::min(steps, laps * in.nnodes) : 0;
   if (in.coll == CollKind::Broadcast || in.coll == CollKind::Reduce) netSteps = in.nnodes - 1;  // one pass down the chain
-  double lat = kBaseUs[0][p] + netSteps * netHop + (steps - netSteps) * intraHop;
+  double lat = (in.hostMemory ? kHostBaseUs : kBaseUs[0][p]) + netSteps * netHop + (steps - netSteps) * intraHop;
   double bw = in.nnodes > 1 ? std::min(in.intraBw, in.netBw) : in.intraBw;
   e->available = bw > 0;
   e->unavailableWhy = "no bandwidth";
@@ -71,10 +82,34 @@ void ringEntry(const CostInputs& in, CostEntry* e) {
   e->usPerByte = e->available ? ringFactor(in.coll, n) / (bw * kProtoEfficiency[p] * 1e3) : 0;
 }
 
+// One host, host memory: a binary tree over the ranks, reduce up then
+// broadcast down; an interior rank receives from (and later sends to) two
+// children, so it moves twice the message in each phase.
+void hostTreeEntry(const CostInputs& in, CostEntry* e) {
+  if (in.nranks < 2) {
+    e->unavailableWhy = "one rank";
+    return;
+  }
+  int depth = static_cast<int>(std::floor(std::log2(in.nranks)));
+  e->latencyUs = kHostBaseUs + 2.0 * depth * kHopUs[kHost][0];
+  e->available = in.intraBw > 0;
+  e->unavailableWhy = "no bandwidth";
+  e->bwGBs = e->available ? in.intraBw / 2.0 : 0;
+  e->usPerByte = e->available ? 2.0 / (in.intraBw * 1e3) : 0;
+}
+
 void treeEntry(const CostInputs& in, CostEntry* e) {
   int p = static_cast<int>(e->proto);
   if (in.coll != CollKind::AllReduce) {
     e->unavailableWhy = "tree runs AllReduce only";
+    return;
+  }
+  if (in.hostMemory && e->proto == Protocol::LL) {
+    e->unavailableWhy = "host memory runs Simple only";
+    return;
+  }
+  if (in.nnodes < 2 && in.hostMemory) {
+    hostTreeEntry(in, e);
     return;
   }
   if (in.nnodes < 2) {

@@ -19,6 +19,12 @@
 // a host interior in one tree forwards to two children, so with 3+ hosts a
 // NIC carries 2x the data (with 2 hosts, 1x).
 //
+// Host memory: the executor is a thread per rank polling shared-memory slots
+// or sockets, so a hop costs the time for the peer's thread to notice (and,
+// when it sleeps, to be woken). On one host the tree spans the ranks
+// themselves (depth log2 n, an interior rank feeding two children), which is
+// what makes it win for small messages on 3+ ranks.
+//
 // Protocols: LL sends 4 data bytes per 8-byte line with the flag in the other
 // 4, so it moves half the bandwidth but skips the per-step flag round trip of
 // Simple, which makes each hop cheaper.
@@ -43,6 +49,9 @@ struct CostInputs {
   double intraBw = 0;     // GB/s per rank inside hosts, all channels (RingPlan::intraBw)
   double netBw = 0;       // GB/s per host over the network (RingPlan::netBw)
   topo::PathType intraPath = topo::PathType::NVL;  // farthest hop inside a host (sets its latency)
+  // Host-memory ranks: hops are a host thread noticing a slot (no LL
+  // protocol), and on one host the tree is a binary tree over the ranks.
+  bool hostMemory = false;
 };
 
 struct CostEntry {

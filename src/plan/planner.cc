@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "src/comm/comm.h"
+#include "src/comm/comm_topology.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/sched/chunking.h"
@@ -15,10 +16,6 @@ namespace {
 const std::vector<std::string> kAlgorithms = {"Ring", "Tree"};
 const std::vector<std::string> kProtocols = {"Simple"};
 
-bool allowed(const std::vector<std::string>& list, const char* name) {
-  return std::find(list.begin(), list.end(), name) != list.end();
-}
-
 }  // namespace
 
 ncclResult_t validateAlgorithmSettings() {
@@ -28,13 +25,6 @@ ncclResult_t validateAlgorithmSettings() {
 }
 
 ncclResult_t planCollective(const ncclComm* comm, CollKind coll, size_t count, size_t typeSize, Plan* plan) {
-  // The environment is a per-process snapshot validated at init, so parse it once.
-  static const std::vector<std::string> algos = [] {
-    std::vector<std::string> list;
-    if (parseSelection("NCCL_ALGO", env::getString("NCCL_ALGO"), kAlgorithms, &list) != ncclSuccess)
-      list = kAlgorithms;
-    return list;
-  }();
   plan->protocol = Protocol::Simple;
   // Enough bytes per channel that splitting pays for its extra steps.
   size_t perChannel = count * typeSize / kMinBytesPerChannel;
@@ -42,12 +32,10 @@ ncclResult_t planCollective(const ncclComm* comm, CollKind coll, size_t count, s
   plan->chunkElems = chunkElements(comm->slotBytes, typeSize);
   plan->alignElems = alignElements(typeSize);
   plan->algorithm = Algorithm::Ring;
-  // Only AllReduce has a tree schedule; the others run their ring (or chain)
-  // whatever NCCL_ALGO says, as NCCL does for algorithms a collective lacks.
-  if (coll == CollKind::AllReduce && allowed(algos, "Tree") && comm->trees.size() == 2) {
-    bool treeOnly = !allowed(algos, "Ring");
-    if (treeOnly || (comm->nranks >= 3 && count * typeSize <= kTreeMaxBytes)) plan->algorithm = Algorithm::Tree;
-  }
+  bool perRankCount = coll == CollKind::AllGather || coll == CollKind::ReduceScatter;
+  size_t bytes = count * typeSize * (perRankCount ? static_cast<size_t>(comm->nranks) : 1);
+  if (comm->trees.size() == 2 && tunedAlgorithm(comm->topology->tuning, coll, bytes) == Algorithm::Tree)
+    plan->algorithm = Algorithm::Tree;
   return ncclSuccess;
 }
 

@@ -1,10 +1,12 @@
 // The planner decides how a collective runs: algorithm, protocol, channels and
 // chunk size. It knows nothing about where buffers live.
 //
-// Today: AllReduce uses the double binary tree for small messages on three or
-// more ranks (2·log2(n) hops instead of the ring's 2(n-1)) and the ring
-// otherwise; every other collective uses the ring (a chain for Broadcast and
-// Reduce). NCCL_ALGO / NCCL_PROTO override with NCCL's syntax.
+// The algorithm comes from the communicator's tuning table (tuning.h): the
+// cost model's fastest choice for this collective and size over the rings and
+// trees the topology search built, within NCCL_ALGO. Only AllReduce has a tree
+// schedule; the other collectives run their ring (a chain for Broadcast and
+// Reduce). Channels: one per kMinBytesPerChannel, between NCCL_MIN_NCHANNELS
+// and the rings made at init.
 #pragma once
 
 #include <cstddef>
@@ -25,8 +27,6 @@ struct Plan {
   size_t alignElems = 1;
 };
 
-// Largest AllReduce (bytes) that takes the tree when NCCL_ALGO allows both.
-constexpr size_t kTreeMaxBytes = 64 << 10;
 // A ring collective uses another channel for every this many bytes.
 constexpr size_t kMinBytesPerChannel = 512 << 10;
 

@@ -54,7 +54,10 @@ void buildRingReduce(const RingShape& sh, ChannelSchedule* out) {
 void buildRingAllGather(const RingShape& sh, ChannelSchedule* out) {
   const int n = sh.nranks, r = sh.rank;
   const size_t count = sh.count;
-  auto block = [&](int owner) { return static_cast<size_t>(mod(owner, n)) * count; };
+  auto block = [&](int ownerPos) {
+    int p = mod(ownerPos, n);
+    return static_cast<size_t>(sh.ringRanks ? sh.ringRanks[p] : p) * count;
+  };
   forEachChunk(sh, [&](size_t off, size_t c) {
     if (n == 1) {
       if (!sh.inPlace) out->steps.push_back(step(StepKind::Copy, kInputBuffer, off, kOutputBuffer, off, c, 0));
@@ -74,7 +77,10 @@ void buildRingAllGather(const RingShape& sh, ChannelSchedule* out) {
 void buildRingReduceScatter(const RingShape& sh, ChannelSchedule* out) {
   const int n = sh.nranks, r = sh.rank;
   const size_t count = sh.count;
-  auto block = [&](int owner) { return static_cast<size_t>(mod(owner, n)) * count; };
+  auto block = [&](int ownerPos) {
+    int p = mod(ownerPos, n);
+    return static_cast<size_t>(sh.ringRanks ? sh.ringRanks[p] : p) * count;
+  };
   forEachChunk(sh, [&](size_t off, size_t c) {
     if (n == 1) {
       out->steps.push_back(step(StepKind::Copy, kInputBuffer, off, kOutputBuffer, off, c, kStepPreOp | kStepPostOp));

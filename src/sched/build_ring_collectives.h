@@ -9,6 +9,10 @@
 
 namespace gyre {
 
+// `rank` and `root` are positions along the channel's ring (the ring search
+// may order ranks differently from their numbers); `ringRanks[pos]` is the
+// rank at each position, which owns the pos-th block of AllGather and
+// ReduceScatter (nullptr: position == rank).
 struct RingShape {
   int rank;
   int nranks;
@@ -20,6 +24,7 @@ struct RingShape {
   // the blocks into contiguous ranges.
   size_t rangeBegin;
   size_t rangeCount;
+  const int* ringRanks = nullptr;
 };
 
 // The chain root -> root+1 -> ... -> root-1 forwards each chunk.

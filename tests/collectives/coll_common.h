@@ -251,6 +251,7 @@ struct RunConfig {
   bool sockets = false;   // NCCL_SHM_DISABLE=1: ranks of one host talk over sockets, as across hosts
   double timeout_s = 45;  // a backstop for a hang; each run takes seconds
   std::vector<std::pair<std::string, std::optional<std::string>>> env;
+  decltype(RankOptions::rankEnv) rankEnv;  // per-rank variables (needs mode kEnvCommId)
 };
 
 inline std::string describeConfig(const RunConfig& c) {
@@ -273,6 +274,7 @@ inline RunResult runOnComm(const RunConfig& c, const CommFn& fn) {
   if (c.buffSize != kDefaultBuffSize) options.env.push_back({"NCCL_BUFFSIZE", std::to_string(c.buffSize)});
   if (c.algo) options.env.push_back({"NCCL_ALGO", c.algo});
   for (const auto& e : c.env) options.env.push_back(e);
+  options.rankEnv = c.rankEnv;
   return runRanks(
       c.nranks,
       [&](int rank, int n, const ncclUniqueId& id) {

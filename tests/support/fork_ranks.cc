@@ -203,7 +203,8 @@ void resetChildSignals() {
 
 [[noreturn]] void runChild(int rank, int nranks, const RankFn& fn, pid_t parent, int writeFd,
                            const std::vector<int>& fdsToClose,
-                           const EnvList& env, IdMode mode, const std::vector<ncclUniqueId>& parentIds) {
+                           const EnvList& env, const EnvList& rankEnv, IdMode mode,
+                           const std::vector<ncclUniqueId>& parentIds) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(120);
   for (int fd : fdsToClose) close(fd);
@@ -212,6 +213,7 @@ void resetChildSignals() {
   g_ids = parentIds;
   resetChildSignals();
   applyEnv(env);
+  applyEnv(rankEnv);
 
   ncclUniqueId id;
   memset(&id, 0, sizeof id);
@@ -358,7 +360,9 @@ RunResult launchRanks(int nranks, const RankFn& fn, const RankOptions& options) 
       if (q != r) toClose.push_back(writeFds[q]);
     }
     pid_t pid = fork();
-    if (pid == 0) runChild(r, nranks, fn, parent, writeFds[r], toClose, env, options.idMode, ids);
+    if (pid == 0)
+      runChild(r, nranks, fn, parent, writeFds[r], toClose, env, options.rankEnv ? options.rankEnv(r) : EnvList{},
+               options.idMode, ids);
     result.ranks[r].rank = r;
     result.ranks[r].pid = pid;
     ctx.pids[r] = pid;

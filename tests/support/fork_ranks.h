@@ -58,6 +58,10 @@ struct RankOptions {
   int idCount = 1;  // kParent: how many ids the launcher makes (rankIds() in a child)
   // Variables set in the launcher and so in every child; std::nullopt unsets one.
   std::vector<std::pair<std::string, std::optional<std::string>>> env;
+  // Variables set in one child only, before it makes its id. gyre reads its
+  // environment once per process, so these take effect only where the child
+  // is the first to call gyre: IdMode::kEnvCommId or kNone.
+  std::function<std::vector<std::pair<std::string, std::optional<std::string>>>(int rank)> rankEnv;
   // Kill one rank mid-run: SIGKILL rank `killRank` `killDelay_s` after it calls
   // rankMark(). Its death by SIGKILL then counts as expected, not as a failure.
   int killRank = -1;

@@ -1,0 +1,154 @@
+#include "src/comm/comm_topology.h"
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "src/comm/comm.h"
+#include "src/config/env.h"
+#include "src/debug/error.h"
+#include "src/debug/log.h"
+#include "topology/detect.h"
+#include "topology/xml.h"
+#include "transport/socket/socket_transport.h"
+#include "transport/transport.h"
+
+namespace gyre {
+namespace {
+
+// See discoverTopology: the fewest rings a host communicator makes.
+constexpr int kHostMinChannels = 2;
+
+// Detection (or NCCL_TOPO_FILE) happens once per process: the settings are a
+// per-process snapshot and the hardware does not change under a job, while
+// a process may create many communicators.
+ncclResult_t cachedHostTopology(topo::Topology* out) {
+  static std::mutex mutex;
+  static bool done = false;
+  static ncclResult_t result = ncclSuccess;
+  static std::string error;
+  static topo::Topology topology;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!done) {
+    result = topo::hostTopology(&topology);
+    if (result != ncclSuccess) error = lastErrorText();
+    done = true;
+  }
+  if (result != ncclSuccess) return fail(result, "%s", error.c_str());
+  *out = topology;
+  return ncclSuccess;
+}
+
+// Rank of the first rank on each rank's host: that rank's topology stands for the host.
+std::vector<int> hostLeaders(const std::vector<PeerInfo>& peers) {
+  std::vector<int> leader(peers.size());
+  for (size_t r = 0; r < peers.size(); ++r) {
+    leader[r] = static_cast<int>(r);
+    for (size_t q = 0; q < r; ++q)
+      if (peers[q].hostHash == peers[r].hostHash) {
+        leader[r] = static_cast<int>(q);
+        break;
+      }
+  }
+  return leader;
+}
+
+// Every host leader's topology XML, gathered on every rank (empty for the others).
+ncclResult_t gatherTopologies(ncclComm* comm, const std::string& mine, const Deadline& deadline,
+                              std::vector<std::string>* out) {
+  int n = comm->nranks;
+  std::vector<uint64_t> sizes(n);
+  sizes[comm->rank] = mine.size();
+  GYRE_CHECK(comm->bootstrap->allGather(sizes.data(), sizeof(uint64_t), deadline, &comm->abortFlag));
+  uint64_t width = 1;
+  for (uint64_t s : sizes) width = std::max(width, s);
+  std::vector<char> blobs(width * n);
+  std::copy(mine.begin(), mine.end(), blobs.begin() + width * comm->rank);
+  GYRE_CHECK(comm->bootstrap->allGather(blobs.data(), width, deadline, &comm->abortFlag));
+  out->resize(n);
+  for (int r = 0; r < n; ++r) (*out)[r].assign(blobs.data() + width * r, sizes[r]);
+  return ncclSuccess;
+}
+
+// Where rank r sits on its host: its GPU, or for host memory the NUMA node
+// its CPU affinity names. A site the host's topology lacks (a topology file
+// describing other hardware) falls back to the host's first CPU.
+topo::RankSite rankSite(const PeerInfo& peer, int host, const topo::Topology& t) {
+  topo::RankSite s;
+  s.host = host;
+  s.gpu = peer.isHostComm ? -1 : peer.cudaDev;
+  s.cpu = peer.numaNode;
+  if (s.gpu >= 0 && t.gpuByDevice(s.gpu) < 0) {
+    GYRE_WARN("rank %d uses CUDA device %d, which the topology of %s does not list; planning it as host memory",
+              peer.rank, s.gpu, peer.host);
+    s.gpu = -1;
+  }
+  bool numaKnown = false;
+  for (int c : t.ofKind(topo::NodeKind::Cpu)) numaKnown |= t.nodes[c].index == s.cpu;
+  if (!numaKnown) s.cpu = -1;
+  return s;
+}
+
+ncclResult_t buildPlacement(ncclComm* comm, const Deadline& deadline, topo::Placement* out) {
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  std::vector<int> leader = hostLeaders(peers);
+  std::string mine;
+  if (leader[comm->rank] == comm->rank) {
+    topo::Topology t;
+    GYRE_CHECK(cachedHostTopology(&t));
+    mine = topo::writeXml(topo::topologyToXml(t));
+  }
+  std::vector<std::string> xml;
+  GYRE_CHECK(gatherTopologies(comm, mine, deadline, &xml));
+  std::vector<int> hostOf(comm->nranks, -1);
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (leader[r] != r) continue;
+    topo::Topology t;
+    std::string origin = std::string("topology of host ") + peers[r].host + " (from rank " + std::to_string(r) + ")";
+    GYRE_CHECK(topo::parseTopologyText(xml[r], origin, &t));
+    hostOf[r] = static_cast<int>(out->hosts.size());
+    out->hosts.push_back(topo::makeHost(std::move(t)));
+  }
+  for (int r = 0; r < comm->nranks; ++r) {
+    int h = hostOf[leader[r]];
+    out->ranks.push_back(rankSite(peers[r], h, out->hosts[h].topo));
+  }
+  return topo::validatePlacement(*out);
+}
+
+}  // namespace
+
+ncclResult_t discoverTopology(ncclComm* comm, const Deadline& deadline, CommTopology* out) {
+  GYRE_CHECK(topo::readTransportPolicy(&out->policy));
+  GYRE_CHECK(buildPlacement(comm, deadline, &out->placement));
+  int64_t minChannels = 1, maxChannels = 1;
+  GYRE_CHECK(env::getInt("NCCL_MIN_NCHANNELS", &minChannels));
+  GYRE_CHECK(env::getInt("NCCL_MAX_NCHANNELS", &maxChannels));
+  if (minChannels > maxChannels)
+    return fail(ncclInvalidArgument, "NCCL_MIN_NCHANNELS=%lld exceeds NCCL_MAX_NCHANNELS=%lld",
+                static_cast<long long>(minChannels), static_cast<long long>(maxChannels));
+  RingOptions opts;
+  opts.minChannels = static_cast<int>(minChannels);
+  opts.maxChannels = static_cast<int>(maxChannels);
+  // A host rank drives all its channels from one thread, so extra channels do
+  // not add copy bandwidth the way GPU thread blocks do; two still keep a
+  // neighbour's pipe busy while the other is being reduced (measured: better
+  // than one), so host communicators make at least two where allowed.
+  if (comm->isHost) opts.minChannels = std::max(opts.minChannels, std::min(opts.maxChannels, kHostMinChannels));
+  GYRE_CHECK(buildRings(out->placement, opts, &out->rings));
+  if (comm->rank == 0) logRings(out->placement, out->rings);
+  buildTuningTable(out->rings, comm->nranks, comm->isHost, &out->tuning);
+  if (comm->rank == 0) logTuningTable(out->tuning);
+  return ncclSuccess;
+}
+
+Transport* transportForPeer(const ncclComm* comm, int peer) {
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  const CommTopology& t = *comm->topology;
+  topo::Path path = topo::rankPath(t.placement, comm->rank, peer);
+  bool bothGpus = !peers[comm->rank].isHostComm && !peers[peer].isHostComm;
+  if (topo::chooseEdgeTransport(path, bothGpus, t.policy) == topo::EdgeTransport::NET) return socketTransport();
+  return pickTransport(peers[comm->rank], peers[peer]);
+}
+
+}  // namespace gyre

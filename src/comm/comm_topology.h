@@ -1,0 +1,40 @@
+// What communicator init learns about where its ranks run, and the plans it
+// derives from that once: every rank's host topology (each host's first rank
+// detects or loads it and shares it as XML over the bootstrap ring, so all
+// ranks plan over identical inputs and reach identical answers), the ring
+// orders of the graph search, the cost-model choices per collective and
+// size, and the transport policy per edge.
+#pragma once
+
+#include <atomic>
+
+#include "include/gyre.h"
+#include "src/debug/deadline.h"
+#include "src/plan/ring_order.h"
+#include "src/plan/tuning.h"
+#include "topology/placement.h"
+#include "topology/transport_policy.h"
+
+struct ncclComm;
+
+namespace gyre {
+
+class Transport;
+
+struct CommTopology {
+  topo::Placement placement;
+  topo::TransportPolicy policy;
+  RingPlan rings;
+  TuningTable tuning;
+};
+
+// Gathers the placement and runs the ring search with the channel limits of
+// NCCL_MIN/MAX_NCHANNELS. Needs comm->bootstrap; collective over the ranks.
+ncclResult_t discoverTopology(ncclComm* comm, const Deadline& deadline, CommTopology* out);
+
+// The transport for the edge to `peer`: the network (sockets) between hosts
+// or where the policy forbids shared memory, else the first registered
+// transport that accepts the pair.
+Transport* transportForPeer(const ncclComm* comm, int peer);
+
+}  // namespace gyre

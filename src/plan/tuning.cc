@@ -1,0 +1,87 @@
+#include "src/plan/tuning.h"
+
+#include <string>
+#include <vector>
+
+#include "src/config/env.h"
+#include "src/debug/log.h"
+
+namespace gyre {
+namespace {
+
+// What NCCL_ALGO allows (validated at init; an unparsable value allows all).
+std::vector<Algorithm> allowedAlgorithms() {
+  std::vector<std::string> names;
+  if (parseSelection("NCCL_ALGO", env::getString("NCCL_ALGO"), {"Ring", "Tree"}, &names) != ncclSuccess) return {};
+  std::vector<Algorithm> out;
+  for (const std::string& n : names) out.push_back(n == "Tree" ? Algorithm::Tree : Algorithm::Ring);
+  return out;
+}
+
+int bucketOf(size_t bytes) {
+  int b = 0;
+  while (b + 1 < kTuningBuckets && (size_t{1} << b) < bytes) ++b;
+  return b;
+}
+
+CostTable tableAt(const TuningTable& t, CollKind coll, size_t bytes, const std::vector<Algorithm>& algos) {
+  CostInputs in = t.inputs;
+  in.coll = coll;
+  in.bytes = bytes;
+  // Only Simple runs in this build's executors; LL rows still show what it would cost.
+  return predictCosts(in, algos, {Protocol::Simple});
+}
+
+std::string sizeText(size_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++u;
+  }
+  return std::to_string(bytes) + " " + units[u];
+}
+
+}  // namespace
+
+void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, TuningTable* out) {
+  out->inputs = costInputs(rings, CollKind::AllReduce, nranks, 0);
+  out->inputs.hostMemory = hostMemory;
+  std::vector<Algorithm> algos = allowedAlgorithms();
+  for (int c = 0; c < kTunedColls; ++c)
+    for (int b = 0; b < kTuningBuckets; ++b) {
+      CostTable table = tableAt(*out, static_cast<CollKind>(c), size_t{1} << b, algos);
+      // Nothing allowed and available (one rank, or NCCL_ALGO=Tree for a
+      // collective without a tree): the ring, which every collective has.
+      out->pick[c][b] = table.pick >= 0 ? table.entries[table.pick].algo : Algorithm::Ring;
+    }
+}
+
+Algorithm tunedAlgorithm(const TuningTable& t, CollKind coll, size_t bytes) {
+  int c = static_cast<int>(coll);
+  if (c >= kTunedColls) return Algorithm::Ring;
+  return t.pick[c][bucketOf(bytes)];
+}
+
+void logTuningTable(const TuningTable& t) {
+  if (logLevel() < LogLevel::Info) return;
+  std::vector<Algorithm> algos = allowedAlgorithms();
+  for (int c = 0; c < kTunedColls; ++c) {
+    CollKind coll = static_cast<CollKind>(c);
+    for (const std::string& line : formatCostTable(tableAt(t, coll, size_t{1} << 20, algos)))
+      GYRE_INFO("TUNING", "%s", line.c_str());
+    std::string ranges;
+    int start = 0;
+    for (int b = 1; b <= kTuningBuckets; ++b) {
+      if (b < kTuningBuckets && t.pick[c][b] == t.pick[c][start]) continue;
+      ranges += std::string(ranges.empty() ? "" : ", ") + algorithmName(t.pick[c][start]) +
+                (start == 0 ? "" : " above " + sizeText(size_t{1} << (start - 1))) +
+                (b == kTuningBuckets ? "" : " up to " + sizeText(size_t{1} << (b - 1)));
+      start = b;
+    }
+    if (start == kTuningBuckets && ranges.find(',') == std::string::npos) ranges += " at every size";
+    GYRE_INFO("TUNING", "  %s picks: %s", collName(coll), ranges.c_str());
+  }
+}
+
+}  // namespace gyre

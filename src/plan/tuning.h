@@ -1,0 +1,37 @@
+// The planner's choices, made once per communicator at init: for every
+// collective and every power-of-two message size, the algorithm the cost
+// model (cost_model.h) predicts fastest among those NCCL_ALGO allows and this
+// build can run. A collective then costs one table lookup, not a model
+// evaluation. NCCL_DEBUG_SUBSYS=TUNING prints the model's table and the
+// resulting size ranges.
+#pragma once
+
+#include <cstddef>
+
+#include "src/comm/coll_kind.h"
+#include "src/plan/algorithm.h"
+#include "src/plan/cost_model.h"
+#include "src/plan/ring_order.h"
+
+namespace gyre {
+
+constexpr int kTunedColls = 5;       // AllReduce .. ReduceScatter (CollKind order)
+constexpr int kTuningBuckets = 48;   // message sizes 2^0 .. 2^47 bytes
+
+struct TuningTable {
+  CostInputs inputs;  // bytes unset: shared by every entry
+  Algorithm pick[kTunedColls][kTuningBuckets] = {};
+};
+
+// `nranks` ranks planned on `rings`; host-memory communicators have no LL protocol.
+void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, TuningTable* out);
+
+// `bytes` as nccl-tests counts them: AllGather's gathered output,
+// ReduceScatter's input, else one rank's buffer. Sizes between powers of two
+// take the choice of the next power up.
+Algorithm tunedAlgorithm(const TuningTable& t, CollKind coll, size_t bytes);
+
+// Logs, per collective, the cost table and the size ranges of each choice (INFO, TUNING).
+void logTuningTable(const TuningTable& t);
+
+}  // namespace gyre

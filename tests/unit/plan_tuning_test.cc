@@ -1,0 +1,95 @@
+// The tuning table a communicator builds at init: the cost model's choice per
+// collective and power-of-two size, within NCCL_ALGO.
+#include "src/config/env.h"
+#include "src/plan/tuning.h"
+#include "tests/unit/topology_fixtures.h"
+
+using namespace gyre;
+
+namespace {
+
+TuningTable tableFor(const char* topology, int hosts, int ranksPerHost, bool hostMemory, int minChannels = 1) {
+  topo::Placement p = topo::replicate(testing::loadShipped(topology), hosts, ranksPerHost);
+  RingOptions opts;
+  opts.minChannels = minChannels;
+  RingPlan rings;
+  REQUIRE(buildRings(p, opts, &rings) == ncclSuccess);
+  TuningTable t;
+  buildTuningTable(rings, static_cast<int>(p.ranks.size()), hostMemory, &t);
+  return t;
+}
+
+// Runs `fn` with NCCL_ALGO set (or unset), restoring the settings afterwards.
+template <typename Fn>
+void withAlgo(const char* algo, Fn fn) {
+  if (algo) setenv("NCCL_ALGO", algo, 1);
+  else unsetenv("NCCL_ALGO");
+  env::reloadForTesting("/nonexistent");
+  fn();
+  unsetenv("NCCL_ALGO");
+  env::reloadForTesting("/nonexistent");
+}
+
+}  // namespace
+
+TEST_CASE("host ranks on the CI machine: tree AllReduce up to 64 KiB on 3 and 4 ranks, ring above") {
+  withAlgo(nullptr, [] {
+    for (int ranks : {3, 4}) {
+      INFO(ranks << " ranks");
+      TuningTable t = tableFor("ci_vm.xml", 1, ranks, true, 2);
+      CHECK(tunedAlgorithm(t, CollKind::AllReduce, 8) == Algorithm::Tree);
+      CHECK(tunedAlgorithm(t, CollKind::AllReduce, 64 << 10) == Algorithm::Tree);
+      CHECK(tunedAlgorithm(t, CollKind::AllReduce, (64 << 10) + 1) == Algorithm::Ring);
+      CHECK(tunedAlgorithm(t, CollKind::AllReduce, size_t{1} << 30) == Algorithm::Ring);
+      for (CollKind c : {CollKind::Broadcast, CollKind::Reduce, CollKind::AllGather, CollKind::ReduceScatter})
+        CHECK(tunedAlgorithm(t, c, 8) == Algorithm::Ring);  // only AllReduce has a tree
+    }
+  });
+}
+
+TEST_CASE("two host ranks never take the tree: it has the ring's depth and more traffic") {
+  withAlgo(nullptr, [] {
+    TuningTable t = tableFor("ci_vm.xml", 1, 2, true, 2);
+    for (size_t bytes = 1; bytes <= (size_t{1} << 30); bytes *= 4)
+      CHECK(tunedAlgorithm(t, CollKind::AllReduce, bytes) == Algorithm::Ring);
+  });
+}
+
+TEST_CASE("several hosts: the tree wins small AllReduces, the ring large ones") {
+  withAlgo(nullptr, [] {
+    TuningTable t = tableFor("dgx_h100.xml", 4, 0, false);
+    CHECK(tunedAlgorithm(t, CollKind::AllReduce, 8) == Algorithm::Tree);
+    CHECK(tunedAlgorithm(t, CollKind::AllReduce, size_t{1} << 32) == Algorithm::Ring);
+  });
+}
+
+TEST_CASE("NCCL_ALGO restricts the table; a collective without the forced algorithm keeps its ring") {
+  withAlgo("Ring", [] {
+    TuningTable t = tableFor("ci_vm.xml", 1, 4, true, 2);
+    for (size_t bytes = 1; bytes <= (size_t{1} << 30); bytes *= 4)
+      CHECK(tunedAlgorithm(t, CollKind::AllReduce, bytes) == Algorithm::Ring);
+  });
+  withAlgo("Tree", [] {
+    TuningTable t = tableFor("ci_vm.xml", 1, 4, true, 2);
+    CHECK(tunedAlgorithm(t, CollKind::AllReduce, size_t{1} << 30) == Algorithm::Tree);
+    CHECK(tunedAlgorithm(t, CollKind::AllGather, 8) == Algorithm::Ring);
+  });
+  withAlgo("^tree", [] {
+    TuningTable t = tableFor("ci_vm.xml", 1, 4, true, 2);
+    CHECK(tunedAlgorithm(t, CollKind::AllReduce, 8) == Algorithm::Ring);
+  });
+}
+
+TEST_CASE("host memory has no LL protocol: the table says why") {
+  withAlgo(nullptr, [] {
+    TuningTable t = tableFor("ci_vm.xml", 1, 4, true, 2);
+    CostInputs in = t.inputs;
+    in.bytes = 1024;
+    CostTable costs = predictCosts(in);
+    for (const CostEntry& e : costs.entries)
+      if (e.proto == Protocol::LL) {
+        CHECK_FALSE(e.available);
+        CHECK(std::string(e.unavailableWhy).find("Simple only") != std::string::npos);
+      }
+  });
+}
