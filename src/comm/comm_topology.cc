@@ -9,6 +9,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "topology/detect.h"
+#include "topology/net_devices.h"
 #include "topology/xml.h"
 #include "transport/socket/socket_transport.h"
 #include "transport/transport.h"
@@ -32,6 +33,8 @@ ncclResult_t cachedHostTopology(topo::Topology* out) {
   if (!done) {
     result = topo::hostTopology(&topology);
     if (result != ncclSuccess) error = lastErrorText();
+    for (const std::string& nic : topo::dropUnusableNics(topo::netDeviceFilterFromSettings(), &topology))
+      GYRE_INFO("INIT", "NIC %s is not usable with NCCL_SOCKET_IFNAME/NCCL_IB_HCA; left out of the plan", nic.c_str());
     done = true;
   }
   if (result != ncclSuccess) return fail(result, "%s", error.c_str());
