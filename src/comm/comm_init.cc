@@ -35,6 +35,11 @@ uint64_t hostHash(const char* host) {
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::string bootId;
   if (boot >> bootId) id += bootId;
+  // Processes in different network namespaces cannot meet on the abstract
+  // Unix sockets the shm transport hands its segments over, so they count as
+  // different hosts (containers with their own network on one machine).
+  char netns[64] = {};
+  if (readlink("/proc/self/ns/net", netns, sizeof(netns) - 1) > 0) id += netns;
   return fnv1a(id.data(), id.size());
 }
 
