@@ -1,39 +1,53 @@
 #include "transport/socket/socket_transport.h"
 
 #include <sys/socket.h>
-#include <sys/uio.h>
 
-#include <cstring>
+#include <memory>
 #include <string>
-#include <vector>
 
 #include "src/bootstrap/bootstrap.h"
+#include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "transport/socket/socket_stream.h"
 
 namespace gyre {
 namespace {
 
+using socket_detail::DataPath;
+using socket_detail::SocketConn;
+using socket_detail::kMaxDataSockets;
+
 // Sent once by the connecting (sending) side after the ConnHello.
 struct SocketParams {
   uint64_t slotBytes;
+  int32_t nthreads;  // NCCL_SOCKET_NTHREADS
+  int32_t nsocks;    // NCCL_NSOCKS_PERTHREAD
 };
 
-struct SocketConn {
-  Socket socket;
-  std::vector<char> slots;
-  SlotMeta meta[kFifoSlots]{};
-  uint64_t tail = 0;
-  uint64_t head = 0;
-  size_t partialBytes = 0;    // send: bytes of the current message already sent
-  SlotMeta incoming{};        // recv: header of the message being received
-  size_t incomingBytes = 0;   // recv: bytes of header+payload received so far
-  std::string what;           // "socket to rank 3" for error messages
-  int rank = -1;              // this rank
-  bool closedCleanly = false;
+struct SocketCounts {
+  int nthreads = 1;
+  int nsocks = 1;
+  int total() const { return nthreads * nsocks; }
 };
+
+// Data socket i of a channel gets its own tag, above every control tag.
+constexpr int32_t kDataTagStride = 1 << 20;
 
 int transportTag(int channel) { return kTagTransportBase + channel; }
+int dataTag(int channel, int i) { return transportTag(channel) + (i + 1) * kDataTagStride; }
+
+ncclResult_t readCounts(SocketCounts* out) {
+  int64_t nthreads = 1, nsocks = 1;
+  GYRE_CHECK(env::getInt("NCCL_SOCKET_NTHREADS", &nthreads));
+  GYRE_CHECK(env::getInt("NCCL_NSOCKS_PERTHREAD", &nsocks));
+  if (nthreads * nsocks > kMaxDataSockets)
+    return fail(ncclInvalidArgument, "NCCL_SOCKET_NTHREADS=%lld x NCCL_NSOCKS_PERTHREAD=%lld exceeds %d sockets per "
+                "connection", static_cast<long long>(nthreads), static_cast<long long>(nsocks), kMaxDataSockets);
+  out->nthreads = static_cast<int>(nthreads);
+  out->nsocks = static_cast<int>(nsocks);
+  return ncclSuccess;
+}
 
 void initFifo(SocketConn* s, size_t slotBytes, Connection* out) {
   s->slots.assign(kFifoSlots * slotBytes, 0);
@@ -46,107 +60,17 @@ void initFifo(SocketConn* s, size_t slotBytes, Connection* out) {
   out->state = s;
 }
 
-// Sends as much of message `head` as the socket takes right now.
-ncclResult_t progressSend(SocketConn* s, Connection& conn, int* culprit) {
-  for (;;) {
-    uint64_t tail = loadAcquire(&s->tail);
-    if (s->head == tail) return ncclSuccess;
-    const SlotMeta& m = conn.fifo.metaOf(s->head);
-    size_t total = sizeof(SlotMeta) + m.bytes;
-    iovec iov[2];
-    int iovcnt = 0;
-    if (s->partialBytes < sizeof(SlotMeta))
-      iov[iovcnt++] = {const_cast<char*>(reinterpret_cast<const char*>(&m)) + s->partialBytes,
-                       sizeof(SlotMeta) - s->partialBytes};
-    size_t payloadDone = s->partialBytes > sizeof(SlotMeta) ? s->partialBytes - sizeof(SlotMeta) : 0;
-    if (m.bytes > payloadDone) iov[iovcnt++] = {conn.fifo.slot(s->head) + payloadDone, m.bytes - payloadDone};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = iovcnt;
-    ssize_t n = sendmsg(s->socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return ncclSuccess;
-      *culprit = conn.peer;
-      return fail(ncclRemoteError, "%s: connection lost (%s): rank %d died or aborted", s->what.c_str(),
-                  strerror(errno), conn.peer);
-    }
-    s->partialBytes += static_cast<size_t>(n);
-    if (s->partialBytes < total) return ncclSuccess;
-    s->partialBytes = 0;
-    storeRelease(&s->head, s->head + 1);
-  }
-}
-
-ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
-  if (conn.peerClosed) return ncclSuccess;
-  for (;;) {
-    char* dst;
-    size_t want;
-    if (s->incomingBytes < sizeof(SlotMeta)) {
-      // Headers are read even when every slot is full, so an abort notice from
-      // the peer is seen while this rank waits on something else.
-      dst = reinterpret_cast<char*>(&s->incoming) + s->incomingBytes;
-      want = sizeof(SlotMeta) - s->incomingBytes;
-    } else {
-      if (s->tail - loadAcquire(&s->head) >= kFifoSlots) return ncclSuccess;  // no free slot yet
-      size_t done = s->incomingBytes - sizeof(SlotMeta);
-      dst = conn.fifo.slot(s->tail) + done;
-      want = s->incoming.bytes - done;
-    }
-    size_t got = 0;
-    if (want > 0) {
-      ssize_t n = recv(s->socket.fd(), dst, want, MSG_DONTWAIT);
-      if (n == 0) {
-        if (s->incomingBytes == 0) {
-          conn.peerClosed = true;  // at a message boundary: an error only if more data is awaited
-          return ncclSuccess;
-        }
-        *culprit = conn.peer;
-        return fail(ncclRemoteError, "%s: rank %d closed the connection in the middle of a message (the process "
-                    "died or aborted)", s->what.c_str(), conn.peer);
-      }
-      if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return ncclSuccess;
-        *culprit = conn.peer;
-        return fail(ncclRemoteError, "%s: connection to rank %d lost (%s)", s->what.c_str(), conn.peer,
-                    strerror(errno));
-      }
-      got = static_cast<size_t>(n);
-    }
-    s->incomingBytes += got;
-    if (s->incomingBytes == sizeof(SlotMeta) && got > 0) {
-      if (s->incoming.flags & kMetaAbort) {
-        *culprit = static_cast<int>(s->incoming.count);
-        // The peer may blame this rank: its call did not match, or it stalled.
-        if (*culprit == s->rank)
-          return fail(ncclRemoteError, "rank %d gave up on this rank (%d): it reports a mismatched call or a stalled "
-                      "step from this rank (see rank %d's error)", conn.peer, s->rank, conn.peer);
-        return fail(ncclRemoteError, "rank %d failed or stopped responding (reported by rank %d)", *culprit,
-                    conn.peer);
-      }
-      if (s->incoming.bytes > conn.fifo.slotBytes) {
-        *culprit = conn.peer;
-        return fail(ncclInternalError, "%s: rank %d sent a %u-byte step into %zu-byte slots", s->what.c_str(),
-                    conn.peer, s->incoming.bytes, conn.fifo.slotBytes);
-      }
-    }
-    if (s->incomingBytes >= sizeof(SlotMeta) && s->incomingBytes == sizeof(SlotMeta) + s->incoming.bytes) {
-      if (s->tail - loadAcquire(&s->head) >= kFifoSlots) return ncclSuccess;  // header of a zero-byte step
-      conn.fifo.metaOf(s->tail) = s->incoming;
-      s->incomingBytes = 0;
-      storeRelease(&s->tail, s->tail + 1);
-      continue;
-    }
-    if (got == 0) return ncclSuccess;
-  }
-}
-
 class SocketTransport final : public Transport {
  public:
   const char* name() const override { return "socket"; }
   bool canConnect(const PeerInfo&, const PeerInfo&) const override { return true; }
 
+  // Connects the control socket and then the data sockets without waiting for
+  // the receiver: every rank connects all its sends before accepting, so a
+  // reply awaited here could deadlock a ring. The receiver checks the counts.
   ncclResult_t connectSend(const ConnectContext& ctx, int peer, Connection* out) override {
+    SocketCounts counts;
+    GYRE_CHECK(readCounts(&counts));
     auto* s = new SocketConn();
     s->rank = ctx.rank;
     s->what = "socket to rank " + std::to_string(peer) + " (" + ctx.bootstrap->peers()[peer].host + ")";
@@ -154,13 +78,22 @@ class SocketTransport final : public Transport {
     NetAddress addr = NetAddress::fromWire(ctx.bootstrap->peers()[peer].listen);
     GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->secret(), ctx.rank, transportTag(ctx.channel), ctx.deadline,
                              ctx.abort, &s->socket, s->what.c_str()));
-    SocketParams params{ctx.slotBytes};
+    SocketParams params{ctx.slotBytes, counts.nthreads, counts.nsocks};
     GYRE_CHECK(s->socket.sendAll(&params, sizeof(params), ctx.deadline, ctx.abort, s->what.c_str()));
+    if (counts.total() > 1) {
+      s->data = std::make_unique<DataPath>(true, counts.nthreads, counts.nsocks, s->what, peer);
+      for (int i = 0; i < counts.total(); ++i)
+        GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->secret(), ctx.rank, dataTag(ctx.channel, i), ctx.deadline,
+                                 ctx.abort, &s->data->socket(i), s->what.c_str()));
+    }
     initFifo(s, ctx.slotBytes, out);
+    if (s->data) GYRE_CHECK(s->data->init(s->slots.data(), ctx.slotBytes, s->socket.fd()));
     return ncclSuccess;
   }
 
   ncclResult_t connectRecv(const ConnectContext& ctx, int peer, Connection* out) override {
+    SocketCounts counts;
+    GYRE_CHECK(readCounts(&counts));
     auto* s = new SocketConn();
     s->rank = ctx.rank;
     s->what = "socket from rank " + std::to_string(peer) + " (" + ctx.bootstrap->peers()[peer].host + ")";
@@ -172,7 +105,22 @@ class SocketTransport final : public Transport {
     if (params.slotBytes != ctx.slotBytes)
       return fail(ncclInvalidUsage, "%s: rank %d uses %llu-byte steps, this rank %zu (NCCL_BUFFSIZE differs)",
                   s->what.c_str(), peer, static_cast<unsigned long long>(params.slotBytes), ctx.slotBytes);
+    // Both sides must cut payloads into the same pieces. Checked before
+    // accepting data sockets, so a mismatch fails here instead of waiting.
+    const SocketCounts theirs{params.nthreads, params.nsocks};
+    if (theirs.total() != counts.total())
+      return fail(ncclInvalidUsage, "%s: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD differs between ranks: rank %d "
+                  "has %d x %d = %d sockets per connection, this rank (%d) %d x %d = %d; set them alike on every rank",
+                  s->what.c_str(), peer, theirs.nthreads, theirs.nsocks, theirs.total(), ctx.rank, counts.nthreads,
+                  counts.nsocks, counts.total());
+    if (counts.total() > 1) {
+      s->data = std::make_unique<DataPath>(false, counts.nthreads, counts.nsocks, s->what, peer);
+      for (int i = 0; i < counts.total(); ++i)
+        GYRE_CHECK(ctx.bootstrap->acceptor().acceptFrom(peer, dataTag(ctx.channel, i), ctx.deadline, ctx.abort,
+                                                        &s->data->socket(i)));
+    }
     initFifo(s, ctx.slotBytes, out);
+    if (s->data) GYRE_CHECK(s->data->init(s->slots.data(), ctx.slotBytes, s->socket.fd()));
     return ncclSuccess;
   }
 
@@ -183,15 +131,28 @@ class SocketTransport final : public Transport {
 
   bool pollRequest(const Connection& conn, pollfd* out) const override {
     auto* s = static_cast<SocketConn*>(conn.state);
-    out->fd = s->socket.fd();
-    out->revents = 0;
+    bool control, helpers;  // waiting on the control socket, on the helpers
+    short events;
     if (conn.isSend) {
-      out->events = POLLOUT;
-      return s->head != loadAcquire(&s->tail);
+      events = POLLOUT;
+      control = s->sent != loadAcquire(&s->tail);
+      helpers = s->head != s->sent;
+    } else {
+      events = POLLIN;
+      control = !s->controlClosed &&
+                (s->incomingBytes < sizeof(SlotMeta) || s->recvd - loadAcquire(&s->head) < kFifoSlots);
+      helpers = s->tail != s->recvd;
     }
+    out->revents = 0;
+    if (!s->data) {
+      out->fd = s->socket.fd();
+      out->events = events;
+      return control;
+    }
+    if (!control && !helpers) return false;
+    out->fd = s->data->pollFd(control ? events : 0);
     out->events = POLLIN;
-    if (conn.peerClosed) return false;
-    return s->incomingBytes < sizeof(SlotMeta) || s->tail - loadAcquire(&s->head) < kFifoSlots;
+    return true;
   }
 
   void sendAbortNotice(Connection& conn, int culprit) override {
@@ -204,8 +165,10 @@ class SocketTransport final : public Transport {
     (void)::send(s->socket.fd(), &notice, sizeof(notice), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
 
+  // Stops and joins the helper threads before the slots they use go away.
   void close(Connection& conn) override {
     auto* s = static_cast<SocketConn*>(conn.state);
+    if (s) s->data.reset();
     delete s;
     conn.state = nullptr;
     conn.fifo = Fifo{};
