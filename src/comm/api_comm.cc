@@ -31,7 +31,16 @@ GYRE_EXPORT const char* ncclGetErrorString(ncclResult_t result) {
   }
 }
 
-GYRE_EXPORT const char* ncclGetLastError(ncclComm_t) { return lastErrorText(); }
+// A communicator that failed asynchronously (a staged device collective runs
+// on a stream's thread, not the caller's) reports that failure; otherwise the
+// calling thread's last error.
+GYRE_EXPORT const char* ncclGetLastError(ncclComm_t comm) {
+  if (comm && comm->magic == kCommMagic && comm->asyncError.load() != ncclSuccess) {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    if (!comm->errorText.empty()) return comm->errorText.c_str();
+  }
+  return lastErrorText();
+}
 
 GYRE_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   if (!uniqueId) return fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");

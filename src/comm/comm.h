@@ -8,11 +8,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "include/gyre.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/comm_topology.h"
+#include "src/device/staging.h"
 #include "src/host/progress.h"
 #include "src/sched/step.h"
 #include "transport/transport.h"
@@ -79,6 +81,7 @@ struct ncclComm {
 
   std::unique_ptr<gyre::Bootstrap> bootstrap;
   std::unique_ptr<gyre::CommTopology> topology;  // placement, rings and tuning from init
+  std::unique_ptr<gyre::StagingState> staging;   // device communicators: staged collectives in flight
   std::vector<gyre::Channel> channels;   // ring channels made at init
   int minChannels = 1;                    // NCCL_MIN_NCHANNELS: the planner uses at least this many
   std::vector<gyre::CommTree> trees;  // the two trees of the double binary tree
@@ -89,6 +92,7 @@ struct ncclComm {
   std::atomic<bool> abortFlag{false};
   std::atomic<int> asyncError{ncclSuccess};
   std::atomic<int> activeCalls{0};
+  std::thread initThread;     // nonblocking init (config.blocking = 0) runs here
   bool finalized = false;
   std::string errorText;      // why asyncError was set (guarded by errorMutex)
   std::mutex errorMutex;

@@ -6,8 +6,29 @@
 #include "src/comm/comm_init.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/device/staging.h"
 
 namespace gyre {
+namespace {
+
+constexpr double kAbortDrainSeconds = 10;
+
+// Device communicators: staged jobs queued on user streams hold the
+// communicator, so it may only go once they have run. Abort makes the queued
+// ones fail fast; a job stuck behind other work on its stream past the wait
+// leaves the communicator allocated (a leak, not a use after free).
+ncclResult_t drainStagedJobs(ncclComm_t comm, bool abort) {
+  if (!comm->staging) return ncclSuccess;
+  if (abort) comm->abortFlag.store(true);
+  if (drainStaging(comm, abort ? kAbortDrainSeconds : comm->collTimeoutSeconds)) return ncclSuccess;
+  comm->abortFlag.store(true);
+  if (drainStaging(comm, kAbortDrainSeconds)) return ncclSuccess;
+  return fail(ncclInternalError, "%s: collectives are still queued on a stream that does not advance; the "
+                                 "communicator of rank %d is left allocated",
+              abort ? "ncclCommAbort" : "ncclCommDestroy", comm->rank);
+}
+
+}  // namespace
 
 void markCommFailed(ncclComm* comm, ncclResult_t code, int culprit) {
   int expected = ncclSuccess;
@@ -43,6 +64,11 @@ void releaseCommResources(ncclComm* comm) {
 
 ncclResult_t destroyCommunicator(ncclComm_t comm, bool abort) {
   ScopedLogRank logRank(comm->rank);
+  if (comm->initThread.joinable()) {
+    if (abort) comm->abortFlag.store(true);  // a set-up still waiting on peers gives up
+    comm->initThread.join();
+  }
+  GYRE_CHECK(drainStagedJobs(comm, abort));
   if (abort) {
     comm->abortFlag.store(true);
     // In-flight calls notice the flag within one poll slice (50 ms); wait for

@@ -113,6 +113,13 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   return comm->bootstrap->barrier(deadline, &comm->abortFlag);
 }
 
+ncclResult_t buildAndJoinRoot(ncclComm* comm, const ncclUniqueId& id) {
+  std::thread rootThread;
+  ncclResult_t r = buildComm(comm, id, &rootThread);
+  if (rootThread.joinable()) rootThread.join();
+  return r;
+}
+
 }  // namespace
 
 ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
@@ -128,11 +135,37 @@ ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const ncclUniqueId& i
   comm->rank = rank;
   comm->nranks = nranks;
   comm->isHost = isHost;
+  if (!isHost) comm->staging = std::make_unique<StagingState>();
   ScopedLogRank logRank(rank);
   ncclResult_t r = isHost ? ncclSuccess : currentCudaDevice(&comm->cudaDev);
-  std::thread rootThread;
-  if (r == ncclSuccess) r = buildComm(comm, id, &rootThread);
-  if (rootThread.joinable()) rootThread.join();
+  if (r != ncclSuccess) {
+    delete comm;
+    return r;
+  }
+  if (config && config->blocking == 0) {
+    // Nonblocking (NCCL's config.blocking = 0): the communicator exists at
+    // once, ncclCommGetAsyncError says ncclInProgress until the set-up thread
+    // finishes, then ncclSuccess or the error. A failed one stays allocated
+    // (without connections) for the caller to destroy or abort.
+    comm->asyncError.store(ncclInProgress);
+    comm->initThread = std::thread([comm, id, caller] {
+      ScopedLogRank threadRank(comm->rank);
+      ncclResult_t result = buildAndJoinRoot(comm, id);
+      if (result != ncclSuccess) {
+        {
+          std::lock_guard<std::mutex> lock(comm->errorMutex);
+          comm->errorText = lastErrorText();
+        }
+        releaseCommResources(comm);
+      } else {
+        GYRE_INFO("INIT", "%s: rank %d of %d ready (nonblocking)", caller, comm->rank, comm->nranks);
+      }
+      comm->asyncError.store(result);
+    });
+    *out = comm;
+    return ncclInProgress;
+  }
+  r = buildAndJoinRoot(comm, id);
   if (r != ncclSuccess) {
     releaseCommResources(comm);
     comm->magic = 0;

@@ -1,42 +1,31 @@
 #include "src/comm/cuda_device.h"
 
-#include "src/debug/error.h"
+#include <string>
 
-#ifdef GYRE_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
+#include "src/debug/error.h"
+#include "src/device/runtime.h"
 
 namespace gyre {
 
 ncclResult_t currentCudaDevice(int* device) {
-#ifdef GYRE_HAVE_CUDA
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0)
-    return fail(ncclUnhandledCudaError,
-                "no CUDA device is usable (cudaGetDeviceCount: %s); for host memory use gyreCommInitRankHost",
-                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
-  err = cudaGetDevice(device);
-  if (err != cudaSuccess) return fail(ncclUnhandledCudaError, "cudaGetDevice failed: %s", cudaGetErrorString(err));
-  return ncclSuccess;
-#else
   *device = -1;
-  return fail(ncclInvalidUsage,
-              "this gyre build has no CUDA support; for host memory use gyreCommInitRankHost");
-#endif
+  DeviceRuntime* rt = deviceRuntime();
+  if (!rt)
+    return fail(ncclInvalidUsage, "this gyre build has no CUDA runtime; for host memory use gyreCommInitRankHost");
+  return rt->currentDevice(device);
 }
 
 ncclResult_t selectCudaDevice(int device) {
-#ifdef GYRE_HAVE_CUDA
-  cudaError_t err = cudaSetDevice(device);
-  if (err != cudaSuccess)
-    return fail(ncclUnhandledCudaError, "cudaSetDevice(%d) failed: %s; for host memory use gyreCommInitAllHost", device,
-                cudaGetErrorString(err));
+  DeviceRuntime* rt = deviceRuntime();
+  if (!rt)
+    return fail(ncclInvalidUsage, "this gyre build has no CUDA runtime (device %d); for host memory use "
+                                  "gyreCommInitAllHost", device);
+  ncclResult_t r = rt->setDevice(device);
+  if (r != ncclSuccess) {
+    std::string why = lastErrorText();
+    return fail(r, "%s; for host memory use gyreCommInitAllHost", why.c_str());
+  }
   return ncclSuccess;
-#else
-  return fail(ncclInvalidUsage, "this gyre build has no CUDA support (device %d); for host memory use "
-                                "gyreCommInitAllHost", device);
-#endif
 }
 
 }  // namespace gyre

@@ -47,6 +47,8 @@ const std::vector<VarSpec>& registry() {
        "which InfiniBand/RoCE devices the ib transport uses"},
       {"NCCL_IGNORE_CPU_AFFINITY", Type::Int, "0", "0..1",
        "bind helper threads to every CPU of the NUMA node nearest their device or NIC, ignoring the process's affinity mask", 0, 1},
+      {"GYRE_FAKE_CUDA", Type::Int, "0", "0..1",
+       "tests only: device communicators run on a fake CUDA runtime (host memory as device memory, a thread per stream)", 0, 1},
       {"GYRE_INIT_TIMEOUT", Type::Int, "120", "1..86400",
        "seconds a rank waits for all ranks to join at communicator init", 1, 86400},
       {"GYRE_TIMEOUT", Type::Int, "300", "1..86400",

@@ -49,8 +49,10 @@ GYRE_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size
   GYRE_CHECK(checkOverlap(sendbuff, bytes * comm->nranks, recvbuff, bytes * comm->nranks, fn));
   // In place: every block is both sent and overwritten, so send from a copy.
   // The copy must outlive the exchange, hence not inside an open group.
+  // (Device communicators need none: their staged sends read every input
+  // block before any received block is written back.)
   std::vector<char> staging;
-  if (sendbuff == recvbuff && count > 0 && comm->nranks > 1) {
+  if (comm->isHost && sendbuff == recvbuff && count > 0 && comm->nranks > 1) {
     if (groupDepth() > 0)
       return fail(ncclInvalidUsage, "%s: in-place AlltoAll inside ncclGroupStart/End is not supported; call it "
                                     "outside the group or use separate buffers", fn);

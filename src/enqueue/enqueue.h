@@ -22,6 +22,7 @@ struct PendingCall {
   ncclRedOp_t op;
   int root;              // Broadcast/Reduce root, or the Send/Recv peer
   bool isSend;           // SendRecv only: true for ncclSend
+  cudaStream_t stream = nullptr;  // device communicators: where the work is ordered
 };
 
 // Runs the call now, or queues it if a group is open on this thread.

@@ -8,6 +8,7 @@
 #include "src/comm/comm.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/device/staging.h"
 #include "src/enqueue/arg_checks.h"
 #include "src/enqueue/p2p_connect.h"
 #include "src/host/executor.h"
@@ -46,15 +47,14 @@ bool isInPlace(const PendingCall& c) {
 
 ncclResult_t checkUsable(ncclComm* comm, CollKind coll) {
   if (comm->abortFlag.load()) return fail(ncclInvalidUsage, "%s: the communicator was aborted", collName(coll));
+  if (comm->asyncError.load() == ncclInProgress)
+    return fail(ncclInvalidUsage, "%s: the communicator is still initialising (nonblocking init); wait until "
+                                  "ncclCommGetAsyncError stops returning ncclInProgress", collName(coll));
   if (int err = comm->asyncError.load(); err != ncclSuccess) {
     std::lock_guard<std::mutex> lock(comm->errorMutex);
     return fail(static_cast<ncclResult_t>(err), "%s: the communicator failed earlier: %s", collName(coll),
                 comm->errorText.c_str());
   }
-  if (!comm->isHost)
-    return fail(ncclInvalidUsage, "%s: collectives on device communicators are not available in this build yet; "
-                                  "create the communicator with gyreCommInitRankHost and pass host buffers",
-                collName(coll));
   return ncclSuccess;
 }
 
@@ -231,6 +231,17 @@ ncclResult_t addSendRecv(const PendingCall& c, const Plan& plan, LaneSpec spec, 
 }  // namespace
 
 ncclResult_t launchCalls(std::vector<PendingCall>& calls) {
+  if (calls.empty()) return ncclSuccess;
+  bool device = !calls.front().comm->isHost;
+  for (const PendingCall& c : calls) {
+    GYRE_CHECK(checkUsable(c.comm, c.coll));
+    if (c.comm->isHost != !device)
+      return fail(ncclInvalidUsage, "%s: one group mixes host-memory and device communicators", collName(c.coll));
+  }
+  return device ? launchStagedCalls(calls) : runHostCalls(calls);
+}
+
+ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
   std::vector<ncclComm*> comms;
   for (const PendingCall& c : calls)
     if (std::find(comms.begin(), comms.end(), c.comm) == comms.end()) comms.push_back(c.comm);

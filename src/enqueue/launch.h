@@ -7,7 +7,12 @@
 
 namespace gyre {
 
+// Runs the calls: on the host executor now for host communicators, staged
+// on their streams for device communicators (src/device/staging.h).
 ncclResult_t launchCalls(std::vector<PendingCall>& calls);
+
+// The host executor path itself (also what a staged job runs on its buffers).
+ncclResult_t runHostCalls(std::vector<PendingCall>& calls);
 
 // Records an argument error raised while a group is open (see group.cc).
 void noteGroupError(ncclResult_t r);

@@ -1,0 +1,174 @@
+#include <condition_variable>
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "src/config/env.h"
+#include "src/debug/error.h"
+#include "src/device/runtime.h"
+
+namespace gyre {
+namespace {
+
+// One stream: a queue of work run in order by a thread that exists only
+// while there is work, so an idle fake holds no threads (the leak tests
+// count them).
+class FakeStream {
+ public:
+  void push(std::function<void()> op) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(op));
+    if (running_) return;
+    running_ = true;
+    std::thread([this] { drain(); }).detach();
+  }
+
+  void synchronize() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [&] { return !running_ && queue_.empty(); });
+  }
+
+ private:
+  void drain() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!queue_.empty()) {
+      std::function<void()> op = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      op();
+      lock.lock();
+    }
+    running_ = false;
+    idle_.notify_all();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  std::deque<std::function<void()>> queue_;
+  bool running_ = false;
+};
+
+// An event completes generation g when the stream it was recorded on reaches
+// the record; a wait blocks its stream until the generation recorded before
+// the wait was issued has completed (CUDA's semantics).
+struct FakeEvent {
+  std::mutex mutex;
+  std::condition_variable done;
+  uint64_t recorded = 0;
+  uint64_t completed = 0;
+};
+
+class FakeRuntime final : public DeviceRuntime {
+ public:
+  const char* name() const override { return "fake (GYRE_FAKE_CUDA=1)"; }
+
+  ncclResult_t currentDevice(int* device) override {
+    *device = device_;
+    return ncclSuccess;
+  }
+  ncclResult_t setDevice(int device) override {
+    if (device < 0 || device >= kDevices)
+      return fail(ncclInvalidArgument, "fake CUDA: device %d does not exist (0..%d)", device, kDevices - 1);
+    device_ = device;
+    return ncclSuccess;
+  }
+  ncclResult_t isDevicePointer(const void* p, bool* isDevice) override {
+    *isDevice = p != nullptr;  // the fake's "device memory" is ordinary memory
+    return ncclSuccess;
+  }
+  ncclResult_t allocHost(size_t bytes, void** out) override {
+    *out = ::operator new(bytes == 0 ? 1 : bytes);
+    return ncclSuccess;
+  }
+  void freeHost(void* p) override { ::operator delete(p); }
+
+  ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
+    stream_(stream).push([=] { memmove(dst, src, bytes); });
+    return ncclSuccess;
+  }
+  ncclResult_t hostFunc(StreamHandle stream, void (*fn)(void*), void* arg) override {
+    stream_(stream).push([=] { fn(arg); });
+    return ncclSuccess;
+  }
+  // A handle owns a reference; queued records and waits hold their own, so
+  // destroying a handle with work pending is safe (as in CUDA).
+  ncclResult_t eventCreate(EventHandle* out) override {
+    *out = new std::shared_ptr<FakeEvent>(std::make_shared<FakeEvent>());
+    return ncclSuccess;
+  }
+  void eventDestroy(EventHandle e) override { delete static_cast<std::shared_ptr<FakeEvent>*>(e); }
+  ncclResult_t eventRecord(EventHandle e, StreamHandle stream) override {
+    std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
+    uint64_t generation;
+    {
+      std::lock_guard<std::mutex> lock(ev->mutex);
+      generation = ++ev->recorded;
+    }
+    stream_(stream).push([ev, generation] {
+      std::lock_guard<std::mutex> lock(ev->mutex);
+      ev->completed = std::max(ev->completed, generation);
+      ev->done.notify_all();
+    });
+    return ncclSuccess;
+  }
+  ncclResult_t streamWaitEvent(StreamHandle stream, EventHandle e) override {
+    std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
+    uint64_t generation;
+    {
+      std::lock_guard<std::mutex> lock(ev->mutex);
+      generation = ev->recorded;
+    }
+    stream_(stream).push([ev, generation] {
+      std::unique_lock<std::mutex> lock(ev->mutex);
+      ev->done.wait(lock, [&] { return ev->completed >= generation; });
+    });
+    return ncclSuccess;
+  }
+  ncclResult_t isCapturing(StreamHandle, bool* capturing) override {
+    *capturing = false;
+    return ncclSuccess;
+  }
+  ncclResult_t streamSynchronize(StreamHandle stream) override {
+    stream_(stream).synchronize();
+    return ncclSuccess;
+  }
+
+ private:
+  static constexpr int kDevices = 8;
+
+  // Any handle names a stream (tests make them up); streams live as long as the process.
+  FakeStream& stream_(StreamHandle h) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_ptr<FakeStream>& s = streams_[h];
+    if (!s) s = std::make_unique<FakeStream>();
+    return *s;
+  }
+
+  static thread_local int device_;
+  std::mutex mutex_;
+  std::map<StreamHandle, std::unique_ptr<FakeStream>> streams_;
+};
+
+thread_local int FakeRuntime::device_ = 0;
+
+}  // namespace
+
+DeviceRuntime* fakeDeviceRuntime() {
+  // Never destroyed: stream threads may still be finishing at exit.
+  static FakeRuntime* runtime = new FakeRuntime();
+  return runtime;
+}
+
+DeviceRuntime* deviceRuntime() {
+  int64_t fake = 0;
+  if (env::getInt("GYRE_FAKE_CUDA", &fake) == ncclSuccess && fake) return fakeDeviceRuntime();
+  return cudaDeviceRuntime();
+}
+
+}  // namespace gyre

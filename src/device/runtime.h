@@ -1,0 +1,49 @@
+// The CUDA runtime services device communicators use, behind one interface:
+// the real runtime (cuda_runtime.cc) or, with GYRE_FAKE_CUDA=1, a fake that
+// treats host memory as device memory and runs each stream's work in order on
+// a host thread (fake_runtime.cc). The fake is how machines without a GPU
+// test the device path's stream semantics — the same idea as the fake verbs
+// provider for InfiniBand. Nothing here is on a per-element path.
+#pragma once
+
+#include <cstddef>
+
+#include "include/gyre.h"
+
+namespace gyre {
+
+using StreamHandle = cudaStream_t;
+using EventHandle = void*;
+
+class DeviceRuntime {
+ public:
+  virtual ~DeviceRuntime() = default;
+  virtual const char* name() const = 0;
+  // The calling thread's current device; fails naming why none is usable.
+  virtual ncclResult_t currentDevice(int* device) = 0;
+  virtual ncclResult_t setDevice(int device) = 0;
+  // Whether `p` is device (or managed) memory the copy engines can reach.
+  virtual ncclResult_t isDevicePointer(const void* p, bool* isDevice) = 0;
+  // Page-locked host memory, so device copies to it run asynchronously.
+  virtual ncclResult_t allocHost(size_t bytes, void** out) = 0;
+  virtual void freeHost(void* p) = 0;
+  // Stream-ordered work. A host function must not call the runtime.
+  virtual ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) = 0;
+  virtual ncclResult_t hostFunc(StreamHandle stream, void (*fn)(void*), void* arg) = 0;
+  virtual ncclResult_t eventCreate(EventHandle* out) = 0;
+  virtual void eventDestroy(EventHandle e) = 0;
+  virtual ncclResult_t eventRecord(EventHandle e, StreamHandle stream) = 0;
+  virtual ncclResult_t streamWaitEvent(StreamHandle stream, EventHandle e) = 0;
+  virtual ncclResult_t streamSynchronize(StreamHandle stream) = 0;
+  // Whether the stream is being captured into a CUDA graph.
+  virtual ncclResult_t isCapturing(StreamHandle stream, bool* capturing) = 0;
+};
+
+// GYRE_FAKE_CUDA=1: the fake; else the CUDA runtime when this build has it;
+// else nullptr (device communicators then refuse to initialise).
+DeviceRuntime* deviceRuntime();
+
+DeviceRuntime* fakeDeviceRuntime();
+DeviceRuntime* cudaDeviceRuntime();  // nullptr in a build without the CUDA runtime
+
+}  // namespace gyre

@@ -1,0 +1,46 @@
+// Collectives on device communicators, staged through page-locked host
+// memory: each call copies its device input to a host buffer on the user's
+// stream, a host function on that stream runs the call on the host executor
+// (the same schedules and transports as host communicators), and the result
+// is copied back on the stream. The call returns at once; the work completes
+// in stream order, as with NCCL. This is the path the issue calls staging
+// (for when peers cannot use P2P) and, until CUDA kernels run the schedules,
+// the path every device collective takes.
+//
+// A group's calls become one job, so calls on several communicators (as
+// ncclCommInitAll's ranks driven from one thread) progress together in one
+// host function; calls on several streams are joined with events: the first
+// call's stream runs the job after every stream's input copies, and the other
+// streams wait for the job before their output copies.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+#include "include/gyre.h"
+#include "src/enqueue/enqueue.h"
+
+namespace gyre {
+
+// Per communicator: reusable host buffers and the count of jobs in flight.
+struct StagingState {
+  std::mutex mutex;
+  std::condition_variable idle;
+  std::vector<std::pair<size_t, void*>> freeBuffers;  // (bytes, pointer), returned by finished jobs
+  std::vector<void*> allBuffers;                      // freed at destroy
+  int jobsInFlight = 0;
+  std::mutex executorMutex;  // one job at a time drives a communicator's connections
+};
+
+// Enqueues the calls (all on device communicators) on their streams.
+ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls);
+
+// Waits (up to `seconds`) for the communicator's jobs to finish, then frees
+// its buffers. False if jobs were still running at the deadline (their
+// buffers are then left allocated rather than freed under them).
+bool drainStaging(ncclComm* comm, double seconds);
+
+}  // namespace gyre

@@ -1,0 +1,204 @@
+// Device communicators on the fake CUDA runtime (GYRE_FAKE_CUDA=1: host
+// memory stands in for device memory, each stream is a host thread running
+// its work in order). What is tested is the device path's control flow, which
+// is the same on a GPU: ncclCommInitRank on the current device, collectives
+// that return before the stream has run them, results in stream order,
+// groups spanning streams and communicators (ncclCommInitAll with a repeated
+// device), errors surfacing through ncclCommGetAsyncError, and destroy that
+// waits for queued work. A GPU is not needed and not used: the CUDA runtime
+// adapter (src/device/cuda_runtime.cc) is verified only on a machine with one.
+//
+// The binary links gyre's internal static library, so the test can drive the
+// fake runtime's streams directly (block one, synchronise one).
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "coll_common.h"
+#include "src/device/runtime.h"
+
+namespace {
+
+using namespace gyre::test;
+using namespace gyre::test::coll;
+
+cudaStream_t fakeStream(uintptr_t n) { return reinterpret_cast<cudaStream_t>(n); }
+
+RankOptions deviceOptions(double timeout = 60) {
+  RankOptions o;
+  o.timeout_s = timeout;
+  o.env = {{"GYRE_FAKE_CUDA", "1"}, {"GYRE_TIMEOUT", "5"}, {"GYRE_INIT_TIMEOUT", "10"}};
+  return o;
+}
+
+int initDeviceComm(ncclComm_t* comm, int rank, int nranks, const ncclUniqueId& id) {
+  ncclResult_t r = ncclCommInitRank(comm, nranks, id, rank);
+  RANK_CHECK(r == ncclSuccess, "rank %d: ncclCommInitRank on the fake device returned %d: %s", rank, int(r),
+             lastError().c_str());
+  int dev = -1;
+  RANK_CHECK(ncclCommCuDevice(*comm, &dev) == ncclSuccess && dev == 0, "rank %d: device %d, expected 0", rank, dev);
+  return 0;
+}
+
+// Blocks a stream until release() — to see that a collective returns first.
+struct StreamGate {
+  std::atomic<bool> open{false};
+  static void wait(void* self) {
+    auto* g = static_cast<StreamGate*>(self);
+    while (!g->open.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+};
+
+bool checkCase(ncclComm_t comm, int rank, int nranks, ncclDataType_t type, ncclRedOp_t op, size_t count,
+               cudaStream_t stream, uint64_t id) {
+  gyre::DeviceRuntime* rt = gyre::deviceRuntime();
+  const TypeInfo& t = typeInfo(type);
+  const size_t bytes = count * t.size;
+  std::string what = caseName("device collectives", type, opName(op), count, nranks - 1, false, id);
+  Inputs in = makeInputs(t, op, nranks, id, count * nranks);
+
+  std::vector<char> send(in.rank(rank), in.rank(rank) + bytes * nranks);
+  std::vector<char> allreduce(bytes + 1, 0x5A), gathered(bytes * nranks + 1), scattered(bytes + 1),
+      bcast(bytes + 1), reduced(bytes + 1), recvd(bytes + 1);
+  const int root = nranks - 1, next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+
+  // Hold the stream shut: every call below must return while nothing has run.
+  StreamGate gate;
+  rt->hostFunc(stream, &StreamGate::wait, &gate);
+  if (!callOk(ncclAllReduce(send.data(), allreduce.data(), count, type, op, comm, stream), rank, what, "ncclAllReduce") ||
+      !callOk(ncclAllGather(send.data(), gathered.data(), count, type, comm, stream), rank, what, "ncclAllGather") ||
+      !callOk(ncclReduceScatter(send.data(), scattered.data(), count, type, op, comm, stream), rank, what,
+              "ncclReduceScatter") ||
+      !callOk(ncclBroadcast(send.data(), bcast.data(), count, type, root, comm, stream), rank, what, "ncclBroadcast") ||
+      !callOk(ncclReduce(send.data(), reduced.data(), count, type, op, root, comm, stream), rank, what, "ncclReduce"))
+    return false;
+  ncclGroupStart();
+  ncclSend(send.data(), count, type, next, comm, stream);
+  ncclRecv(recvd.data(), count, type, prev, comm, stream);
+  if (!callOk(ncclGroupEnd(), rank, what, "ncclGroupEnd (send/recv ring)")) return false;
+  if (bytes > 0 && static_cast<unsigned char>(allreduce[0]) != 0x5A)
+    caseFail("rank %d: %s: the AllReduce output changed before its stream ran", rank, what.c_str());
+  gate.open = true;
+  rt->streamSynchronize(stream);
+
+  ncclResult_t async = ncclSuccess;
+  ncclCommGetAsyncError(comm, &async);
+  if (async != ncclSuccess) {
+    caseFail("rank %d: %s: async error %d: %s", rank, what.c_str(), int(async), lastError().c_str());
+    return false;
+  }
+  // AllReduce, Reduce: of every rank's first block; ReduceScatter: of block `rank`.
+  std::string wrong = compareToReference(t, op, in.at(0, t.size), allreduce.data(), count);
+  if (!wrong.empty()) caseFail("rank %d: %s: allreduce %s", rank, what.c_str(), wrong.c_str());
+  if (rank == root) {
+    wrong = compareToReference(t, op, in.at(0, t.size), reduced.data(), count);
+    if (!wrong.empty()) caseFail("rank %d: %s: reduce %s", rank, what.c_str(), wrong.c_str());
+  }
+  wrong = compareToReference(t, op, in.at(size_t(rank) * count, t.size), scattered.data(), count);
+  if (!wrong.empty()) caseFail("rank %d: %s: reducescatter %s", rank, what.c_str(), wrong.c_str());
+  for (int r = 0; r < nranks; ++r) {
+    wrong = compareExact(t, gathered.data() + r * bytes, in.rank(r), count);
+    if (!wrong.empty()) caseFail("rank %d: %s: allgather block %d %s", rank, what.c_str(), r, wrong.c_str());
+  }
+  wrong = compareExact(t, bcast.data(), in.rank(root), count);
+  if (!wrong.empty()) caseFail("rank %d: %s: broadcast %s", rank, what.c_str(), wrong.c_str());
+  wrong = compareExact(t, recvd.data(), in.rank(prev), count);
+  if (!wrong.empty()) caseFail("rank %d: %s: recv from %d %s", rank, what.c_str(), prev, wrong.c_str());
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("device communicators on one fake GPU: every collective returns at once and is right in stream order",
+          "[device][staging]") {
+  for (int nranks : {1, 2, 3}) {
+    INFO(nranks << " ranks sharing fake device 0");
+    RunResult result = runRanks(
+        nranks,
+        [](int rank, int n, const ncclUniqueId& id) {
+          ncclComm_t comm = nullptr;
+          if (initDeviceComm(&comm, rank, n, id) != 0) return 1;
+          uint64_t k = 0;
+          for (ncclDataType_t type : {ncclFloat32, ncclInt64, ncclBfloat16, ncclUint8})
+            for (size_t count : {size_t(0), size_t(1), size_t(13), size_t(65537)}) {
+              ncclRedOp_t op = builtinOps()[k % builtinOps().size()];
+              if (!checkCase(comm, rank, n, type, op, count, fakeStream(1 + k % 2), caseId(0xDE5, {type, count, k})))
+                return 1;
+              ++k;
+            }
+          RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+          return rankFailureCount() == 0 ? 0 : 1;
+        },
+        deviceOptions());
+    INFO(result.describe());
+    CHECK(result.allOk());
+  }
+}
+
+TEST_CASE("one process driving two communicators on a repeated fake device: a group spans both and two streams",
+          "[device][staging][initall]") {
+  RunResult result = runRanks(
+      1,
+      [](int, int, const ncclUniqueId&) {
+        ncclComm_t comms[2] = {};
+        int devs[2] = {0, 0};
+        RANK_CHECK(ncclCommInitAll(comms, 2, devs) == ncclSuccess, "ncclCommInitAll: %s", lastError().c_str());
+        const size_t count = 100003;
+        std::vector<float> in[2], out[2];
+        for (int r = 0; r < 2; ++r) {
+          in[r].resize(count);
+          out[r].assign(count, -1.f);
+          for (size_t i = 0; i < count; ++i) in[r][i] = float(i % 1000) + float(r) * 0.5f;
+        }
+        RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+        for (int r = 0; r < 2; ++r)
+          RANK_CHECK(ncclAllReduce(in[r].data(), out[r].data(), count, ncclFloat32, ncclSum, comms[r],
+                                   fakeStream(10 + r)) == ncclSuccess,
+                     "allreduce %d: %s", r, lastError().c_str());
+        RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+        for (int r = 0; r < 2; ++r) gyre::deviceRuntime()->streamSynchronize(fakeStream(10 + r));
+        for (int r = 0; r < 2; ++r)
+          for (size_t i = 0; i < count; ++i)
+            RANK_CHECK(out[r][i] == float(i % 1000) * 2 + 0.5f, "comm %d element %zu: %g", r, i, out[r][i]);
+        for (ncclComm_t c : comms) RANK_CHECK(ncclCommDestroy(c) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      deviceOptions());
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("a staged collective whose peer never comes fails through ncclCommGetAsyncError, and destroy returns",
+          "[device][staging][faults]") {
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initDeviceComm(&comm, rank, n, id) != 0) return 1;
+        if (rank == 1) {
+          // Never joins the collective; waits for rank 0's failure, then leaves.
+          std::this_thread::sleep_for(std::chrono::seconds(8));
+          ncclCommAbort(comm);
+          return 0;
+        }
+        std::vector<float> buf(1024, 1.f);
+        double start = monotonicSeconds();
+        RANK_CHECK(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, fakeStream(7)) ==
+                       ncclSuccess,
+                   "enqueue should succeed: %s", lastError().c_str());
+        RANK_CHECK(monotonicSeconds() - start < 1.0, "the call waited for the collective");
+        gyre::deviceRuntime()->streamSynchronize(fakeStream(7));
+        ncclResult_t async = ncclSuccess;
+        RANK_CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess, "get async error");
+        RANK_CHECK(async != ncclSuccess, "the missing peer went unnoticed");
+        std::string text = ncclGetLastError(comm);
+        RANK_CHECK(text.find("rank 1") != std::string::npos, "error does not name rank 1: %s", text.c_str());
+        RANK_CHECK(ncclAllReduce(buf.data(), buf.data(), 1, ncclFloat32, ncclSum, comm, fakeStream(7)) != ncclSuccess,
+                   "a failed communicator accepted another call");
+        ncclCommAbort(comm);
+        return 0;
+      },
+      deviceOptions(40));
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
