@@ -64,6 +64,9 @@ struct ConnectContext {
   size_t slotBytes;
   Deadline deadline;
   const std::atomic<bool>* abort;
+  // NUMA node helper threads of this connection bind to (-1: leave them
+  // unbound): the node nearest the rank's device, or its own for host memory.
+  int helperNuma = -1;
 };
 
 class Transport {

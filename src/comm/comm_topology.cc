@@ -145,6 +145,14 @@ ncclResult_t discoverTopology(ncclComm* comm, const Deadline& deadline, CommTopo
   return ncclSuccess;
 }
 
+int helperNumaNode(const CommTopology& t, int rank) {
+  const topo::RankSite& site = t.placement.ranks[rank];
+  if (site.gpu < 0) return site.cpu;
+  const topo::HostModel& host = t.placement.hosts[site.host];
+  int cpu = topo::nearestCpu(host.topo, host.paths, topo::rankNode(t.placement, rank));
+  return cpu < 0 ? -1 : host.topo.nodes[cpu].index;
+}
+
 Transport* transportForPeer(const ncclComm* comm, int peer) {
   const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
   const CommTopology& t = *comm->topology;

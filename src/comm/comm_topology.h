@@ -32,6 +32,10 @@ struct CommTopology {
 // NCCL_MIN/MAX_NCHANNELS. Needs comm->bootstrap; collective over the ranks.
 ncclResult_t discoverTopology(ncclComm* comm, const Deadline& deadline, CommTopology* out);
 
+// The NUMA node a rank's helper threads bind to: the CPU nearest its GPU,
+// or for host memory the node its affinity names (-1: unknown or several).
+int helperNumaNode(const CommTopology& t, int rank);
+
 // The transport for the edge to `peer`: the network (sockets) between hosts
 // or where the policy forbids shared memory, else the first registered
 // transport that accepts the pair.

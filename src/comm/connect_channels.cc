@@ -10,7 +10,8 @@ namespace {
 
 ncclResult_t openConnection(ncclComm* comm, int channel, const Deadline& deadline, int peer, bool isSend,
                             Connection* c) {
-  ConnectContext ctx{comm->bootstrap.get(), comm->rank, channel, comm->slotBytes, deadline, &comm->abortFlag};
+  ConnectContext ctx{comm->bootstrap.get(), comm->rank, channel, comm->slotBytes, deadline, &comm->abortFlag,
+                     helperNumaNode(*comm->topology, comm->rank)};
   c->peer = peer;
   c->isSend = isSend;
   c->transport = transportForPeer(comm, peer);

@@ -18,7 +18,8 @@ ncclResult_t connectOne(ncclComm* comm, int peer, bool isSend) {
   conn->isSend = isSend;
   conn->transport = transportForPeer(comm, peer);
   ConnectContext ctx{comm->bootstrap.get(), comm->rank, kP2PChannelId, comm->slotBytes,
-                     Deadline::afterSeconds(comm->collTimeoutSeconds), &comm->abortFlag};
+                     Deadline::afterSeconds(comm->collTimeoutSeconds), &comm->abortFlag,
+                     helperNumaNode(*comm->topology, comm->rank)};
   ncclResult_t r = isSend ? conn->transport->connectSend(ctx, peer, conn.get())
                           : conn->transport->connectRecv(ctx, peer, conn.get());
   if (r != ncclSuccess) {

@@ -38,6 +38,7 @@
 #include "src/bootstrap/socket.h"
 #include "src/debug/error.h"
 #include "transport/fifo.h"
+#include "topology/affinity.h"
 #include "transport/socket/socket_pieces.h"
 
 namespace gyre::socket_detail {
@@ -47,8 +48,9 @@ constexpr int kHelperPollMs = 100;
 
 class DataPath {
  public:
-  DataPath(bool isSend, int nthreads, int nsocks, std::string what, int peer)
+  DataPath(bool isSend, int nthreads, int nsocks, std::string what, int peer, int helperNuma)
       : isSend_(isSend), nthreads_(nthreads), nsocks_(nsocks), what_(std::move(what)), peer_(peer),
+        helperNuma_(helperNuma),
         socks_(static_cast<size_t>(nthreads * nsocks)), done_(socks_.size(), 0), partial_(socks_.size(), 0) {}
   DataPath(const DataPath&) = delete;
   DataPath& operator=(const DataPath&) = delete;
@@ -146,7 +148,11 @@ class DataPath {
 
   ncclResult_t startHelpers() {
     try {
-      for (int t = 0; t < nthreads_; ++t) threads_.emplace_back([this, t] { run(t); });
+      for (int t = 0; t < nthreads_; ++t)
+        threads_.emplace_back([this, t] {
+          topo::bindThreadToNuma(helperNuma_);  // honours NCCL_IGNORE_CPU_AFFINITY
+          run(t);
+        });
     } catch (const std::system_error& e) {
       stop_.store(true);
       for (int fd : wake_) poke(fd);
@@ -240,6 +246,7 @@ class DataPath {
   const int nthreads_, nsocks_;
   const std::string what_;
   const int peer_;
+  const int helperNuma_;
   std::vector<Socket> socks_;
   char* slots_ = nullptr;
   size_t slotBytes_ = 0;
