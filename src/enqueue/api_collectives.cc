@@ -43,7 +43,7 @@ ncclResult_t checkRoot(const char* fn, const ncclComm* comm, int root, const cha
 ncclResult_t checkBlockOverlap(const char* fn, const void* block, size_t blockBytes, const void* whole,
                                size_t wholeBytes, size_t inPlaceOffset) {
   auto b = reinterpret_cast<uintptr_t>(block), w = reinterpret_cast<uintptr_t>(whole);
-  if (b == w + inPlaceOffset || blockBytes == 0) return ncclSuccess;
+  if (b == w + inPlaceOffset || blockBytes == 0 || argumentChecksDisabled()) return ncclSuccess;
   if (b < w + wholeBytes && w < b + blockBytes)
     return fail(ncclInvalidArgument,
                 "%s: sendbuff and recvbuff overlap without being in place (in place means this rank's block, "
@@ -60,8 +60,8 @@ GYRE_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
   ScopedLogRank logRank(comm->rank);
   size_t size = datatypeSize(datatype);
   CHECK_ARG(checkRedOp(comm, op, datatype, fn));
-  CHECK_ARG(checkBuffer(sendbuff, "sendbuff", count, size, fn));
-  CHECK_ARG(checkBuffer(recvbuff, "recvbuff", count, size, fn));
+  CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", count, size, fn));
+  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn));
   CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
   return enqueue({comm, CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, false, stream});
 }
@@ -74,10 +74,10 @@ GYRE_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, siz
   size_t size = datatypeSize(datatype);
   CHECK_ARG(checkRoot(fn, comm, root, "root"));
   if (comm->rank == root) {
-    CHECK_ARG(checkBuffer(sendbuff, "sendbuff", count, size, fn));
+    CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", count, size, fn));
     CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
   }
-  CHECK_ARG(checkBuffer(recvbuff, "recvbuff", count, size, fn));
+  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn));
   return enqueue({comm, CollKind::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, false, stream});
 }
 
@@ -94,9 +94,9 @@ GYRE_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t
   size_t size = datatypeSize(datatype);
   CHECK_ARG(checkRedOp(comm, op, datatype, fn));
   CHECK_ARG(checkRoot(fn, comm, root, "root"));
-  CHECK_ARG(checkBuffer(sendbuff, "sendbuff", count, size, fn));
+  CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", count, size, fn));
   if (comm->rank == root) {
-    CHECK_ARG(checkBuffer(recvbuff, "recvbuff", count, size, fn));
+    CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn));
     CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
   }
   return enqueue({comm, CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, false, stream});
@@ -109,8 +109,8 @@ GYRE_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, siz
   ScopedLogRank logRank(comm->rank);
   size_t size = datatypeSize(datatype);
   CHECK_ARG(checkCount(sendcount, size * comm->nranks, fn));
-  CHECK_ARG(checkBuffer(sendbuff, "sendbuff", sendcount, size, fn));
-  CHECK_ARG(checkBuffer(recvbuff, "recvbuff", sendcount, size, fn));
+  CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", sendcount, size, fn));
+  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", sendcount, size, fn));
   size_t bytes = sendcount * size;
   CHECK_ARG(checkBlockOverlap(fn, sendbuff, bytes, recvbuff, bytes * comm->nranks, bytes * comm->rank));
   return enqueue({comm, CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, false, stream});
@@ -125,8 +125,8 @@ GYRE_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
   size_t size = datatypeSize(datatype);
   CHECK_ARG(checkRedOp(comm, op, datatype, fn));
   CHECK_ARG(checkCount(recvcount, size * comm->nranks, fn));
-  CHECK_ARG(checkBuffer(sendbuff, "sendbuff", recvcount, size, fn));
-  CHECK_ARG(checkBuffer(recvbuff, "recvbuff", recvcount, size, fn));
+  CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", recvcount, size, fn));
+  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", recvcount, size, fn));
   size_t bytes = recvcount * size;
   // In place: recvbuff is this rank's block of sendbuff.
   CHECK_ARG(checkBlockOverlap(fn, recvbuff, bytes, sendbuff, bytes * comm->nranks, bytes * comm->rank));
@@ -139,7 +139,7 @@ GYRE_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataTy
   CHECK_ARG(checkCommon(fn, comm, datatype, count, stream));
   ScopedLogRank logRank(comm->rank);
   CHECK_ARG(checkRoot(fn, comm, peer, "peer"));
-  CHECK_ARG(checkBuffer(sendbuff, "sendbuff", count, datatypeSize(datatype), fn));
+  CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", count, datatypeSize(datatype), fn));
   return enqueue({comm, CollKind::SendRecv, sendbuff, nullptr, count, datatype, ncclSum, peer, true, stream});
 }
 
@@ -149,7 +149,7 @@ GYRE_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t d
   CHECK_ARG(checkCommon(fn, comm, datatype, count, stream));
   ScopedLogRank logRank(comm->rank);
   CHECK_ARG(checkRoot(fn, comm, peer, "peer"));
-  CHECK_ARG(checkBuffer(recvbuff, "recvbuff", count, datatypeSize(datatype), fn));
+  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, datatypeSize(datatype), fn));
   return enqueue({comm, CollKind::SendRecv, nullptr, recvbuff, count, datatype, ncclSum, peer, false, stream});
 }
 

@@ -3,7 +3,9 @@
 #include <cstdint>
 
 #include "src/comm/comm.h"
+#include "src/config/env.h"
 #include "src/debug/error.h"
+#include "src/device/runtime.h"
 
 namespace gyre {
 
@@ -64,17 +66,39 @@ ncclResult_t checkCount(size_t count, size_t elementSize, const char* caller) {
   return ncclSuccess;
 }
 
-ncclResult_t checkBuffer(const void* ptr, const char* name, size_t count, size_t elementSize, const char* caller) {
+bool argumentChecksDisabled() {
+  static const bool disabled = [] {
+    int64_t v = 0;
+    return env::getInt("NCCL_CHECKS_DISABLE", &v) == ncclSuccess && v != 0;
+  }();
+  return disabled;
+}
+
+ncclResult_t checkBuffer(const ncclComm* comm, const void* ptr, const char* name, size_t count, size_t elementSize,
+                         const char* caller) {
   if (count == 0) return ncclSuccess;
   if (!ptr) return fail(ncclInvalidArgument, "%s: %s is NULL (count %zu)", caller, name, count);
+  if (argumentChecksDisabled()) return ncclSuccess;
   if (reinterpret_cast<uintptr_t>(ptr) % elementSize != 0)
     return fail(ncclInvalidArgument, "%s: %s %p is not aligned to its %zu-byte element size", caller, name, ptr,
                 elementSize);
+  static const bool checkPointers = [] {
+    int64_t v = 0;
+    return env::getInt("NCCL_CHECK_POINTERS", &v) == ncclSuccess && v != 0;
+  }();
+  if (checkPointers && !comm->isHost) {
+    DeviceRuntime* rt = deviceRuntime();
+    bool isDevice = false;
+    if (rt) GYRE_CHECK(rt->isDevicePointer(ptr, &isDevice));
+    if (!isDevice)
+      return fail(ncclInvalidArgument, "%s: %s %p is not device memory (NCCL_CHECK_POINTERS=1, device %d)", caller,
+                  name, ptr, comm->cudaDev);
+  }
   return ncclSuccess;
 }
 
 ncclResult_t checkOverlap(const void* send, size_t sendBytes, const void* recv, size_t recvBytes, const char* caller) {
-  if (send == recv || sendBytes == 0 || recvBytes == 0) return ncclSuccess;
+  if (send == recv || sendBytes == 0 || recvBytes == 0 || argumentChecksDisabled()) return ncclSuccess;
   auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
   if (s < r + recvBytes && r < s + sendBytes)
     return fail(ncclInvalidArgument,
