@@ -20,8 +20,9 @@ CollCounts allGatherCounts(size_t count, size_t, int nranks, int rank) {
 double allGatherBusBw(int nranks) { return static_cast<double>(nranks - 1) / nranks; }
 
 ncclResult_t allGatherRun(const void* send, void* recv, const CollCounts& c,
-                          ncclDataType_t type, ncclRedOp_t, int, ncclComm_t comm) {
-  return ncclAllGather(send, recv, c.paramCount, type, comm, nullptr);
+                          ncclDataType_t type, ncclRedOp_t, int, ncclComm_t comm,
+    cudaStream_t stream) {
+  return ncclAllGather(send, recv, c.paramCount, type, comm, stream);
 }
 
 // Output block r is rank r's input.

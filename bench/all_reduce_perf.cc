@@ -17,8 +17,9 @@ CollCounts allReduceCounts(size_t count, size_t, int, int) {
 double allReduceBusBw(int nranks) { return 2.0 * (nranks - 1) / nranks; }
 
 ncclResult_t allReduceRun(const void* send, void* recv, const CollCounts& c,
-                          ncclDataType_t type, ncclRedOp_t op, int /*root*/, ncclComm_t comm) {
-  return ncclAllReduce(send, recv, c.paramCount, type, op, comm, nullptr);
+                          ncclDataType_t type, ncclRedOp_t op, int /*root*/, ncclComm_t comm,
+    cudaStream_t stream) {
+  return ncclAllReduce(send, recv, c.paramCount, type, op, comm, stream);
 }
 
 int64_t allReduceExpected(const CheckPattern& p, const CollCounts&, size_t i, int, int, int) {

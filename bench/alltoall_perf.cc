@@ -21,8 +21,9 @@ CollCounts allToAllCounts(size_t count, size_t typeBytes, int nranks, int) {
 double allToAllBusBw(int nranks) { return static_cast<double>(nranks - 1) / nranks; }
 
 ncclResult_t allToAllRun(const void* send, void* recv, const CollCounts& c,
-                         ncclDataType_t type, ncclRedOp_t, int, ncclComm_t comm) {
-  return ncclAlltoAll(send, recv, c.paramCount, type, comm, nullptr);
+                         ncclDataType_t type, ncclRedOp_t, int, ncclComm_t comm,
+    cudaStream_t stream) {
+  return ncclAlltoAll(send, recv, c.paramCount, type, comm, stream);
 }
 
 // Receive block b holds block `rank` of rank b's input.

@@ -17,8 +17,9 @@ CollCounts broadcastCounts(size_t count, size_t, int, int) {
 double broadcastBusBw(int) { return 1.0; }
 
 ncclResult_t broadcastRun(const void* send, void* recv, const CollCounts& c,
-                          ncclDataType_t type, ncclRedOp_t, int root, ncclComm_t comm) {
-  return ncclBroadcast(send, recv, c.paramCount, type, root, comm, nullptr);
+                          ncclDataType_t type, ncclRedOp_t, int root, ncclComm_t comm,
+    cudaStream_t stream) {
+  return ncclBroadcast(send, recv, c.paramCount, type, root, comm, stream);
 }
 
 // Every rank ends with the root's input (non-roots' own inputs, filled into

@@ -17,8 +17,9 @@ CollCounts reduceCounts(size_t count, size_t, int, int) {
 double reduceBusBw(int) { return 1.0; }
 
 ncclResult_t reduceRun(const void* send, void* recv, const CollCounts& c, ncclDataType_t type,
-                       ncclRedOp_t op, int root, ncclComm_t comm) {
-  return ncclReduce(send, recv, c.paramCount, type, op, root, comm, nullptr);
+                       ncclRedOp_t op, int root, ncclComm_t comm,
+    cudaStream_t stream) {
+  return ncclReduce(send, recv, c.paramCount, type, op, root, comm, stream);
 }
 
 int64_t reduceExpected(const CheckPattern& p, const CollCounts&, size_t i, int, int, int) {

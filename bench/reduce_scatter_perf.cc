@@ -21,8 +21,9 @@ CollCounts reduceScatterCounts(size_t count, size_t, int nranks, int rank) {
 double reduceScatterBusBw(int nranks) { return static_cast<double>(nranks - 1) / nranks; }
 
 ncclResult_t reduceScatterRun(const void* send, void* recv, const CollCounts& c,
-                              ncclDataType_t type, ncclRedOp_t op, int, ncclComm_t comm) {
-  return ncclReduceScatter(send, recv, c.paramCount, type, op, comm, nullptr);
+                              ncclDataType_t type, ncclRedOp_t op, int, ncclComm_t comm,
+    cudaStream_t stream) {
+  return ncclReduceScatter(send, recv, c.paramCount, type, op, comm, stream);
 }
 
 // Rank r receives the reduction of block r of every rank's input.

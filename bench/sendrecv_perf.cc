@@ -18,15 +18,16 @@ CollCounts sendRecvCounts(size_t count, size_t, int, int) {
 double sendRecvBusBw(int) { return 1.0; }
 
 ncclResult_t sendRecvRun(const void* send, void* recv, const CollCounts& c,
-                         ncclDataType_t type, ncclRedOp_t, int, ncclComm_t comm) {
+                         ncclDataType_t type, ncclRedOp_t, int, ncclComm_t comm,
+    cudaStream_t stream) {
   int rank = 0, nranks = 1;
   ncclResult_t r = ncclCommUserRank(comm, &rank);
   if (r == ncclSuccess) r = ncclCommCount(comm, &nranks);
   if (r != ncclSuccess) return r;
   if ((r = ncclGroupStart()) != ncclSuccess) return r;
-  ncclResult_t s = ncclSend(send, c.paramCount, type, (rank + 1) % nranks, comm, nullptr);
+  ncclResult_t s = ncclSend(send, c.paramCount, type, (rank + 1) % nranks, comm, stream);
   if (s == ncclSuccess)
-    s = ncclRecv(recv, c.paramCount, type, (rank - 1 + nranks) % nranks, comm, nullptr);
+    s = ncclRecv(recv, c.paramCount, type, (rank - 1 + nranks) % nranks, comm, stream);
   r = ncclGroupEnd();  // always closes the group, also after a failed call
   return s != ncclSuccess ? s : r;
 }

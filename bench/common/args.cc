@@ -35,6 +35,8 @@ void usage(const ArgsSpec& spec, FILE* out) {
       "                             from mpirun / srun / torchrun environment variables\n"
       "  -T, --timeout <seconds>    with -p: kill the ranks after this long (default 600,\n"
       "                             0 = never)\n"
+      "  -G, --device <0|1>         1: device memory on GPU localRank %% count through\n"
+      "                             ncclCommInitRank, CUDA-event timing (default 0: host)\n"
       "  -t, --nthreads 1 / -g, --ngpus 1   accepted for nccl-tests scripts; must be 1\n"
       "  -h, --help\n");
 }
@@ -88,12 +90,13 @@ int parseArgs(int argc, char** argv, const ArgsSpec& spec, BenchArgs* args) {
       {"timeout", required_argument, nullptr, 'T'},
       {"nthreads", required_argument, nullptr, 't'},
       {"ngpus", required_argument, nullptr, 'g'},
+      {"device", required_argument, nullptr, 'G'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0}};
   long v = 0;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:r:a:p:T:t:g:h", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:r:a:p:T:t:g:G:h", kLong, nullptr)) != -1) {
     bool ok = true;
     switch (c) {
       case 'b': ok = parseSize(optarg, &args->minBytes); break;
@@ -115,6 +118,7 @@ int parseArgs(int argc, char** argv, const ArgsSpec& spec, BenchArgs* args) {
       case 'a': ok = parseInt(optarg, 0, 3, &v); args->average = static_cast<int>(v); break;
       case 'p': ok = parseInt(optarg, 1, 4096, &v); args->forkRanks = static_cast<int>(v); break;
       case 'T': ok = parseInt(optarg, 0, INT_MAX, &v); args->timeoutSeconds = static_cast<int>(v); break;
+      case 'G': ok = parseInt(optarg, 0, 1, &v); args->device = v != 0; break;
       case 't':
       case 'g': ok = parseInt(optarg, 1, 1, &v); break;
       case 'h': usage(spec, stdout); return 0;

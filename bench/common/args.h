@@ -26,6 +26,7 @@ struct BenchArgs {
   int average = 1;              // -a: 0 rank 0's time, 1 mean, 2 min, 3 max
   int forkRanks = 0;            // -p
   int timeoutSeconds = 600;     // -T, fork mode only; 0 = none
+  bool device = false;          // -G 1: device memory and ncclCommInitRank (nccl-tests' setting)
 };
 
 // Which flags a collective understands (-o and -r are meaningless for some).

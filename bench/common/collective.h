@@ -34,7 +34,7 @@ struct Collective {
   // busbw = algbw * busBwFactor(nranks); algbw = max(send, recv) bytes / time.
   double (*busBwFactor)(int nranks);
   ncclResult_t (*run)(const void* send, void* recv, const CollCounts& counts,
-                      ncclDataType_t type, ncclRedOp_t op, int root, ncclComm_t comm);
+                      ncclDataType_t type, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
   // Value this rank must find at receive element i after the call; inputs are
   // CheckPattern::input(rank, i) over each rank's sendCount elements.
   int64_t (*expected)(const CheckPattern& p, const CollCounts& counts, size_t i, int rank,

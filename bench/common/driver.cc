@@ -1,7 +1,7 @@
 // The loop shared by every *_perf binary: for each type, op and message size,
-// time the collective out-of-place and in-place on host memory, check the
-// results, combine the ranks' numbers through the communicator, and let rank 0
-// print the row.
+// time the collective out-of-place and in-place on host or device memory
+// (memory.h), check the results, combine the ranks' numbers through the
+// communicator, and let rank 0 print the row.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -16,27 +16,30 @@
 #include "collective.h"
 #include "datatypes.h"
 #include "launch.h"
+#include "memory.h"
 #include "report.h"
 #include "stats.h"
 
 namespace gyre_bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
+// A buffer of the benchmark's memory kind, freed by it.
+struct Buffer {
+  BenchMemory* memory = nullptr;
+  char* ptr = nullptr;
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() {
+    if (ptr) memory->release(ptr);
+  }
+  bool allocate(BenchMemory* m, size_t bytes) {
+    memory = m;
+    ptr = static_cast<char*>(m->alloc(bytes));
+    return ptr != nullptr;
+  }
+  char* get() const { return ptr; }
 };
-using HostBuffer = std::unique_ptr<char, FreeDeleter>;
-
-// Page-aligned and touched, so that first-touch page faults are not timed.
-HostBuffer allocate(size_t bytes) {
-  size_t rounded = (bytes + 4095) / 4096 * 4096;
-  if (rounded == 0) rounded = 4096;
-  HostBuffer b(static_cast<char*>(std::aligned_alloc(4096, rounded)));
-  if (b) std::memset(b.get(), 0, rounded);
-  return b;
-}
 
 constexpr size_t kProbeElems = 16;
 
@@ -52,11 +55,20 @@ class RankRunner {
                      args_.root, ctx_.nranks);
       return 2;
     }
-    if (!ok(gyreCommInitRankHost(&comm_, ctx_.nranks, ctx_.id, ctx_.rank, nullptr),
-            "gyreCommInitRankHost"))
+    std::string why;
+    memory_ = makeBenchMemory(args_.device, ctx_.localRank, &why);
+    if (!memory_) {
+      std::fprintf(stderr, "%s: rank %d: cannot use device memory: %s\n", coll_.program, ctx_.rank, why.c_str());
+      return 1;
+    }
+    allReduce_ = [this](void* data, size_t count, ncclDataType_t type) {
+      return hostAllReduce(*memory_, comm_, data, count, type);
+    };
+    if (!ok(memory_->initComm(&comm_, ctx_.nranks, ctx_.id, ctx_.rank),
+            args_.device ? "ncclCommInitRank" : "gyreCommInitRankHost"))
       return 1;
     std::vector<RankIdentity> ids;
-    if (!ok(gatherIdentities(comm_, ctx_.rank, ctx_.nranks, &ids), "gathering rank identities"))
+    if (!ok(gatherIdentities(allReduce_, ctx_.rank, ctx_.nranks, &ids), "gathering rank identities"))
       return abortComm();
     if (!allocateBuffers()) return abortComm();
     if (ctx_.rank == 0) {
@@ -106,11 +118,11 @@ class RankRunner {
         oop = std::max(oop, bytesNeeded(bytes / ts, ts, false));
         inplace = std::max(inplace, bytesNeeded(bytes / ts, ts, true));
       }
-    send_ = allocate(oop);
-    recv_ = allocate(std::max(oop, inplace));
-    if (send_ && recv_) return true;
-    std::fprintf(stderr, "%s: rank %d: cannot allocate %zu bytes of host buffers\n",
-                 coll_.program, ctx_.rank, oop + std::max(oop, inplace));
+    size_t recvBytes = std::max(oop, inplace);
+    scratch_.assign(recvBytes, 0);
+    if (send_.allocate(memory_.get(), oop) && recv_.allocate(memory_.get(), recvBytes)) return true;
+    std::fprintf(stderr, "%s: rank %d: cannot allocate %zu bytes of %s buffers\n",
+                 coll_.program, ctx_.rank, oop + recvBytes, memory_->kind());
     return false;
   }
 
@@ -150,7 +162,8 @@ class RankRunner {
   // same on every rank, so all ranks skip an unsupported pair together.
   bool probe(ncclDataType_t type, ncclRedOp_t op, bool* supported) {
     CollCounts c = coll_.counts(kProbeElems * ctx_.nranks, typeSize(type), ctx_.nranks, ctx_.rank);
-    ncclResult_t r = coll_.run(send_.get(), recv_.get(), c, type, op, args_.root, comm_);
+    ncclResult_t r = coll_.run(send_.get(), recv_.get(), c, type, op, args_.root, comm_, memory_->stream());
+    if (r == ncclSuccess && !memory_->synchronize()) r = ncclUnhandledCudaError;
     *supported = r != ncclInvalidArgument;
     if (!*supported && ctx_.rank == 0)
       printSkipped(type, coll_.usesOp ? opName(op) : "none", ncclGetLastError(comm_));
@@ -162,14 +175,15 @@ class RankRunner {
     const size_t ts = typeSize(type);
     char* recv = recv_.get() + (inPlace ? c.inplaceRecvOffset * ts : 0);
     char* send = inPlace ? recv_.get() + c.inplaceSendOffset * ts : send_.get();
-    auto call = [&] { return coll_.run(send, recv, c, type, op, args_.root, comm_); };
-    if (args_.check) fillInput(send, c.sendCount, pattern, ctx_.rank, 0);
+    auto call = [&] { return coll_.run(send, recv, c, type, op, args_.root, comm_, memory_->stream()); };
+    if (args_.check && !fill(send, c.sendCount, ts, pattern)) return ncclUnhandledCudaError;
     ncclResult_t r = ncclSuccess;
     if (inPlace && !coll_.checkInPlace) {
       // NCCL has no in-place form of this collective; nccl-tests times it
       // anyway. Where the library refuses it (the same argument check on
       // every rank), the columns say N/A and the reason is printed once.
-      if ((r = call()) == ncclInvalidArgument) {
+      if ((r = call()) == ncclSuccess && !memory_->synchronize()) r = ncclUnhandledCudaError;
+      if (r == ncclInvalidArgument) {
         out->ran = false;
         if (ctx_.rank == 0 && !inPlaceRefusalShown_)
           printModeSkipped("in-place", coll_.name, ncclGetLastError(comm_));
@@ -180,35 +194,46 @@ class RankRunner {
     for (int i = 0; i < args_.warmupIters && r == ncclSuccess; ++i) r = call();
     // The previous collective returned on every rank only once all had
     // joined it, so the ranks start this loop together.
-    auto start = Clock::now();
+    if (r == ncclSuccess && !memory_->synchronize()) r = ncclUnhandledCudaError;
+    memory_->startTimer();
     for (int i = 0; i < args_.iters && r == ncclSuccess; ++i) r = call();
-    auto stop = Clock::now();
+    double us = memory_->stopTimerUs();
     if (r != ncclSuccess) return r;
-    out->timeUs = std::chrono::duration<double, std::micro>(stop - start).count() / args_.iters;
+    if (us < 0) return ncclUnhandledCudaError;
+    out->timeUs = us / args_.iters;
     if (!args_.check || (inPlace && !coll_.checkInPlace)) return ncclSuccess;
     // The timed loop left results (in-place: results of results) behind;
     // start again from known inputs and a receive buffer that cannot pass.
-    poison(inPlace ? recv_.get() : recv, (inPlace ? inPlaceElems(c) : c.recvCount) * ts);
-    fillInput(send, c.sendCount, pattern, ctx_.rank, 0);
+    size_t poisonBytes = (inPlace ? inPlaceElems(c) : c.recvCount) * ts;
+    poison(scratch_.data(), poisonBytes);
+    if (!memory_->upload(inPlace ? recv_.get() : recv, scratch_.data(), poisonBytes)) return ncclUnhandledCudaError;
+    if (!fill(send, c.sendCount, ts, pattern)) return ncclUnhandledCudaError;
     if ((r = call()) != ncclSuccess) return r;
     size_t n = coll_.checkedCount(c, ctx_.rank, args_.root);
-    out->wrong = static_cast<int64_t>(countWrong(recv, n, pattern, [&](size_t i) {
+    if (!memory_->download(scratch_.data(), recv, n * ts)) return ncclUnhandledCudaError;
+    out->wrong = static_cast<int64_t>(countWrong(scratch_.data(), n, pattern, [&](size_t i) {
       return coll_.expected(pattern, c, i, ctx_.rank, ctx_.nranks, args_.root);
     }));
     return ncclSuccess;
   }
 
+  // This rank's check input, written through host scratch memory.
+  bool fill(char* dst, size_t count, size_t ts, const CheckPattern& pattern) {
+    fillInput(scratch_.data(), count, pattern, ctx_.rank, 0);
+    return memory_->upload(dst, scratch_.data(), count * ts);
+  }
+
   // Replaces this rank's numbers with the combined ones of all ranks.
   bool aggregate(const CollCounts& c, size_t ts, ModeResult modes[2]) {
     std::vector<RowTimes> all;
-    if (!ok(gatherTimes(comm_, ctx_.rank, ctx_.nranks, {modes[0].timeUs, modes[1].timeUs}, &all),
+    if (!ok(gatherTimes(allReduce_, ctx_.rank, ctx_.nranks, {modes[0].timeUs, modes[1].timeUs}, &all),
             "gathering times"))
       return false;
     if (args_.check) {
       // A mode that is not checked stays -1 (N/A) on every rank alike.
       int64_t wrong[2] = {std::max<int64_t>(modes[0].wrong, 0),
                           std::max<int64_t>(modes[1].wrong, 0)};
-      if (!ok(sumWrong(comm_, wrong), "summing wrong counts")) return false;
+      if (!ok(sumWrong(allReduce_, wrong), "summing wrong counts")) return false;
       for (int m = 0; m < 2; ++m)
         if (modes[m].wrong >= 0) {
           modes[m].wrong = wrong[m];
@@ -233,8 +258,11 @@ class RankRunner {
   const BenchArgs& args_;
   const Collective& coll_;
   const RankContext& ctx_;
+  std::unique_ptr<BenchMemory> memory_;
+  HostAllReduceFn allReduce_;
   ncclComm_t comm_ = nullptr;
-  HostBuffer send_, recv_;
+  Buffer send_, recv_;
+  std::vector<char> scratch_;  // host copy of inputs and results for the check
   double busBwSum_ = 0;
   int rows_ = 0;
   int64_t totalWrong_ = 0;

@@ -19,21 +19,20 @@ struct IdentitySlot {
 
 }  // namespace
 
-ncclResult_t gatherTimes(ncclComm_t comm, int rank, int nranks, const RowTimes& mine,
+ncclResult_t gatherTimes(const HostAllReduceFn& allReduce, int rank, int nranks, const RowTimes& mine,
                          std::vector<RowTimes>* all) {
   std::vector<double> slots(2 * static_cast<size_t>(nranks), 0.0);
   slots[2 * rank] = mine.outOfPlaceUs;
   slots[2 * rank + 1] = mine.inPlaceUs;
-  ncclResult_t r =
-      ncclAllReduce(slots.data(), slots.data(), slots.size(), ncclFloat64, ncclSum, comm, nullptr);
+  ncclResult_t r = allReduce(slots.data(), slots.size(), ncclFloat64);
   if (r != ncclSuccess) return r;
   all->resize(nranks);
   for (int i = 0; i < nranks; ++i) (*all)[i] = {slots[2 * i], slots[2 * i + 1]};
   return ncclSuccess;
 }
 
-ncclResult_t sumWrong(ncclComm_t comm, int64_t wrong[2]) {
-  return ncclAllReduce(wrong, wrong, 2, ncclInt64, ncclSum, comm, nullptr);
+ncclResult_t sumWrong(const HostAllReduceFn& allReduce, int64_t wrong[2]) {
+  return allReduce(wrong, 2, ncclInt64);
 }
 
 double combineTimes(const std::vector<double>& perRank, int averageMode) {
@@ -48,15 +47,14 @@ double combineTimes(const std::vector<double>& perRank, int averageMode) {
   }
 }
 
-ncclResult_t gatherIdentities(ncclComm_t comm, int rank, int nranks,
+ncclResult_t gatherIdentities(const HostAllReduceFn& allReduce, int rank, int nranks,
                               std::vector<RankIdentity>* all) {
   std::vector<IdentitySlot> slots(nranks);
   std::memset(slots.data(), 0, slots.size() * sizeof(IdentitySlot));
   slots[rank].pid = static_cast<int32_t>(getpid());
   gethostname(slots[rank].host, kHostSlot - 1);
   slots[rank].host[kHostSlot - 1] = '\0';
-  ncclResult_t r = ncclAllReduce(slots.data(), slots.data(), slots.size() * sizeof(IdentitySlot),
-                                 ncclUint8, ncclSum, comm, nullptr);
+  ncclResult_t r = allReduce(slots.data(), slots.size() * sizeof(IdentitySlot), ncclUint8);
   if (r != ncclSuccess) return r;
   all->resize(nranks);
   for (int i = 0; i < nranks; ++i) {

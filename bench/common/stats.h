@@ -5,12 +5,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "gyre.h"
 
 namespace gyre_bench {
+
+// Sum-AllReduce of a small host array on every rank (hostAllReduce in memory.h).
+using HostAllReduceFn = std::function<ncclResult_t(void* data, size_t count, ncclDataType_t type)>;
 
 // One rank's timings (us per call) for one table row.
 struct RowTimes {
@@ -19,11 +23,11 @@ struct RowTimes {
 };
 
 // Gathers every rank's times (float64 sum) into *all, indexed by rank.
-ncclResult_t gatherTimes(ncclComm_t comm, int rank, int nranks, const RowTimes& mine,
+ncclResult_t gatherTimes(const HostAllReduceFn& allReduce, int rank, int nranks, const RowTimes& mine,
                          std::vector<RowTimes>* all);
 
 // Sums the wrong-element counts of all ranks in place (int64 sum).
-ncclResult_t sumWrong(ncclComm_t comm, int64_t wrong[2]);
+ncclResult_t sumWrong(const HostAllReduceFn& allReduce, int64_t wrong[2]);
 
 // -a: 0 rank 0's time, 1 the mean, 2 the minimum, 3 the maximum.
 double combineTimes(const std::vector<double>& perRank, int averageMode);
@@ -34,7 +38,7 @@ struct RankIdentity {
 };
 
 // Every rank's pid and host name (uint8 sum over fixed-size slots).
-ncclResult_t gatherIdentities(ncclComm_t comm, int rank, int nranks,
+ncclResult_t gatherIdentities(const HostAllReduceFn& allReduce, int rank, int nranks,
                               std::vector<RankIdentity>* all);
 
 }  // namespace gyre_bench

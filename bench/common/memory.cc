@@ -1,0 +1,142 @@
+#include "memory.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#ifdef GYRE_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "datatypes.h"
+
+namespace gyre_bench {
+namespace {
+
+class HostMemory final : public BenchMemory {
+ public:
+  const char* kind() const override { return "host"; }
+  ncclResult_t initComm(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) override {
+    return gyreCommInitRankHost(comm, nranks, id, rank, nullptr);
+  }
+  // Page-aligned and touched, so that first-touch page faults are not timed.
+  void* alloc(size_t bytes) override {
+    size_t rounded = (bytes + 4095) / 4096 * 4096;
+    if (rounded == 0) rounded = 4096;
+    void* p = std::aligned_alloc(4096, rounded);
+    if (p) std::memset(p, 0, rounded);
+    return p;
+  }
+  void release(void* p) override { std::free(p); }
+  bool upload(void* dst, const void* host, size_t bytes) override {
+    if (bytes) std::memcpy(dst, host, bytes);
+    return true;
+  }
+  bool download(void* host, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(host, src, bytes);
+    return true;
+  }
+  cudaStream_t stream() const override { return nullptr; }
+  void startTimer() override { start_ = std::chrono::steady_clock::now(); }
+  double stopTimerUs() override {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
+  }
+  bool synchronize() override { return true; }
+  std::string lastError() const override { return ""; }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+#ifdef GYRE_HAVE_CUDA
+class DeviceMemory final : public BenchMemory {
+ public:
+  ~DeviceMemory() override {
+    if (start_) cudaEventDestroy(start_);
+    if (stop_) cudaEventDestroy(stop_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  bool init(int localRank, std::string* why) {
+    int count = 0;
+    if (!check(cudaGetDeviceCount(&count)) || count == 0) {
+      *why = "no CUDA device (" + (count == 0 && error_.empty() ? std::string("0 devices") : error_) + ")";
+      return false;
+    }
+    device_ = localRank % count;
+    if (!check(cudaSetDevice(device_)) || !check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)) ||
+        !check(cudaEventCreate(&start_)) || !check(cudaEventCreate(&stop_))) {
+      *why = error_;
+      return false;
+    }
+    return true;
+  }
+  const char* kind() const override { return "device"; }
+  ncclResult_t initComm(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) override {
+    return ncclCommInitRank(comm, nranks, id, rank);
+  }
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    if (!check(cudaMalloc(&p, bytes ? bytes : 1))) return nullptr;
+    if (!check(cudaMemset(p, 0, bytes ? bytes : 1))) return nullptr;
+    return p;
+  }
+  void release(void* p) override { cudaFree(p); }
+  bool upload(void* dst, const void* host, size_t bytes) override {
+    return !bytes || check(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
+  }
+  bool download(void* host, const void* src, size_t bytes) override {
+    return synchronize() && (!bytes || check(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost)));
+  }
+  cudaStream_t stream() const override { return stream_; }
+  void startTimer() override { check(cudaEventRecord(start_, stream_)); }
+  double stopTimerUs() override {
+    float ms = 0;
+    if (!check(cudaEventRecord(stop_, stream_)) || !check(cudaEventSynchronize(stop_)) ||
+        !check(cudaEventElapsedTime(&ms, start_, stop_)))
+      return -1;
+    return ms * 1000.0;
+  }
+  bool synchronize() override { return check(cudaStreamSynchronize(stream_)); }
+  std::string lastError() const override { return error_; }
+
+ private:
+  bool check(cudaError_t err) {
+    if (err == cudaSuccess) return true;
+    error_ = cudaGetErrorString(err);
+    return false;
+  }
+
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  std::string error_;
+};
+#endif
+
+}  // namespace
+
+std::unique_ptr<BenchMemory> makeBenchMemory(bool device, int localRank, std::string* why) {
+  if (!device) return std::make_unique<HostMemory>();
+#ifdef GYRE_HAVE_CUDA
+  auto memory = std::make_unique<DeviceMemory>();
+  if (memory->init(localRank, why)) return memory;
+  return nullptr;
+#else
+  (void)localRank;
+  *why = "this build has no CUDA runtime (-G 1 needs one)";
+  return nullptr;
+#endif
+}
+
+ncclResult_t hostAllReduce(BenchMemory& memory, ncclComm_t comm, void* data, size_t count, ncclDataType_t type) {
+  size_t bytes = count * typeSize(type);
+  void* buf = memory.alloc(bytes);
+  if (!buf) return ncclSystemError;
+  ncclResult_t r = memory.upload(buf, data, bytes) ? ncclSuccess : ncclUnhandledCudaError;
+  if (r == ncclSuccess) r = ncclAllReduce(buf, buf, count, type, ncclSum, comm, memory.stream());
+  if (r == ncclSuccess && !memory.download(data, buf, bytes)) r = ncclUnhandledCudaError;
+  memory.release(buf);
+  return r;
+}
+
+}  // namespace gyre_bench
