@@ -61,6 +61,19 @@ typedef enum {
 #define NCCL_SPLIT_NOCOLOR -1
 #define NCCL_UNDEF_FLOAT -1.0f
 
+/* Memory windows (ncclCommWindowRegister) and their flags. */
+typedef struct ncclWindow_vidmem* ncclWindow_t;
+#define NCCL_WIN_DEFAULT 0x00
+#define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_REQUIRED_ALIGNMENT 4096
+
+/* ncclCommShrink flags: shrink a healthy communicator, or first stop its
+ * in-flight operations (after a peer failed). */
+#define NCCL_SHRINK_DEFAULT 0x00
+#define NCCL_SHRINK_ABORT 0x01
+/* ncclCommRevoke flags (none defined yet; must be 0). */
+#define NCCL_REVOKE_DEFAULT 0x00
+
 /* Communicator options. `size`, `magic` and `version` let the library read
  * configs written against older, shorter versions of this struct. */
 typedef struct ncclConfig_v22800 {
@@ -137,6 +150,21 @@ const char* ncclGetErrorString(ncclResult_t result);
  * thread saw none, by the process). `comm` may be NULL. */
 const char* ncclGetLastError(ncclComm_t comm);
 
+/* What ncclGroupSimulateEnd reports; initialise with NCCL_SIM_INFO_INITIALIZER. */
+typedef struct ncclSimInfo_v22200 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  float estimatedTime; /* microseconds */
+} ncclSimInfo_t;
+#define NCCL_SIM_INFO_MAGIC 0x74685283u
+#define NCCL_SIM_INFO_INITIALIZER \
+  { sizeof(ncclSimInfo_t), NCCL_SIM_INFO_MAGIC, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), NCCL_UNDEF_FLOAT }
+
+/* The device-side API's types (NCCL 2.28 nccl_device); gyre refuses them. */
+struct ncclDevComm;
+struct ncclDevCommRequirements;
+
 /* ---- Communicator lifecycle ------------------------------------------------ */
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
@@ -149,6 +177,16 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist);
  * old rank); NCCL_SPLIT_NOCOLOR gives *newcomm = NULL. Collective over comm. */
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                            ncclConfig_t* config);
+/* Like ncclCommInitRankConfig with nId ids made by different ranks (NCCL
+ * spreads the rendezvous over them); gyre rendezvouses at commIds[0]. */
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId* commIds, ncclConfig_t* config);
+/* The ranks not in excludeRanksList form a new communicator (same order);
+ * only they call it. NCCL_SHRINK_ABORT first stops in-flight work. */
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
+/* Stops in-flight operations; afterwards only shrink, destroy or abort. */
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 ncclResult_t ncclCommFinalize(ncclComm_t comm);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm);
@@ -156,6 +194,22 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank);
+
+/* ---- Memory and registration ---------------------------------------------- */
+/* Device memory for collectives (cudaMalloc underneath). */
+ncclResult_t ncclMemAlloc(void** ptr, size_t size);
+ncclResult_t ncclMemFree(void* ptr);
+/* Registration lets NCCL use a buffer without copies; gyre records it and
+ * checks the handle at deregistration (its staged path copies anyway). */
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle);
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                    int winFlags);
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+/* The device-side API: not supported by gyre (returns ncclInvalidUsage). */
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
+                               struct ncclDevComm* outDevComm);
+ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm);
 
 /* ---- Reduction operators ------------------------------------------------------ */
 /* Creates an operator that multiplies every input by *scalar (of `datatype`)
@@ -204,6 +258,9 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
  * deadlocks, and one thread may drive several communicators. */
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
+/* Ends the group like ncclGroupEnd but runs nothing: the calls are dropped
+ * and simInfo->estimatedTime gets the cost model's time for them (us). */
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 
 /* ---- gyre extensions --------------------------------------------------------- */
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -97,6 +98,11 @@ struct ncclComm {
   std::string errorText;      // why asyncError was set (guarded by errorMutex)
   std::mutex errorMutex;
 
+  std::mutex registrationMutex;  // ncclCommRegister / ncclCommWindowRegister records (api_memory.cc)
+  std::set<void*> registrations;
+  std::set<ncclWindow_t> windows;
+  int shrinkCount = 0;           // ncclCommShrink calls, to keep their rendezvous apart
+
   uint64_t opCount = 0;       // collectives issued; checked against peers' step metadata
   std::vector<gyre::CustomRedOp> customOps;  // op value = ncclNumOps + index
 };
@@ -110,5 +116,8 @@ void markCommFailed(ncclComm* comm, ncclResult_t code, int culprit);
 
 // Closes every connection and the bootstrap; safe to call twice.
 void releaseCommResources(ncclComm* comm);
+
+// Frees what ncclCommRegister / ncclCommWindowRegister left registered.
+void releaseRegistrations(ncclComm* comm);
 
 }  // namespace gyre

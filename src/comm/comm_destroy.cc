@@ -79,6 +79,7 @@ ncclResult_t destroyCommunicator(ncclComm_t comm, bool abort) {
                                   "another thread; use ncclCommAbort to interrupt it");
   }
   releaseCommResources(comm);
+  releaseRegistrations(comm);
   comm->magic = 0;  // a later use of this pointer is caught as "not a valid communicator" while memory allows
   GYRE_INFO("INIT", "communicator of rank %d %s", comm->rank, abort ? "aborted" : "destroyed");
   delete comm;

@@ -46,6 +46,8 @@ class CudaRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
 
+  ncclResult_t deviceAlloc(size_t bytes, void** out) override { return check(cudaMalloc(out, bytes), "cudaMalloc"); }
+  ncclResult_t deviceFree(void* p) override { return check(cudaFree(p), "cudaFree"); }
   ncclResult_t allocHost(size_t bytes, void** out) override {
     return check(cudaHostAlloc(out, bytes, cudaHostAllocPortable), "cudaHostAlloc");
   }

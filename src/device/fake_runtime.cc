@@ -82,6 +82,11 @@ class FakeRuntime final : public DeviceRuntime {
     *isDevice = p != nullptr;  // the fake's "device memory" is ordinary memory
     return ncclSuccess;
   }
+  ncclResult_t deviceAlloc(size_t bytes, void** out) override { return allocHost(bytes, out); }
+  ncclResult_t deviceFree(void* p) override {
+    freeHost(p);
+    return ncclSuccess;
+  }
   ncclResult_t allocHost(size_t bytes, void** out) override {
     *out = ::operator new(bytes == 0 ? 1 : bytes);
     return ncclSuccess;

@@ -24,6 +24,9 @@ class DeviceRuntime {
   virtual ncclResult_t setDevice(int device) = 0;
   // Whether `p` is device (or managed) memory the copy engines can reach.
   virtual ncclResult_t isDevicePointer(const void* p, bool* isDevice) = 0;
+  // Device memory (ncclMemAlloc).
+  virtual ncclResult_t deviceAlloc(size_t bytes, void** out) = 0;
+  virtual ncclResult_t deviceFree(void* p) = 0;
   // Page-locked host memory, so device copies to it run asynchronously.
   virtual ncclResult_t allocHost(size_t bytes, void** out) = 0;
   virtual void freeHost(void* p) = 0;

@@ -1,6 +1,9 @@
 // C API: collectives, point-to-point and groups. Each entry point validates
 // its arguments (errors name the function and argument), then enqueues.
+#include <algorithm>
 #include <cstdint>
+#include <map>
+#include <vector>
 
 #include "include/gyre.h"
 #include "src/comm/api_export.h"
@@ -155,3 +158,24 @@ GYRE_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t d
 
 GYRE_EXPORT ncclResult_t ncclGroupStart() { return groupStart(); }
 GYRE_EXPORT ncclResult_t ncclGroupEnd() { return groupEnd(); }
+
+GYRE_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  const char* fn = "ncclGroupSimulateEnd";
+  if (simInfo && (simInfo->magic != NCCL_SIM_INFO_MAGIC || simInfo->size < sizeof(ncclSimInfo_t)))
+    return fail(ncclInvalidArgument, "%s: simInfo was not initialised with NCCL_SIM_INFO_INITIALIZER", fn);
+  std::vector<PendingCall> calls;
+  GYRE_CHECK(groupSimulateEnd(&calls));
+  // Calls of one communicator run one after another; different communicators
+  // overlap, so the group takes as long as its busiest communicator.
+  std::map<ncclComm*, double> perComm;
+  for (const PendingCall& c : calls) {
+    if (!c.comm->topology) continue;  // still initialising
+    bool perRank = c.coll == CollKind::AllGather || c.coll == CollKind::ReduceScatter;
+    size_t bytes = c.count * datatypeSize(c.datatype) * (perRank ? static_cast<size_t>(c.comm->nranks) : 1);
+    perComm[c.comm] += predictedTimeUs(c.comm->topology->tuning, c.coll, bytes);
+  }
+  double longest = 0;
+  for (const auto& [comm, us] : perComm) longest = std::max(longest, us);
+  if (simInfo) simInfo->estimatedTime = static_cast<float>(longest);
+  return ncclSuccess;
+}

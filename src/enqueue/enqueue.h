@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "include/gyre.h"
 #include "src/comm/coll_kind.h"
@@ -32,5 +33,8 @@ ncclResult_t groupStart();
 // How many ncclGroupStart calls are open on this thread.
 int groupDepth();
 ncclResult_t groupEnd();
+// Ends the group like groupEnd but hands back its calls instead of running
+// them (empty while an outer group stays open).
+ncclResult_t groupSimulateEnd(std::vector<PendingCall>* calls);
 
 }  // namespace gyre

@@ -38,6 +38,17 @@ ncclResult_t groupEnd() {
   return launchCalls(calls);
 }
 
+ncclResult_t groupSimulateEnd(std::vector<PendingCall>* calls) {
+  calls->clear();
+  if (group.depth == 0)
+    return fail(ncclInvalidUsage, "ncclGroupSimulateEnd called without a matching ncclGroupStart");
+  if (--group.depth > 0) return ncclSuccess;
+  calls->swap(group.calls);
+  ncclResult_t earlier = group.firstError;
+  group.firstError = ncclSuccess;
+  return earlier;
+}
+
 ncclResult_t enqueue(const PendingCall& call) {
   if (group.depth > 0) {
     group.calls.push_back(call);

@@ -63,6 +63,23 @@ Algorithm tunedAlgorithm(const TuningTable& t, CollKind coll, size_t bytes) {
   return t.pick[c][bucketOf(bytes)];
 }
 
+double predictedTimeUs(const TuningTable& t, CollKind coll, size_t bytes) {
+  if (static_cast<int>(coll) >= kTunedColls) {
+    // One hop: a two-rank Broadcast chain on the same wires.
+    CostInputs in = t.inputs;
+    in.coll = CollKind::Broadcast;
+    in.nranks = 2;
+    in.bytes = bytes;
+    CostTable table = predictCosts(in, {Algorithm::Ring}, {Protocol::Simple});
+    return table.pick >= 0 ? table.entries[table.pick].timeUs : 0;
+  }
+  CostInputs in = t.inputs;
+  in.coll = coll;
+  in.bytes = bytes;
+  CostTable table = predictCosts(in, {tunedAlgorithm(t, coll, bytes)}, {Protocol::Simple});
+  return table.pick >= 0 ? table.entries[table.pick].timeUs : 0;
+}
+
 void logTuningTable(const TuningTable& t) {
   if (logLevel() < LogLevel::Info) return;
   std::vector<Algorithm> algos = allowedAlgorithms();

@@ -31,6 +31,10 @@ void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, Tuning
 // take the choice of the next power up.
 Algorithm tunedAlgorithm(const TuningTable& t, CollKind coll, size_t bytes);
 
+// The cost model's time (us) for the algorithm the table picks. A
+// point-to-point transfer (coll SendRecv) is costed as one hop of the ring.
+double predictedTimeUs(const TuningTable& t, CollKind coll, size_t bytes);
+
 // Logs, per collective, the cost table and the size ranges of each choice (INFO, TUNING).
 void logTuningTable(const TuningTable& t);
 

@@ -1,0 +1,139 @@
+// C API: ncclMemAlloc/Free, buffer registration and memory windows, and the
+// device-side API entry points gyre does not offer. Registration is an
+// optimisation hint in NCCL (zero-copy for registered buffers); gyre's staged
+// device path copies anyway, so it keeps a record per communicator, checks
+// arguments and handles, and frees what is left at destroy.
+#include <cstdint>
+
+#include "src/comm/api_export.h"
+#include "src/comm/comm.h"
+#include "src/debug/error.h"
+#include "src/device/runtime.h"
+#include "src/enqueue/arg_checks.h"
+
+using namespace gyre;
+
+// The handle ncclCommWindowRegister gives out.
+struct ncclWindow_vidmem {
+  uint64_t magic;
+  ncclComm* comm;
+  void* buff;
+  size_t size;
+  int flags;
+};
+
+namespace {
+
+constexpr uint64_t kRegistrationMagic = 0x6779726572656731ull;  // "gyrereg1"
+
+// What ncclCommRegister's handle points to.
+struct Registration {
+  uint64_t magic;
+  ncclComm* comm;
+  void* buff;
+  size_t size;
+};
+
+ncclResult_t checkRange(const char* fn, const void* buff, size_t size) {
+  if (!buff && size > 0) return fail(ncclInvalidArgument, "%s: buff is NULL (size %zu)", fn, size);
+  return ncclSuccess;
+}
+
+}  // namespace
+
+GYRE_EXPORT ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  if (!ptr) return fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
+  *ptr = nullptr;
+  if (size == 0) return ncclSuccess;
+  DeviceRuntime* rt = deviceRuntime();
+  if (!rt) return fail(ncclInvalidUsage, "ncclMemAlloc: this gyre build has no CUDA runtime");
+  return rt->deviceAlloc(size, ptr);
+}
+
+GYRE_EXPORT ncclResult_t ncclMemFree(void* ptr) {
+  if (!ptr) return ncclSuccess;
+  DeviceRuntime* rt = deviceRuntime();
+  if (!rt) return fail(ncclInvalidUsage, "ncclMemFree: this gyre build has no CUDA runtime");
+  return rt->deviceFree(ptr);
+}
+
+GYRE_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  const char* fn = "ncclCommRegister";
+  GYRE_CHECK(checkComm(comm, fn));
+  if (!handle) return fail(ncclInvalidArgument, "%s: handle is NULL", fn);
+  *handle = nullptr;
+  GYRE_CHECK(checkRange(fn, buff, size));
+  auto* reg = new Registration{kRegistrationMagic, comm, buff, size};
+  std::lock_guard<std::mutex> lock(comm->registrationMutex);
+  comm->registrations.insert(reg);
+  *handle = reg;
+  return ncclSuccess;
+}
+
+GYRE_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  const char* fn = "ncclCommDeregister";
+  GYRE_CHECK(checkComm(comm, fn));
+  std::lock_guard<std::mutex> lock(comm->registrationMutex);
+  if (!handle || !comm->registrations.count(handle))
+    return fail(ncclInvalidArgument, "%s: handle %p was not registered on this communicator (rank %d)", fn, handle,
+                comm->rank);
+  comm->registrations.erase(handle);
+  delete static_cast<Registration*>(handle);
+  return ncclSuccess;
+}
+
+GYRE_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                                int winFlags) {
+  const char* fn = "ncclCommWindowRegister";
+  GYRE_CHECK(checkComm(comm, fn));
+  if (!win) return fail(ncclInvalidArgument, "%s: win is NULL", fn);
+  *win = nullptr;
+  GYRE_CHECK(checkRange(fn, buff, size));
+  if (winFlags != NCCL_WIN_DEFAULT && winFlags != NCCL_WIN_COLL_SYMMETRIC)
+    return fail(ncclInvalidArgument, "%s: winFlags 0x%x is not NCCL_WIN_DEFAULT or NCCL_WIN_COLL_SYMMETRIC", fn,
+                winFlags);
+  if (winFlags == NCCL_WIN_COLL_SYMMETRIC && reinterpret_cast<uintptr_t>(buff) % NCCL_WIN_REQUIRED_ALIGNMENT != 0)
+    return fail(ncclInvalidArgument, "%s: a symmetric window must start at a multiple of %d bytes (buff %p)", fn,
+                NCCL_WIN_REQUIRED_ALIGNMENT, buff);
+  auto* w = new ncclWindow_vidmem{kRegistrationMagic, comm, buff, size, winFlags};
+  std::lock_guard<std::mutex> lock(comm->registrationMutex);
+  comm->windows.insert(w);
+  *win = w;
+  return ncclSuccess;
+}
+
+GYRE_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  const char* fn = "ncclCommWindowDeregister";
+  GYRE_CHECK(checkComm(comm, fn));
+  std::lock_guard<std::mutex> lock(comm->registrationMutex);
+  if (!win || !comm->windows.count(win))
+    return fail(ncclInvalidArgument, "%s: window %p was not registered on this communicator (rank %d)", fn,
+                static_cast<void*>(win), comm->rank);
+  comm->windows.erase(win);
+  delete win;
+  return ncclSuccess;
+}
+
+namespace gyre {
+
+void releaseRegistrations(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(comm->registrationMutex);
+  for (void* r : comm->registrations) delete static_cast<Registration*>(r);
+  for (ncclWindow_t w : comm->windows) delete w;
+  comm->registrations.clear();
+  comm->windows.clear();
+}
+
+}  // namespace gyre
+
+GYRE_EXPORT ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements*,
+                                           struct ncclDevComm*) {
+  GYRE_CHECK(checkComm(comm, "ncclDevCommCreate"));
+  return fail(ncclInvalidUsage, "ncclDevCommCreate: gyre does not offer NCCL's device-side API (ncclDevComm); "
+                                "use the host API collectives");
+}
+
+GYRE_EXPORT ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm*) {
+  GYRE_CHECK(checkComm(comm, "ncclDevCommDestroy"));
+  return fail(ncclInvalidUsage, "ncclDevCommDestroy: gyre does not offer NCCL's device-side API (ncclDevComm)");
+}
