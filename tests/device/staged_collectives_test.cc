@@ -202,3 +202,33 @@ TEST_CASE("a staged collective whose peer never comes fails through ncclCommGetA
   INFO(result.describe());
   CHECK(result.allOk());
 }
+
+TEST_CASE("ncclCommInitRankScalable with two ids and ncclMemAlloc'd buffers on the fake device",
+          "[device][abi]") {
+  RankOptions o = deviceOptions();
+  o.idCount = 2;
+  RunResult result = runRanks(
+      3,
+      [](int rank, int n, const ncclUniqueId&) {
+        std::vector<ncclUniqueId> ids = rankIds();
+        ncclComm_t comm = nullptr;
+        RANK_CHECK(ncclCommInitRankScalable(&comm, n, rank, 2, ids.data(), nullptr) == ncclSuccess, "init: %s",
+                   lastError().c_str());
+        void* buf = nullptr;
+        RANK_CHECK(ncclMemAlloc(&buf, 1024 * sizeof(int32_t)) == ncclSuccess && buf, "ncclMemAlloc: %s",
+                   lastError().c_str());
+        auto* v = static_cast<int32_t*>(buf);  // fake device memory is host memory
+        for (int i = 0; i < 1024; ++i) v[i] = rank * 1000 + i;
+        RANK_CHECK(ncclAllReduce(buf, buf, 1024, ncclInt32, ncclSum, comm, fakeStream(3)) == ncclSuccess,
+                   "allreduce: %s", lastError().c_str());
+        gyre::deviceRuntime()->streamSynchronize(fakeStream(3));
+        for (int i = 0; i < 1024; ++i)
+          RANK_CHECK(v[i] == 3000 + 3 * i, "element %d: %d", i, v[i]);  // ranks 0,1,2: 0+1000+2000 + 3i
+        RANK_CHECK(ncclMemFree(buf) == ncclSuccess, "ncclMemFree");
+        RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
