@@ -107,6 +107,18 @@ class Bench:
         self.op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX,
                    "min": dist.ReduceOp.MIN, "prod": dist.ReduceOp.PRODUCT}[args.o]
         self.bus_sum, self.rows, self.total_wrong = 0.0, 0, 0
+        # --cuda: tensors on GPU localRank % count (all on GPU 0 with one GPU).
+        self.device = "cpu"
+        if args.cuda:
+            self.device = "cuda:%d" % (int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
+            torch.cuda.set_device(self.device)
+
+    def zeros(self, count):
+        return self.torch.zeros(count, dtype=self.dtype, device=self.device)
+
+    def sync(self):
+        if self.device != "cpu":
+            self.torch.cuda.synchronize()
 
     # Small non-negative integers (as mpi_coll_perf): sums, maxima and minima
     # are exact in every type. input(rank, i) has period 50 in i, so every
@@ -148,13 +160,16 @@ class Bench:
 
     def fill(self, tensor, values):
         """tensor[:] = values (int64 numpy), converted to the tensor's type."""
-        if self.dtype == self.torch.bfloat16:  # numpy has no bfloat16
-            tensor.copy_(self.torch.from_numpy(values.astype(self.np.float32)))
+        if self.dtype == self.torch.bfloat16 or self.device != "cpu":  # numpy has no bfloat16
+            tensor.copy_(self.torch.from_numpy(values.astype(self.np.float64)).to(self.dtype))
         else:
             self.np.copyto(tensor.numpy(), values, casting="unsafe")
 
     def poison(self, tensor):
         """Values no check expects: NaN, or the type's largest integer."""
+        if self.device != "cpu":
+            tensor.fill_(float("nan") if self.dtype.is_floating_point else self.torch.iinfo(self.dtype).max)
+            return
         if self.dtype == self.torch.bfloat16:
             tensor.fill_(float("nan"))
             return
@@ -162,6 +177,7 @@ class Bench:
         a.fill(self.np.nan if self.dtype.is_floating_point else self.np.iinfo(a.dtype).max)
 
     def as_float64(self, tensor):
+        tensor = tensor.cpu()
         if self.dtype == self.torch.bfloat16:
             return tensor.float().numpy().astype(self.np.float64)
         return tensor.numpy().astype(self.np.float64)
@@ -170,7 +186,7 @@ class Bench:
         """Returns (call, output tensor, input tensor to fill)."""
         t, dist, coll, rank, n = self.torch, self.dist, self.args.C, self.rank, self.n
         send, recv, p = c
-        out = t.zeros(max(send, recv), dtype=self.dtype)
+        out = self.zeros(max(send, recv))
         if p == 0:  # nothing to move (NCCL returns at once); gloo crashes on empty tensors
             return (lambda: None), out, out
         if coll == "allreduce":
@@ -181,19 +197,19 @@ class Bench:
             return (lambda: dist.reduce(out, dst=self.args.r, op=self.op)), out, out
         if coll == "allgather":
             parts = list(out[:recv].chunk(n)) if p else [out[:0] for _ in range(n)]
-            inp = parts[rank] if in_place else t.zeros(p, dtype=self.dtype)
+            inp = parts[rank] if in_place else self.zeros(p)
             return (lambda: dist.all_gather(parts, inp)), out[:recv], inp
         if coll == "reduce_scatter":
-            inp = t.zeros(send, dtype=self.dtype)
+            inp = self.zeros(send)
             parts = list(inp.chunk(n)) if p else [inp[:0] for _ in range(n)]
             res = parts[rank] if in_place else out[:recv]
             return (lambda: dist.reduce_scatter(res, parts, op=self.op)), res, inp
-        inp = out if in_place else t.zeros(send, dtype=self.dtype)
+        inp = out if in_place else self.zeros(send)
         return (lambda: dist.all_to_all_single(out, inp)), out, inp
 
     def combine(self, us):
         t = self.torch
-        v = t.tensor([us], dtype=t.float64)
+        v = t.tensor([us], dtype=t.float64, device=self.device)
         a = self.args.a
         if a == 0:
             self.dist.broadcast(v, src=0)
@@ -216,10 +232,12 @@ class Bench:
         self.fill(inp, self.input(self.rank, 0, inp.numel()))
         for _ in range(warmup):
             call()
+        self.sync()
         self.dist.barrier()
         start = time.perf_counter()
         for _ in range(iters):
             call()
+        self.sync()
         us = (time.perf_counter() - start) * 1e6 / iters
         wrong = -1
         # As nccl-tests, in-place AlltoAll is timed but not checked.
@@ -242,7 +260,7 @@ class Bench:
         count = size // self.elt
         c = counts(self.args.C, count, self.elt, self.n)
         results = [self.run_mode(c, ip, iters, warmup, check) for ip in (0, 1)]
-        wrong = self.torch.tensor([max(w, 0) for _, w in results], dtype=self.torch.int64)
+        wrong = self.torch.tensor([max(w, 0) for _, w in results], dtype=self.torch.int64, device=self.device)
         self.dist.all_reduce(wrong)
         nbytes = max(c[0], c[1]) * self.elt
         if self.rank != 0:
@@ -296,9 +314,9 @@ def run_rank(args, rank, n, store_path):
     import torch.distributed as dist
     if store_path:
         store = dist.FileStore(store_path, n)
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=n)
+        dist.init_process_group(args.backend, store=store, rank=rank, world_size=n)
     else:
-        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=n)
+        dist.init_process_group(args.backend, init_method="env://", rank=rank, world_size=n)
     bench = Bench(args, rank, n)
     bands = args.band_list
     if rank == 0:
@@ -358,6 +376,9 @@ def main():
     ap.add_argument("-p", type=int, default=0, help="fork this many ranks on this host")
     ap.add_argument("-m", choices=["both", "one"], default="both")
     ap.add_argument("--bands", help="b:e:f:n:w,... instead of -b -e -f -n -w")
+    ap.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
+                    help="torch.distributed backend (nccl needs --cuda)")
+    ap.add_argument("--cuda", action="store_true", help="CUDA tensors (GPU localRank %% count)")
     ap.add_argument("--store", help=argparse.SUPPRESS)   # set for forked ranks
     ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
