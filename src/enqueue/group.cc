@@ -54,7 +54,8 @@ ncclResult_t enqueue(const PendingCall& call) {
     group.calls.push_back(call);
     return ncclSuccess;
   }
-  std::vector<PendingCall> single{call};
+  thread_local std::vector<PendingCall> single;  // reused: a lone call allocates nothing
+  single.assign(1, call);
   return launchCalls(single);
 }
 

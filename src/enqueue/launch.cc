@@ -33,7 +33,7 @@ class ActiveCalls {
   }
 
  private:
-  std::vector<ncclComm*> comms_;
+  const std::vector<ncclComm*>& comms_;
 };
 
 bool isInPlace(const PendingCall& c) {
@@ -114,43 +114,86 @@ void buildSendRecv(const PendingCall& c, size_t chunkElems, ChannelSchedule* out
 }
 
 
-// Lanes of one batch, and the order constraints between them.
+// Lanes of one batch, and the order constraints between them. One set lives
+// per thread and is reused batch after batch: schedules keep their step
+// arrays, lanes are rebound (reuseHostLane), so a repeated call allocates
+// nothing (small-message latency was dominated by malloc/free).
 class LaneSet {
  public:
-  explicit LaneSet(size_t calls) { schedules_.reserve(calls * 4); }
+  // Starts a new batch; nothing of the previous one is referenced again.
+  void reset() {
+    nschedules_ = 0;
+    for (auto& l : lanes_) spare_.push_back(std::move(l));
+    lanes_.clear();
+    for (Order& o : order_) {
+      o.key = nullptr;
+      o.previous.clear();
+      o.current.clear();
+    }
+  }
 
   // Storage for one lane's steps; stays put while the batch runs.
   ChannelSchedule* newSchedule() {
-    schedules_.emplace_back();
-    return &schedules_.back();
+    if (nschedules_ == schedules_.size()) schedules_.push_back(std::make_unique<ChannelSchedule>());
+    ChannelSchedule* s = schedules_[nschedules_++].get();
+    s->steps.clear();
+    return s;
   }
 
   ncclResult_t add(LaneSpec spec, const ChannelSchedule& steps, const void* orderKey) {
     spec.steps = steps.steps.data();
     spec.nsteps = steps.steps.size();
     std::unique_ptr<Lane> lane;
-    GYRE_CHECK(makeHostLane(spec, &lane));
+    if (!spare_.empty()) {
+      lane = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    GYRE_CHECK(reuseHostLane(spec, &lane));
     // A lane waits for every lane of the previous call on the same key.
-    auto& prev = previous_[orderKey];
-    for (const Lane* p : prev) lane->runAfter(p);
-    current_[orderKey].push_back(lane.get());
+    Order& o = orderFor(orderKey);
+    for (const Lane* p : o.previous) lane->runAfter(p);
+    o.current.push_back(lane.get());
     lanes_.push_back(std::move(lane));
     return ncclSuccess;
   }
 
   // Ends one call: its lanes become the predecessors for the next call.
   void endCall() {
-    for (auto& [key, list] : current_) previous_[key] = list;
-    current_.clear();
+    for (Order& o : order_)
+      if (o.key && !o.current.empty()) {
+        o.previous.swap(o.current);
+        o.current.clear();
+      }
   }
 
   std::vector<std::unique_ptr<Lane>>& lanes() { return lanes_; }
 
  private:
-  std::vector<ChannelSchedule> schedules_;
-  std::vector<std::unique_ptr<Lane>> lanes_;
-  std::map<const void*, std::vector<const Lane*>> previous_, current_;
+  struct Order {
+    const void* key = nullptr;  // a communicator (collectives) or a connection (send/recv)
+    std::vector<const Lane*> previous, current;
+  };
+
+  // Few keys per batch (communicators and peers), so a linear scan.
+  Order& orderFor(const void* key) {
+    Order* unused = nullptr;
+    for (Order& o : order_) {
+      if (o.key == key) return o;
+      if (!o.key && !unused) unused = &o;
+    }
+    if (!unused) unused = &order_.emplace_back();
+    unused->key = key;
+    return *unused;
+  }
+
+  std::vector<std::unique_ptr<ChannelSchedule>> schedules_;  // pointers: lanes point into their steps
+  size_t nschedules_ = 0;
+  std::vector<std::unique_ptr<Lane>> lanes_, spare_;
+  std::vector<Order> order_;
 };
+
+thread_local LaneSet tlsLaneSet;
+thread_local std::vector<ncclComm*> tlsComms;
 
 LaneSpec baseSpec(const PendingCall& c) {
   LaneSpec spec;
@@ -242,7 +285,8 @@ ncclResult_t launchCalls(std::vector<PendingCall>& calls) {
 }
 
 ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
-  std::vector<ncclComm*> comms;
+  std::vector<ncclComm*>& comms = tlsComms;
+  comms.clear();
   for (const PendingCall& c : calls)
     if (std::find(comms.begin(), comms.end(), c.comm) == comms.end()) comms.push_back(c.comm);
   ActiveCalls active(comms);
@@ -253,7 +297,8 @@ ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
 
   // Collectives of one communicator run in call order (a later call may read
   // what an earlier one wrote); sends and receives are ordered per connection.
-  LaneSet set(calls.size());
+  LaneSet& set = tlsLaneSet;
+  set.reset();
   for (const PendingCall& c : calls) {
     if (c.count == 0) continue;
     bool p2p = c.coll == CollKind::SendRecv;

@@ -62,4 +62,12 @@ ncclResult_t makeHostLane(const LaneSpec& spec, std::unique_ptr<Lane>* out) {
   }
 }
 
+ncclResult_t reuseHostLane(const LaneSpec& spec, std::unique_ptr<Lane>* lane) {
+  if (*lane && (*lane)->reusableFor(spec)) {
+    (*lane)->rebind(spec);
+    return ncclSuccess;
+  }
+  return makeHostLane(spec, lane);
+}
+
 }  // namespace gyre

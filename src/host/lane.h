@@ -45,13 +45,22 @@ struct LaneSpec {
 
 class Lane {
  public:
-  explicit Lane(const LaneSpec& spec) : spec_(spec) {
-    if (spec_.single) {
-      (spec_.single->isSend ? spec_.send : spec_.recv) = &spec_.single;
-      (spec_.single->isSend ? spec_.nsend : spec_.nrecv) = 1;
-    }
-  }
+  explicit Lane(const LaneSpec& spec) { bind(spec); }
   virtual ~Lane() = default;
+
+  // Whether rebind(spec) may reuse this lane: the element type and operator
+  // (baked into the typed loop) are the same. PreMulSum scalars are not compared, so
+  // lanes with one are never reused.
+  bool reusableFor(const LaneSpec& spec) const {
+    return !spec.hasScalar && !spec_.hasScalar && spec.datatype == spec_.datatype && spec.op == spec_.op &&
+           spec.comm->nranks == nranks_;  // ncclAvg scales by 1/nranks; spec_.comm may be gone by now
+  }
+  // Starts the lane over on a new call, keeping its allocations.
+  void rebind(const LaneSpec& spec) {
+    bind(spec);
+    next_ = 0;
+    before_.clear();
+  }
 
   // Runs ready steps without waiting; *progressed tells whether any ran.
   virtual ncclResult_t advance(bool* progressed) = 0;
@@ -74,6 +83,17 @@ class Lane {
   LaneSpec spec_;
   size_t next_ = 0;
   std::vector<const Lane*> before_;
+
+ private:
+  int nranks_ = 0;
+  void bind(const LaneSpec& spec) {
+    spec_ = spec;
+    nranks_ = spec.comm->nranks;
+    if (spec_.single) {
+      (spec_.single->isSend ? spec_.send : spec_.recv) = &spec_.single;
+      (spec_.single->isSend ? spec_.nsend : spec_.nrecv) = 1;
+    }
+  }
 };
 
 SlotMeta makeSlotMeta(const LaneSpec& spec, uint32_t bytes);

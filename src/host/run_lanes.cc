@@ -37,7 +37,9 @@ struct Waiter {
   double timeoutSeconds = 0;
   std::chrono::steady_clock::time_point idleSince;
 
-  explicit Waiter(const Lanes& lanes) {
+  // Vectors are cleared, not rebuilt: one Waiter per thread serves every call.
+  void init(const Lanes& lanes) {
+    comms.clear();
     for (const auto& l : lanes)
       if (std::find(comms.begin(), comms.end(), l->spec().comm) == comms.end()) comms.push_back(l->spec().comm);
     spinsBeforeBlocking = comms.empty() ? 0 : comms[0]->spinsBeforeBlocking;
@@ -177,7 +179,8 @@ Connection* undrainedSend(const std::vector<std::unique_ptr<Lane>>& lanes, const
 }  // namespace
 
 ncclResult_t runLanes(Lanes& lanes) {
-  Waiter waiter(lanes);
+  thread_local Waiter waiter;
+  waiter.init(lanes);
   Deadline deadline = Deadline::afterSeconds(waiter.timeoutSeconds);
   for (int idle = 0;;) {
     // Transports first, lanes second: whatever progress() just received is
