@@ -155,8 +155,12 @@ int main(int argc, char** argv) {
     return fail("configuration");
   ro.minChannels = static_cast<int>(minCh);
   ro.maxChannels = static_cast<int>(std::max(minCh, maxCh));
+  // As communicator init plans host-memory ranks (src/comm/comm_topology.cc).
+  m.hostMemory = std::all_of(m.placement.ranks.begin(), m.placement.ranks.end(),
+                             [](const topo::RankSite& s) { return s.gpu < 0; });
+  if (m.hostMemory) ro.minChannels = std::max(ro.minChannels, std::min(ro.maxChannels, kHostMinChannels));
   if (buildRings(m.placement, ro, &m.rings) != ncclSuccess) return fail("ring search");
-  if (buildTrees(m.placement, m.rings, &m.trees) != ncclSuccess) return fail("tree search");
+  if (commTrees(m.placement, m.rings, &m.trees) != ncclSuccess) return fail("tree search");
 
   info::printTopology(m);
   info::printPaths(m);

@@ -16,6 +16,7 @@ struct Model {
   topo::Placement placement;
   RingPlan rings;
   TreePlan trees;
+  bool hostMemory = false;  // every rank on host memory (no LL; one-host binary tree)
 };
 
 void printTopology(const Model& m);

@@ -11,6 +11,13 @@
 namespace gyre::info {
 namespace {
 
+// The cost model's inputs exactly as communicator init sets them.
+CostInputs inputs(const Model& m, CollKind coll, int nranks, size_t bytes) {
+  CostInputs in = costInputs(m.rings, coll, nranks, bytes);
+  in.hostMemory = m.hostMemory;
+  return in;
+}
+
 std::string nodeId(const topo::Placement& p, int host, int node) {
   return node < 0 ? "?" : p.hosts[host].topo.nodes[node].id;
 }
@@ -54,7 +61,10 @@ void printRings(const Model& m) {
 
 void printTrees(const Model& m) {
   const topo::Placement& p = m.placement;
-  printf("\n== Trees: double binary tree across hosts, a chain through each host\n");
+  if (m.rings.nhosts > 1)
+    printf("\n== Trees: double binary tree across hosts, a chain through each host\n");
+  else
+    printf("\n== Trees: double binary tree over the ranks of this host (log2 depth)\n");
   for (size_t c = 0; c < m.trees.channels.size(); ++c) {
     const TreeChannel& tc = m.trees.channels[c];
     printf("ch %2zu: tree %d, root rank %d", c, tc.tree, tc.root);
@@ -109,7 +119,7 @@ int printPlanner(const Model& m, size_t tuningBytes) {
   for (size_t bytes = 8; bytes <= (size_t{1} << 30); bytes *= 8) {
     printf("%-10s", sizeText(bytes).c_str());
     for (CollKind c : colls) {
-      CostTable t = predictCosts(costInputs(m.rings, c, nranks, bytes), algos, protos);
+      CostTable t = predictCosts(inputs(m, c, nranks, bytes), algos, protos);
       if (t.pick < 0) {
         printf(" %-20s", "-");
         continue;
@@ -124,7 +134,7 @@ int printPlanner(const Model& m, size_t tuningBytes) {
   }
   // Where AllReduce stops preferring the tree, by bisection on the model.
   auto algoAt = [&](size_t b) {
-    CostTable t = predictCosts(costInputs(m.rings, CollKind::AllReduce, nranks, b), algos, protos);
+    CostTable t = predictCosts(inputs(m, CollKind::AllReduce, nranks, b), algos, protos);
     return t.pick < 0 ? Algorithm::Ring : t.entries[t.pick].algo;
   };
   size_t lo = 1, hi = size_t{1} << 40;
@@ -137,7 +147,7 @@ int printPlanner(const Model& m, size_t tuningBytes) {
   }
   size_t at = tuningBytes > 0 ? tuningBytes : size_t{1} << 20;
   printf("\nCost table (as NCCL_DEBUG_SUBSYS=TUNING logs it):\n");
-  for (const std::string& line : formatCostTable(predictCosts(costInputs(m.rings, CollKind::AllReduce, nranks, at),
+  for (const std::string& line : formatCostTable(predictCosts(inputs(m, CollKind::AllReduce, nranks, at),
                                                               algos, protos)))
     printf("%s\n", line.c_str());
   return 0;

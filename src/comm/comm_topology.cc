@@ -17,9 +17,6 @@
 namespace gyre {
 namespace {
 
-// See discoverTopology: the fewest rings a host communicator makes.
-constexpr int kHostMinChannels = 2;
-
 // Detection (or NCCL_TOPO_FILE) happens once per process: the settings are a
 // per-process snapshot and the hardware does not change under a job, while
 // a process may create many communicators.
@@ -133,10 +130,6 @@ ncclResult_t discoverTopology(ncclComm* comm, const Deadline& deadline, CommTopo
   RingOptions opts;
   opts.minChannels = static_cast<int>(minChannels);
   opts.maxChannels = static_cast<int>(maxChannels);
-  // A host rank drives all its channels from one thread, so extra channels do
-  // not add copy bandwidth the way GPU thread blocks do; two still keep a
-  // neighbour's pipe busy while the other is being reduced (measured: better
-  // than one), so host communicators make at least two where allowed.
   if (comm->isHost) opts.minChannels = std::max(opts.minChannels, std::min(opts.maxChannels, kHostMinChannels));
   GYRE_CHECK(buildRings(out->placement, opts, &out->rings));
   if (comm->rank == 0) logRings(out->placement, out->rings);

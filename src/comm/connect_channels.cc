@@ -28,27 +28,6 @@ ncclResult_t openTreeConnection(ncclComm* comm, CommTree* tree, const Deadline& 
   return openConnection(comm, tree->id, deadline, peer, isSend, tree->storage.back().get());
 }
 
-// Parent of every rank in each of the two trees. One host: a binary tree over
-// the ranks gives log(n) depth, where NCCL's per-host chain would be as deep
-// as the ring. Several hosts: the topology's double binary tree across hosts
-// with a chain through each host (src/plan/trees.h).
-ncclResult_t treeParents(const ncclComm* comm, std::vector<int> parents[2]) {
-  const CommTopology& t = *comm->topology;
-  if (t.rings.nhosts <= 1) {
-    doubleBinaryTree(comm->nranks, &parents[0], &parents[1]);
-    return ncclSuccess;
-  }
-  RingPlan rings = t.rings;  // one tree channel per ring channel: make sure both trees exist
-  while (rings.channels.size() < 2) rings.channels.push_back(rings.channels[0]);
-  TreePlan trees;
-  GYRE_CHECK(buildTrees(t.placement, rings, &trees));
-  for (int k = 0; k < 2; ++k) {
-    parents[k].assign(comm->nranks, -1);
-    for (int r = 0; r < comm->nranks; ++r) parents[k][r] = trees.channels[k].ranks[r].parent;
-  }
-  return ncclSuccess;
-}
-
 }  // namespace
 
 ncclResult_t connectRings(ncclComm* comm, const Deadline& deadline) {
@@ -84,15 +63,14 @@ ncclResult_t connectRings(ncclComm* comm, const Deadline& deadline) {
 }
 
 ncclResult_t connectTrees(ncclComm* comm, const Deadline& deadline) {
-  std::vector<int> parents[2];
-  GYRE_CHECK(treeParents(comm, parents));
+  TreePlan plan;
+  GYRE_CHECK(commTrees(comm->topology->placement, comm->topology->rings, &plan));
   comm->trees.resize(2);
   for (int t = 0; t < 2; ++t) {
     CommTree& tc = comm->trees[t];
     tc.id = kTreeChannelBase + t;
-    tc.parent = parents[t][comm->rank];
-    for (int r = 0; r < comm->nranks; ++r)
-      if (parents[t][r] == comm->rank) tc.children.push_back(r);
+    tc.parent = plan.channels[t].ranks[comm->rank].parent;
+    tc.children = plan.channels[t].ranks[comm->rank].children;
     if (tc.parent >= 0) GYRE_CHECK(openTreeConnection(comm, &tc, deadline, tc.parent, true, &tc.upSend));
     for (int child : tc.children) GYRE_CHECK(openTreeConnection(comm, &tc, deadline, child, true, &tc.downSend));
   }

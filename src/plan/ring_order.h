@@ -31,6 +31,11 @@ struct RingOptions {
   double channelBw = 0;
 };
 
+// The fewest rings a host-memory communicator makes (NCCL_MAX_NCHANNELS
+// permitting): one thread drives them all, but a second pipe keeps the
+// neighbour busy while one is being reduced (measured faster than one).
+constexpr int kHostMinChannels = 2;
+
 struct RingChannel {
   std::vector<int> order;         // order[i] sends to order[i+1]; the last sends to order[0]
   std::vector<int> entryNic;      // per host: NIC node the ring arrives through (-1: one host, or no NIC)

@@ -87,4 +87,31 @@ ncclResult_t buildTrees(const topo::Placement& p, const RingPlan& rings, TreePla
   return ncclSuccess;
 }
 
+ncclResult_t commTrees(const topo::Placement& p, const RingPlan& rings, TreePlan* out) {
+  int n = static_cast<int>(p.ranks.size());
+  if (rings.nhosts > 1) {
+    RingPlan two = rings;  // one tree channel per ring channel: make sure both trees exist
+    while (two.channels.size() < 2) two.channels.push_back(two.channels[0]);
+    GYRE_CHECK(buildTrees(p, two, out));
+    out->channels.resize(2);
+    return ncclSuccess;
+  }
+  std::vector<int> parents[2];
+  doubleBinaryTree(n, &parents[0], &parents[1]);
+  *out = TreePlan();
+  for (int t = 0; t < 2; ++t) {
+    TreeChannel tc;
+    tc.tree = t;
+    tc.ranks.resize(n);
+    tc.hostParent.assign(p.hosts.size(), -1);
+    for (int r = 0; r < n; ++r) {
+      tc.ranks[r].parent = parents[t][r];
+      if (parents[t][r] < 0) tc.root = r;
+      else tc.ranks[parents[t][r]].children.push_back(r);
+    }
+    out->channels.push_back(std::move(tc));
+  }
+  return ncclSuccess;
+}
+
 }  // namespace gyre

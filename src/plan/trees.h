@@ -43,4 +43,9 @@ void doubleBinaryTree(int n, std::vector<int>* parent0, std::vector<int>* parent
 // One tree channel per ring channel, alternating between the two trees.
 ncclResult_t buildTrees(const topo::Placement& p, const RingPlan& rings, TreePlan* out);
 
+// What communicators use: on one host the two trees span the ranks
+// themselves (log2 depth; a per-host chain would be as deep as the ring),
+// across hosts buildTrees' first two channels. Always two channels.
+ncclResult_t commTrees(const topo::Placement& p, const RingPlan& rings, TreePlan* out);
+
 }  // namespace gyre
