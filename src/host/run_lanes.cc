@@ -29,6 +29,12 @@ constexpr auto kYieldOversubscribed = std::chrono::microseconds(50);
 
 using Lanes = std::vector<std::unique_ptr<Lane>>;
 
+// Whether the call must wait for this connection's posted steps to be
+// consumed before returning. A shared-memory step already sits in the
+// peer's mapping (the user's buffer is no longer read, and no helper has
+// bytes left to move), so only other transports need it.
+bool mustDrain(const Connection& c) { return !c.sharedCounters && !sendsDrained(c); }
+
 struct Waiter {
   std::vector<ncclComm*> comms;
   std::vector<pollfd> fds;
@@ -130,7 +136,7 @@ struct Waiter {
         continue;
       }
       for (size_t i = 0; i < l->spec().nsend; ++i)
-        if (!sendsDrained(*l->spec().send[i])) add(l->spec().send[i]);
+        if (mustDrain(*l->spec().send[i])) add(l->spec().send[i]);
     }
   }
 };
@@ -169,7 +175,7 @@ ncclResult_t checkClosedPeers(const Lanes& lanes) {
 Connection* undrainedSend(const std::vector<std::unique_ptr<Lane>>& lanes, const Lane** owner) {
   for (const auto& l : lanes)
     for (size_t i = 0; i < l->spec().nsend; ++i)
-      if (!sendsDrained(*l->spec().send[i])) {
+      if (mustDrain(*l->spec().send[i])) {
         *owner = l.get();
         return l->spec().send[i];
       }
