@@ -34,14 +34,14 @@ GYRE_HOST_DEVICE void copyElements(const Op& op, const T* src, T* dst0,
 }
 
 // dst0[i] (and dst1[i]) = post?(apply(received[i], pre?(local[i])))
-template <typename T, typename Op, bool Pre, bool Post>
+template <typename T, typename Op, bool Pre, bool Post, bool LocalFirst = false>
 GYRE_HOST_DEVICE void reduceElements(const Op& op, const T* received, const T* local,
                                      T* dst0, T* dst1, size_t n) {
   if (dst1) {
     for (size_t i = 0; i < n; ++i) {
       T l = local[i];
       if constexpr (Pre) l = op.pre(l);
-      T v = op.apply(received[i], l);
+      T v = LocalFirst ? op.apply(l, received[i]) : op.apply(received[i], l);
       if constexpr (Post) v = op.post(v);
       dst0[i] = v;
       dst1[i] = v;
@@ -50,7 +50,7 @@ GYRE_HOST_DEVICE void reduceElements(const Op& op, const T* received, const T* l
     for (size_t i = 0; i < n; ++i) {
       T l = local[i];
       if constexpr (Pre) l = op.pre(l);
-      T v = op.apply(received[i], l);
+      T v = LocalFirst ? op.apply(l, received[i]) : op.apply(received[i], l);
       if constexpr (Post) v = op.post(v);
       dst0[i] = v;
     }

@@ -68,7 +68,10 @@ ncclResult_t buildRingChannel(const PendingCall& c, const Plan& plan, const Chan
                   ch.ringRanks.data()};
   switch (c.coll) {
     case CollKind::AllReduce:
-      buildRingAllReduce({ch.position, c.comm->nranks, begin, count, plan.chunkElems, plan.alignElems}, out);
+      if (plan.exchange)
+        buildExchangeAllReduce({ch.position, c.comm->nranks, begin, count, plan.chunkElems, plan.alignElems}, out);
+      else
+        buildRingAllReduce({ch.position, c.comm->nranks, begin, count, plan.chunkElems, plan.alignElems}, out);
       return ncclSuccess;
     case CollKind::Broadcast: buildRingBroadcast(shape, out); return ncclSuccess;
     case CollKind::Reduce: buildRingReduce(shape, out); return ncclSuccess;

@@ -143,7 +143,10 @@ class TypedLane final : public Lane {
       case StepKind::RecvCopySend: copy(false, false, received, dst, outgoing, s.count); break;
       case StepKind::RecvReduceSend: reduce(pre, post, received, src, outgoing, nullptr, s.count); break;
       case StepKind::RecvReduceCopySend: reduce(pre, post, received, src, dst, outgoing, s.count); break;
-      case StepKind::RecvReduceCopy: reduce(pre, post, received, src, dst, nullptr, s.count); break;
+      case StepKind::RecvReduceCopy:
+        if (s.flags & kStepLocalFirst) reduceLocalFirst(pre, post, received, src, dst, s.count);
+        else reduce(pre, post, received, src, dst, nullptr, s.count);
+        break;
     }
     if (out) {
       out->fifo.metaOf(out->step) = makeSlotMeta(spec_, bytes);
@@ -172,6 +175,13 @@ class TypedLane final : public Lane {
     else if (pre) reduceElements<T, Op, true, false>(op_, received, local, dst0, dst1, n);
     else if (post) reduceElements<T, Op, false, true>(op_, received, local, dst0, dst1, n);
     else reduceElements<T, Op, false, false>(op_, received, local, dst0, dst1, n);
+  }
+
+  void reduceLocalFirst(bool pre, bool post, const T* received, const T* local, T* dst, size_t n) {
+    if (pre && post) reduceElements<T, Op, true, true, true>(op_, received, local, dst, nullptr, n);
+    else if (pre) reduceElements<T, Op, true, false, true>(op_, received, local, dst, nullptr, n);
+    else if (post) reduceElements<T, Op, false, true, true>(op_, received, local, dst, nullptr, n);
+    else reduceElements<T, Op, false, false, true>(op_, received, local, dst, nullptr, n);
   }
 
   Op op_;

@@ -5,7 +5,7 @@
 // cost model's fastest choice for this collective and size over the rings and
 // trees the topology search built, within NCCL_ALGO. Only AllReduce has a tree
 // schedule; the other collectives run their ring (a chain for Broadcast and
-// Reduce). Channels: one per kMinBytesPerChannel, between NCCL_MIN_NCHANNELS
+// Reduce). A small ring AllReduce of two ranks runs as one exchange. Channels: one per kMinBytesPerChannel, between NCCL_MIN_NCHANNELS
 // and the rings made at init.
 #pragma once
 
@@ -25,7 +25,13 @@ struct Plan {
   int nchannels = 1;
   size_t chunkElems = 0;  // elements per pipeline step
   size_t alignElems = 1;
+  bool exchange = false;  // ring AllReduce of 2 ranks as one exchange step (buildExchangeAllReduce)
 };
+
+// Largest 2-rank ring AllReduce run as one exchange: below it latency rules
+// (one step instead of two); above it the exchange's doubled reduction work
+// costs more than the step it saves.
+constexpr size_t kExchangeMaxBytes = 64 << 10;
 
 // A ring collective uses another channel for every this many bytes.
 constexpr size_t kMinBytesPerChannel = 512 << 10;

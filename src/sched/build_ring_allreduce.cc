@@ -39,4 +39,15 @@ void buildRingAllReduce(const RingAllReduceShape& sh, ChannelSchedule* out) {
   }
 }
 
+void buildExchangeAllReduce(const RingAllReduceShape& sh, ChannelSchedule* out) {
+  // Position 0 holds the left operand: it reduces local-first, position 1 received-first.
+  const uint8_t order = sh.rank == 0 ? kStepLocalFirst : 0;
+  for (size_t done = 0; done < sh.count; done += sh.chunkElems) {
+    size_t c = std::min(sh.chunkElems, sh.count - done), off = sh.offset + done;
+    out->steps.push_back(step(StepKind::Send, kInputBuffer, off, 0, 0, c, kStepPreOp));
+    out->steps.push_back(
+        step(StepKind::RecvReduceCopy, kInputBuffer, off, kOutputBuffer, off, c, kStepPreOp | kStepPostOp | order));
+  }
+}
+
 }  // namespace gyre

@@ -21,4 +21,11 @@ struct RingAllReduceShape {
 // conn 0 (prev). With one rank the result is a single local copy.
 void buildRingAllReduce(const RingAllReduceShape& shape, ChannelSchedule* out);
 
+// Two ranks, small messages: the ring's degenerate form in one step instead
+// of two. Each rank sends its whole (pre-op'd) range to the other and reduces
+// what it receives with its own, both as op(rank 0's, rank 1's), so the two
+// results are bitwise identical. Same bytes on the wire as the ring, twice
+// the reduction work, half the latency.
+void buildExchangeAllReduce(const RingAllReduceShape& shape, ChannelSchedule* out);
+
 }  // namespace gyre

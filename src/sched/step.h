@@ -24,6 +24,9 @@ enum BufferId : uint8_t { kInputBuffer = 0, kOutputBuffer = 1 };
 enum StepFlags : uint8_t {
   kStepPreOp = 1,   // apply the op's pre() to the local src elements
   kStepPostOp = 2,  // apply the op's post() to the value written/sent (reduction complete)
+  // Reduce as op(local, received) instead of op(received, local): lets two
+  // ranks that each reduce the same pair (exchange) apply it in one order.
+  kStepLocalFirst = 4,
 };
 
 struct Step {
