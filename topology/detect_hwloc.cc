@@ -121,6 +121,10 @@ bool fromHwloc(State* s) {
   hwloc_topology_t h;
   if (hwloc_topology_init(&h) != 0) return false;
   hwloc_topology_set_io_types_filter(h, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  // GPUs come from the CUDA runtime and NVML (detect_gpu.cc); hwloc's own GPU
+  // plugins would only load vendor libraries (OpenCL, GL...) for nothing.
+  for (const char* plugin : {"cuda", "nvml", "opencl", "rsmi", "levelzero", "gl"})
+    hwloc_topology_set_components(h, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, plugin);
   if (hwloc_topology_load(h) != 0) {
     hwloc_topology_destroy(h);
     return false;
