@@ -1,0 +1,141 @@
+#include "transport/socket/socket_stream.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace gyre::socket_detail {
+
+// Sends as many control messages as the socket takes right now, then
+// publishes the steps that have wholly left.
+ncclResult_t progressSend(SocketConn* s, Connection& conn, int* culprit) {
+  if (s->data) GYRE_CHECK(s->data->check(culprit));
+  for (;;) {
+    if (s->sent == loadAcquire(&s->tail)) break;
+    const SlotMeta& m = conn.fifo.metaOf(s->sent);
+    const bool split = s->split(m.bytes);
+    const size_t payload = split ? 0 : m.bytes;
+    iovec iov[2];
+    int iovcnt = 0;
+    if (s->partialBytes < sizeof(SlotMeta))
+      iov[iovcnt++] = {const_cast<char*>(reinterpret_cast<const char*>(&m)) + s->partialBytes,
+                       sizeof(SlotMeta) - s->partialBytes};
+    size_t payloadDone = s->partialBytes > sizeof(SlotMeta) ? s->partialBytes - sizeof(SlotMeta) : 0;
+    if (payload > payloadDone) iov[iovcnt++] = {conn.fifo.slot(s->sent) + payloadDone, payload - payloadDone};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = iovcnt;
+    ssize_t n = sendmsg(s->socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+      *culprit = conn.peer;
+      return fail(ncclRemoteError, "%s: connection lost (%s): rank %d died or aborted", s->what.c_str(),
+                  strerror(errno), conn.peer);
+    }
+    s->partialBytes += static_cast<size_t>(n);
+    if (s->partialBytes < sizeof(SlotMeta) + payload) break;
+    s->partialBytes = 0;
+    uint64_t job = 0;
+    if (split) GYRE_CHECK(s->data->post(s->sent, m.bytes, &job));
+    s->stepJob[s->sent % kFifoSlots] = split ? job + 1 : 0;
+    ++s->sent;
+  }
+  uint64_t head = s->head;
+  while (head < s->sent && s->stepDone(head)) ++head;
+  if (head != s->head) storeRelease(&s->head, head);
+  return ncclSuccess;
+}
+
+// Publishes, in order, the received steps whose pieces have all arrived.
+void publishReceived(SocketConn* s, Connection& conn) {
+  uint64_t tail = s->tail;
+  while (tail < s->recvd && s->stepDone(tail)) ++tail;
+  if (tail != s->tail) storeRelease(&s->tail, tail);
+  // Data still on its way through the data sockets is not lost yet.
+  if (s->controlClosed && tail == s->recvd) conn.peerClosed = true;
+}
+
+// Claims the next slot for the message whose header is in s->incoming.
+ncclResult_t claimSlot(SocketConn* s, Connection& conn) {
+  conn.fifo.metaOf(s->recvd) = s->incoming;
+  uint64_t job = 0;
+  const bool split = s->split(s->incoming.bytes);
+  if (split) GYRE_CHECK(s->data->post(s->recvd, s->incoming.bytes, &job));
+  s->stepJob[s->recvd % kFifoSlots] = split ? job + 1 : 0;
+  ++s->recvd;
+  s->incomingBytes = 0;
+  return ncclSuccess;
+}
+
+ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
+  if (s->data) GYRE_CHECK(s->data->check(culprit));
+  while (!s->controlClosed) {
+    char* dst;
+    size_t want;
+    if (s->incomingBytes < sizeof(SlotMeta)) {
+      // Headers are read even when every slot is full, so an abort notice from
+      // the peer is seen while this rank waits on something else.
+      dst = reinterpret_cast<char*>(&s->incoming) + s->incomingBytes;
+      want = sizeof(SlotMeta) - s->incomingBytes;
+    } else {
+      if (s->recvd - loadAcquire(&s->head) >= kFifoSlots) break;  // no free slot yet
+      if (s->split(s->incoming.bytes)) {  // the payload comes through the helpers
+        GYRE_CHECK(claimSlot(s, conn));
+        continue;
+      }
+      size_t done = s->incomingBytes - sizeof(SlotMeta);
+      dst = conn.fifo.slot(s->recvd) + done;
+      want = s->incoming.bytes - done;
+    }
+    size_t got = 0;
+    if (want > 0) {
+      ssize_t n = recv(s->socket.fd(), dst, want, MSG_DONTWAIT);
+      if (n == 0) {
+        if (s->incomingBytes == 0) {
+          s->controlClosed = true;  // at a message boundary: an error only if more data is awaited
+          break;
+        }
+        *culprit = conn.peer;
+        return fail(ncclRemoteError, "%s: rank %d closed the connection in the middle of a message (the process "
+                    "died or aborted)", s->what.c_str(), conn.peer);
+      }
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+        *culprit = conn.peer;
+        return fail(ncclRemoteError, "%s: connection to rank %d lost (%s)", s->what.c_str(), conn.peer,
+                    strerror(errno));
+      }
+      got = static_cast<size_t>(n);
+    }
+    s->incomingBytes += got;
+    if (s->incomingBytes == sizeof(SlotMeta) && got > 0) {
+      if (s->incoming.flags & kMetaAbort) {
+        *culprit = static_cast<int>(s->incoming.count);
+        // The peer may blame this rank: its call did not match, or it stalled.
+        if (*culprit == s->rank)
+          return fail(ncclRemoteError, "rank %d gave up on this rank (%d): it reports a mismatched call or a stalled "
+                      "step from this rank (see rank %d's error)", conn.peer, s->rank, conn.peer);
+        return fail(ncclRemoteError, "rank %d failed or stopped responding (reported by rank %d)", *culprit,
+                    conn.peer);
+      }
+      if (s->incoming.bytes > conn.fifo.slotBytes) {
+        *culprit = conn.peer;
+        return fail(ncclInternalError, "%s: rank %d sent a %u-byte step into %zu-byte slots", s->what.c_str(),
+                    conn.peer, s->incoming.bytes, conn.fifo.slotBytes);
+      }
+    }
+    if (s->incomingBytes >= sizeof(SlotMeta) && !s->split(s->incoming.bytes) &&
+        s->incomingBytes == sizeof(SlotMeta) + s->incoming.bytes) {
+      if (s->recvd - loadAcquire(&s->head) >= kFifoSlots) break;  // header of a zero-byte step
+      GYRE_CHECK(claimSlot(s, conn));
+      continue;
+    }
+    if (got == 0) break;
+  }
+  publishReceived(s, conn);
+  return ncclSuccess;
+}
+
+}  // namespace gyre::socket_detail
