@@ -48,6 +48,15 @@ struct CommTree {
 };
 constexpr int kTreeChannelBase = 256;
 
+// Recursive doubling (small AllReduce on 4, 8, ... ranks): in round k a rank
+// exchanges with rank ^ 2^k over its own connections, made at init.
+struct CommDoubling {
+  std::vector<std::unique_ptr<Connection>> storage;
+  std::vector<Connection*> send;  // by round
+  std::vector<Connection*> recv;  // by round
+};
+constexpr int kDoublingChannelBase = 384;
+
 // A reduction operator made by ncclRedOpCreatePreMulSum: sum after
 // multiplying every input by a scalar of the op's datatype.
 struct CustomRedOp {
@@ -86,6 +95,7 @@ struct ncclComm {
   std::vector<gyre::Channel> channels;   // ring channels made at init
   int minChannels = 1;                    // NCCL_MIN_NCHANNELS: the planner uses at least this many
   std::vector<gyre::CommTree> trees;  // the two trees of the double binary tree
+  gyre::CommDoubling doubling;        // empty unless nranks is a power of two >= 4
   std::map<int, std::unique_ptr<gyre::Connection>> p2pSend;  // by peer rank
   std::map<int, std::unique_ptr<gyre::Connection>> p2pRecv;
   gyre::ProgressEngine progress;

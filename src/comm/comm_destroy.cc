@@ -53,6 +53,9 @@ void releaseCommResources(ncclComm* comm) {
     for (auto& c : t.storage)
       if (c->transport && c->state) c->transport->close(*c);
   comm->trees.clear();
+  for (auto& c : comm->doubling.storage)
+    if (c->transport && c->state) c->transport->close(*c);
+  comm->doubling = CommDoubling();
   for (auto* table : {&comm->p2pSend, &comm->p2pRecv}) {
     for (auto& [peer, c] : *table)
       if (c->transport && c->state) c->transport->close(*c);

@@ -109,6 +109,7 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   comm->minChannels = static_cast<int>(std::min<int64_t>(minChannels, nchannels));
   GYRE_CHECK(connectRings(comm, deadline));
   GYRE_CHECK(connectTrees(comm, deadline));
+  GYRE_CHECK(connectDoubling(comm, deadline));
   // Nobody returns from init before every rank's connections exist.
   return comm->bootstrap->barrier(deadline, &comm->abortFlag);
 }

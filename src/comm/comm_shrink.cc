@@ -26,7 +26,7 @@ using namespace gyre;
 namespace {
 
 // Acceptor tags for shrink rendezvous, above every transport tag.
-constexpr int kShrinkTagBase = 1 << 24;
+constexpr int kShrinkTagBase = 1 << 30;  // data-socket tags reach ~2^26
 
 // Stops in-flight work the way ncclCommAbort does, without destroying.
 void stopInFlight(ncclComm* comm) {

@@ -82,4 +82,21 @@ ncclResult_t connectTrees(ncclComm* comm, const Deadline& deadline) {
   return ncclSuccess;
 }
 
+ncclResult_t connectDoubling(ncclComm* comm, const Deadline& deadline) {
+  int n = comm->nranks;
+  if (n < 4 || (n & (n - 1)) != 0) return ncclSuccess;
+  CommDoubling& d = comm->doubling;
+  int rounds = 0;
+  while ((1 << rounds) < n) ++rounds;
+  auto open = [&](int round, bool isSend) {
+    d.storage.push_back(std::make_unique<Connection>());
+    (isSend ? d.send : d.recv).push_back(d.storage.back().get());
+    return openConnection(comm, kDoublingChannelBase + round, deadline, comm->rank ^ (1 << round), isSend,
+                          d.storage.back().get());
+  };
+  for (int k = 0; k < rounds; ++k) GYRE_CHECK(open(k, true));
+  for (int k = 0; k < rounds; ++k) GYRE_CHECK(open(k, false));
+  return ncclSuccess;
+}
+
 }  // namespace gyre

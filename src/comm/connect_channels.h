@@ -15,5 +15,7 @@ namespace gyre {
 // connections (and connection tags).
 ncclResult_t connectRings(ncclComm* comm, const Deadline& deadline);
 ncclResult_t connectTrees(ncclComm* comm, const Deadline& deadline);
+// Partners rank ^ 2^k for every round, when nranks is a power of two >= 4.
+ncclResult_t connectDoubling(ncclComm* comm, const Deadline& deadline);
 
 }  // namespace gyre

@@ -36,8 +36,11 @@ ncclResult_t planCollective(const ncclComm* comm, CollKind coll, size_t count, s
   size_t bytes = count * typeSize * (perRankCount ? static_cast<size_t>(comm->nranks) : 1);
   if (comm->trees.size() == 2 && tunedAlgorithm(comm->topology->tuning, coll, bytes) == Algorithm::Tree)
     plan->algorithm = Algorithm::Tree;
-  plan->exchange = coll == CollKind::AllReduce && plan->algorithm == Algorithm::Ring && comm->nranks == 2 &&
-                   bytes <= kExchangeMaxBytes;
+  if (coll == CollKind::AllReduce && bytes <= kDoublingMaxBytes) {
+    const TuningTable& t = comm->topology->tuning;
+    if (comm->nranks == 2) plan->doubling = plan->algorithm == Algorithm::Ring;
+    else plan->doubling = !comm->doubling.send.empty() && !t.algorithmForced && plan->algorithm == Algorithm::Tree;
+  }
   return ncclSuccess;
 }
 

@@ -5,7 +5,9 @@
 // cost model's fastest choice for this collective and size over the rings and
 // trees the topology search built, within NCCL_ALGO. Only AllReduce has a tree
 // schedule; the other collectives run their ring (a chain for Broadcast and
-// Reduce). A small ring AllReduce of two ranks runs as one exchange. Channels: one per kMinBytesPerChannel, between NCCL_MIN_NCHANNELS
+// Reduce). Small AllReduces on a power-of-two rank count use recursive
+// doubling (unless NCCL_ALGO forces an algorithm; on 2 ranks it is the ring's
+// one-step form and stays even then). Channels: one per kMinBytesPerChannel, between NCCL_MIN_NCHANNELS
 // and the rings made at init.
 #pragma once
 
@@ -25,13 +27,17 @@ struct Plan {
   int nchannels = 1;
   size_t chunkElems = 0;  // elements per pipeline step
   size_t alignElems = 1;
-  bool exchange = false;  // ring AllReduce of 2 ranks as one exchange step (buildExchangeAllReduce)
+  // Small AllReduce by recursive doubling (buildDoublingAllReduce): on 2
+  // ranks over the ring's connections in place of the ring, on 4, 8, ...
+  // ranks over the doubling connections in place of the tree.
+  bool doubling = false;
 };
 
-// Largest 2-rank ring AllReduce run as one exchange: below it latency rules
-// (one step instead of two); above it the exchange's doubled reduction work
-// costs more than the step it saves.
-constexpr size_t kExchangeMaxBytes = 64 << 10;
+// Largest AllReduce run by recursive doubling: below it latency rules (log2 n
+// rounds instead of 2(n-1) ring steps or 2 log2 n tree hops); above it the
+// doubling's extra reduction work costs more than the steps it saves
+// (2 ranks, measured: even at 64 KiB, the ring ahead from 128 KiB).
+constexpr size_t kDoublingMaxBytes = 64 << 10;
 
 // A ring collective uses another channel for every this many bytes.
 constexpr size_t kMinBytesPerChannel = 512 << 10;

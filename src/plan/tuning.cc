@@ -48,6 +48,7 @@ void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, Tuning
   out->inputs = costInputs(rings, CollKind::AllReduce, nranks, 0);
   out->inputs.hostMemory = hostMemory;
   std::vector<Algorithm> algos = allowedAlgorithms();
+  out->algorithmForced = !env::getString("NCCL_ALGO").empty();
   for (int c = 0; c < kTunedColls; ++c)
     for (int b = 0; b < kTuningBuckets; ++b) {
       CostTable table = tableAt(*out, static_cast<CollKind>(c), size_t{1} << b, algos);

@@ -21,6 +21,7 @@ constexpr int kTuningBuckets = 48;   // message sizes 2^0 .. 2^47 bytes
 struct TuningTable {
   CostInputs inputs;  // bytes unset: shared by every entry
   Algorithm pick[kTunedColls][kTuningBuckets] = {};
+  bool algorithmForced = false;  // NCCL_ALGO restricts the choice (the planner then adds no variants)
 };
 
 // `nranks` ranks planned on `rings`; host-memory communicators have no LL protocol.

@@ -39,14 +39,24 @@ void buildRingAllReduce(const RingAllReduceShape& sh, ChannelSchedule* out) {
   }
 }
 
-void buildExchangeAllReduce(const RingAllReduceShape& sh, ChannelSchedule* out) {
-  // Position 0 holds the left operand: it reduces local-first, position 1 received-first.
-  const uint8_t order = sh.rank == 0 ? kStepLocalFirst : 0;
+void buildDoublingAllReduce(const RingAllReduceShape& sh, ChannelSchedule* out) {
+  int rounds = 0;
+  while ((1 << rounds) < sh.nranks) ++rounds;
   for (size_t done = 0; done < sh.count; done += sh.chunkElems) {
     size_t c = std::min(sh.chunkElems, sh.count - done), off = sh.offset + done;
-    out->steps.push_back(step(StepKind::Send, kInputBuffer, off, 0, 0, c, kStepPreOp));
-    out->steps.push_back(
-        step(StepKind::RecvReduceCopy, kInputBuffer, off, kOutputBuffer, off, c, kStepPreOp | kStepPostOp | order));
+    for (int j = 0; j < rounds; ++j) {
+      const bool first = j == 0, last = j == rounds - 1;
+      // Round 0 starts from the input (pre-op'd); later rounds from the partial result.
+      const uint8_t src = first ? kInputBuffer : kOutputBuffer;
+      const uint8_t pre = first ? kStepPreOp : 0;
+      const uint8_t order = (sh.rank & (1 << j)) == 0 ? kStepLocalFirst : 0;  // the lower rank's operand first
+      Step send = step(StepKind::Send, src, off, 0, 0, c, pre);
+      Step reduce = step(StepKind::RecvReduceCopy, src, off, kOutputBuffer, off, c,
+                         pre | (last ? kStepPostOp : 0) | order);
+      send.sendConn = reduce.recvConn = static_cast<uint8_t>(j);
+      out->steps.push_back(send);
+      out->steps.push_back(reduce);
+    }
   }
 }
 

@@ -21,11 +21,15 @@ struct RingAllReduceShape {
 // conn 0 (prev). With one rank the result is a single local copy.
 void buildRingAllReduce(const RingAllReduceShape& shape, ChannelSchedule* out);
 
-// Two ranks, small messages: the ring's degenerate form in one step instead
-// of two. Each rank sends its whole (pre-op'd) range to the other and reduces
-// what it receives with its own, both as op(rank 0's, rank 1's), so the two
-// results are bitwise identical. Same bytes on the wire as the ring, twice
-// the reduction work, half the latency.
-void buildExchangeAllReduce(const RingAllReduceShape& shape, ChannelSchedule* out);
+// Small messages on 2^k ranks: recursive doubling. In round j a rank sends
+// its partial result to rank ^ 2^j (send and receive connection j) and
+// reduces what comes back as op(lower rank's, higher rank's), so after k
+// rounds every rank holds the same reduction, in the same operand order
+// (bitwise identical, but a NaN from an arithmetic op may keep either payload:
+// the compiler may commute an addition). Two ranks is one round: the ring's
+// degenerate form in one step instead of two. Same bytes on the wire as the
+// ring for 2 ranks, log2(n) rounds instead of the tree's 2 log2(n) hops, but
+// n/2 times the ring's reduction work, so only for small messages.
+void buildDoublingAllReduce(const RingAllReduceShape& shape, ChannelSchedule* out);
 
 }  // namespace gyre
