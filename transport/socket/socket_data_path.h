@@ -13,8 +13,6 @@
 // of kHelperPollMs, and stop when the connection closes. They learn nothing of
 // deadlines; the executor that waits on them owns those. A helper that fails
 // records why and exits; the executor reports it on its next progress().
-//
-// Header-only because transport/meson.build lists one source per transport.
 #pragma once
 
 #include <poll.h>
@@ -38,7 +36,6 @@
 #include "src/bootstrap/socket.h"
 #include "src/debug/error.h"
 #include "transport/fifo.h"
-#include "topology/affinity.h"
 #include "transport/socket/socket_pieces.h"
 
 namespace gyre::socket_detail {
@@ -55,52 +52,18 @@ class DataPath {
   DataPath(const DataPath&) = delete;
   DataPath& operator=(const DataPath&) = delete;
 
-  ~DataPath() {
-    stop_.store(true, std::memory_order_release);
-    for (int fd : wake_) poke(fd);
-    for (std::thread& t : threads_) t.join();
-    for (int fd : wake_) ::close(fd);
-    if (doneEvent_ >= 0) ::close(doneEvent_);
-    if (epoll_ >= 0) ::close(epoll_);
-  }
+  ~DataPath();
 
   int sockets() const { return static_cast<int>(socks_.size()); }
   Socket& socket(int i) { return socks_[static_cast<size_t>(i)]; }
 
   // After the sockets are connected and the FIFO slots exist.
-  ncclResult_t init(char* slots, size_t slotBytes, int controlFd) {
-    slots_ = slots;
-    slotBytes_ = slotBytes;
-    controlFd_ = controlFd;
-    doneEvent_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    epoll_ = epoll_create1(EPOLL_CLOEXEC);
-    if (doneEvent_ < 0 || epoll_ < 0) return fail(ncclSystemError, "%s: eventfd/epoll: %s", what_.c_str(), strerror(errno));
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = doneEvent_;
-    if (epoll_ctl(epoll_, EPOLL_CTL_ADD, doneEvent_, &ev) != 0)
-      return fail(ncclSystemError, "%s: epoll_ctl: %s", what_.c_str(), strerror(errno));
-    for (int t = 0; t < nthreads_; ++t) {
-      int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-      if (fd < 0) return fail(ncclSystemError, "%s: eventfd: %s", what_.c_str(), strerror(errno));
-      wake_.push_back(fd);
-    }
-    return ncclSuccess;
-  }
+  ncclResult_t init(char* slots, size_t slotBytes, int controlFd);
 
   // Hands the payload of the slot at `step` to the helpers; *job gets its number.
   // Helpers start on the first job: connections that only ever carry small
   // payloads (tree connections, for one) then cost no threads.
-  ncclResult_t post(uint64_t step, uint32_t bytes, uint64_t* job) {
-    if (threads_.empty()) GYRE_CHECK(startHelpers());
-    const uint64_t j = posted_.load(std::memory_order_relaxed);
-    jobs_[j % kFifoSlots] = {step, bytes};
-    remaining_[j % kFifoSlots].store(sockets(), std::memory_order_relaxed);
-    posted_.store(j + 1, std::memory_order_release);
-    for (int fd : wake_) poke(fd);
-    *job = j;
-    return ncclSuccess;
-  }
+  ncclResult_t post(uint64_t step, uint32_t bytes, uint64_t* job);
 
   // Whether every piece of job `j` has moved. At most kFifoSlots jobs are ever
   // unretired (each holds a FIFO slot), so the job ring is never overrun.
@@ -108,32 +71,11 @@ class DataPath {
 
   // Called at the start of each progress(): consumes the helpers' wake-up so a
   // later poll() sleeps again, and reports a helper's failure (which names the peer).
-  ncclResult_t check(int* culprit) {
-    if (failed_.load(std::memory_order_acquire)) {
-      *culprit = peer_;
-      return fail(ncclRemoteError, "%s", error_.c_str());
-    }
-    if (signaled_.exchange(false, std::memory_order_acq_rel)) {
-      uint64_t v;
-      (void)!::read(doneEvent_, &v, sizeof(v));
-    }
-    return ncclSuccess;
-  }
+  ncclResult_t check(int* culprit);
 
   // The descriptor the executor polls (POLLIN): ready when a job finishes, or
   // when the control socket has `controlEvents` (0: do not watch it).
-  int pollFd(short controlEvents) {
-    if (controlEvents != controlEvents_) {
-      epoll_event ev{};
-      ev.events = (controlEvents & POLLIN ? uint32_t{EPOLLIN} : 0u) | (controlEvents & POLLOUT ? uint32_t{EPOLLOUT} : 0u);
-      ev.data.fd = controlFd_;
-      // Removed rather than registered with no events: epoll would still
-      // report a hang-up, and a closed control socket would wake us forever.
-      int op = controlEvents_ == 0 ? EPOLL_CTL_ADD : controlEvents == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD;
-      if (epoll_ctl(epoll_, op, controlFd_, &ev) == 0) controlEvents_ = controlEvents;
-    }
-    return epoll_;
-  }
+  int pollFd(short controlEvents);
 
  private:
   struct Job {
@@ -146,101 +88,16 @@ class DataPath {
     (void)!::write(fd, &one, sizeof(one));
   }
 
-  ncclResult_t startHelpers() {
-    try {
-      for (int t = 0; t < nthreads_; ++t)
-        threads_.emplace_back([this, t] {
-          topo::bindThreadToNuma(helperNuma_);  // honours NCCL_IGNORE_CPU_AFFINITY
-          run(t);
-        });
-    } catch (const std::system_error& e) {
-      stop_.store(true);
-      for (int fd : wake_) poke(fd);
-      for (std::thread& t : threads_) t.join();
-      threads_.clear();
-      return fail(ncclSystemError, "%s: cannot start socket helper threads (NCCL_SOCKET_NTHREADS): %s",
-                  what_.c_str(), e.what());
-    }
-    return ncclSuccess;
-  }
+  ncclResult_t startHelpers();
 
-  void run(int t) {
-    pthread_setname_np(pthread_self(), "gyre-sockhelp");
-    const int first = t * nsocks_;
-    std::vector<pollfd> fds(static_cast<size_t>(nsocks_) + 1);
-    while (!stop_.load(std::memory_order_acquire)) {
-      bool moved = false;
-      size_t npoll = 1;
-      fds[0] = {wake_[static_cast<size_t>(t)], POLLIN, 0};
-      for (int k = first; k < first + nsocks_; ++k) {
-        bool blocked = false;
-        if (!movePieces(k, &moved, &blocked)) return;
-        if (blocked) fds[npoll++] = {socks_[static_cast<size_t>(k)].fd(), static_cast<short>(isSend_ ? POLLOUT : POLLIN), 0};
-      }
-      if (moved) continue;
-      // A job posted after movePieces looked has poked wake_[t]: no lost wake-up.
-      if (poll(fds.data(), npoll, kHelperPollMs) > 0 && (fds[0].revents & POLLIN)) {
-        uint64_t v;
-        (void)!::read(fds[0].fd, &v, sizeof(v));
-      }
-    }
-  }
+  void run(int t);
 
   // Moves socket k's pieces of every posted job it can without blocking.
   // False after a failure (recorded for the executor).
-  bool movePieces(int k, bool* moved, bool* blocked) {
-    const size_t ks = static_cast<size_t>(k);
-    const int fd = socks_[ks].fd();
-    for (;;) {
-      const uint64_t j = done_[ks];
-      if (j >= posted_.load(std::memory_order_acquire)) return true;
-      const Job job = jobs_[j % kFifoSlots];
-      size_t off, len;
-      pieceRange(job.bytes, sockets(), k, &off, &len);
-      char* base = slots_ + (job.step % kFifoSlots) * slotBytes_ + off;
-      while (partial_[ks] < len) {
-        ssize_t n = isSend_ ? ::send(fd, base + partial_[ks], len - partial_[ks], MSG_NOSIGNAL | MSG_DONTWAIT)
-                            : ::recv(fd, base + partial_[ks], len - partial_[ks], MSG_DONTWAIT);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-          *blocked = true;
-          return true;
-        }
-        if (n <= 0) {
-          recordError(k, n == 0 ? nullptr : strerror(errno));
-          return false;
-        }
-        partial_[ks] += static_cast<size_t>(n);
-        *moved = true;
-      }
-      partial_[ks] = 0;
-      done_[ks] = j + 1;
-      // The slot's bytes are published by this release; the executor's
-      // acquire in jobDone() precedes its release of the FIFO counter.
-      if (remaining_[j % kFifoSlots].fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        poke(doneEvent_);
-        signaled_.store(true, std::memory_order_release);
-      }
-    }
-  }
+  bool movePieces(int k, bool* moved, bool* blocked);
 
   // `why` null: the peer closed the socket in the middle of a piece.
-  void recordError(int k, const char* why) {
-    char text[512];
-    if (!why)
-      snprintf(text, sizeof(text), "%s, data socket %d: rank %d closed the connection in the middle of a message "
-               "(the process died or aborted)", what_.c_str(), k, peer_);
-    else
-      snprintf(text, sizeof(text), "%s, data socket %d: connection lost (%s): rank %d died or aborted", what_.c_str(),
-               k, why, peer_);
-    {
-      std::lock_guard<std::mutex> lock(errorMu_);
-      if (failed_.load(std::memory_order_relaxed)) return;
-      error_ = text;
-      failed_.store(true, std::memory_order_release);
-    }
-    poke(doneEvent_);
-    signaled_.store(true, std::memory_order_release);
-  }
+  void recordError(int k, const char* why);
 
   const bool isSend_;
   const int nthreads_, nsocks_;
