@@ -7,6 +7,7 @@
 
 #include "src/plan/ring_order.h"
 #include "src/plan/trees.h"
+#include "src/plan/tuning.h"  // sizeText
 #include "topology/placement.h"
 
 namespace gyre::info {
@@ -32,7 +33,5 @@ int printPlanner(const Model& m, size_t tuningBytes);
 // Graphviz of the hosts with the rings (and channel 0/1 trees) drawn on them.
 bool writeDot(const Model& m, const std::string& path, int maxChannels);
 
-// "8 B", "64 KiB", "1 GiB".
-std::string sizeText(size_t bytes);
 
 }  // namespace gyre::info

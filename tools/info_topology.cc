@@ -55,13 +55,6 @@ void matrix(const topo::HostModel& h, const std::vector<int>& rows, const std::v
 
 }  // namespace
 
-std::string sizeText(size_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && bytes % 1024 == 0 && u < 4) bytes /= 1024, ++u;
-  return std::to_string(bytes) + " " + units[u];
-}
-
 void printTopology(const Model& m) {
   const topo::Topology& t = m.placement.hosts[0].topo;
   printf("== Topology (%s)\n", m.source.c_str());

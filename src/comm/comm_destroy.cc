@@ -42,23 +42,22 @@ void markCommFailed(ncclComm* comm, ncclResult_t code, int culprit) {
 
 void releaseCommResources(ncclComm* comm) {
   comm->progress.clear();
+  // A connection whose set-up failed half way has no state to close.
+  auto close = [](Connection& c) {
+    if (c.transport && c.state) c.transport->close(c);
+  };
   for (Channel& ch : comm->channels) {
-    for (Connection& c : ch.send)
-      if (c.transport && c.state) c.transport->close(c);
-    for (Connection& c : ch.recv)
-      if (c.transport && c.state) c.transport->close(c);
+    for (Connection& c : ch.send) close(c);
+    for (Connection& c : ch.recv) close(c);
   }
   comm->channels.clear();
   for (CommTree& t : comm->trees)
-    for (auto& c : t.storage)
-      if (c->transport && c->state) c->transport->close(*c);
+    for (auto& c : t.storage) close(*c);
   comm->trees.clear();
-  for (auto& c : comm->doubling.storage)
-    if (c->transport && c->state) c->transport->close(*c);
+  for (auto& c : comm->doubling.storage) close(*c);
   comm->doubling = CommDoubling();
   for (auto* table : {&comm->p2pSend, &comm->p2pRecv}) {
-    for (auto& [peer, c] : *table)
-      if (c->transport && c->state) c->transport->close(*c);
+    for (auto& [peer, c] : *table) close(*c);
     table->clear();
   }
   if (comm->bootstrap) comm->bootstrap->close();

@@ -103,10 +103,8 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   if (ranksOnHost > sysconf(_SC_NPROCESSORS_ONLN)) comm->spinsBeforeBlocking = 0;
   comm->topology = std::make_unique<CommTopology>();
   GYRE_CHECK(discoverTopology(comm, deadline, comm->topology.get()));
-  int64_t minChannels = 1;
-  GYRE_CHECK(env::getInt("NCCL_MIN_NCHANNELS", &minChannels));
   int nchannels = static_cast<int>(comm->topology->rings.channels.size());
-  comm->minChannels = static_cast<int>(std::min<int64_t>(minChannels, nchannels));
+  comm->minChannels = std::min(comm->topology->minChannels, nchannels);
   GYRE_CHECK(connectRings(comm, deadline));
   GYRE_CHECK(connectTrees(comm, deadline));
   GYRE_CHECK(connectDoubling(comm, deadline));

@@ -127,6 +127,7 @@ ncclResult_t discoverTopology(ncclComm* comm, const Deadline& deadline, CommTopo
   if (minChannels > maxChannels)
     return fail(ncclInvalidArgument, "NCCL_MIN_NCHANNELS=%lld exceeds NCCL_MAX_NCHANNELS=%lld",
                 static_cast<long long>(minChannels), static_cast<long long>(maxChannels));
+  out->minChannels = static_cast<int>(minChannels);
   RingOptions opts;
   opts.minChannels = static_cast<int>(minChannels);
   opts.maxChannels = static_cast<int>(maxChannels);

@@ -26,6 +26,7 @@ struct CommTopology {
   topo::TransportPolicy policy;
   RingPlan rings;
   TuningTable tuning;
+  int minChannels = 1;  // NCCL_MIN_NCHANNELS as set (the rings may be fewer)
 };
 
 // Gathers the placement and runs the ring search with the channel limits of

@@ -20,12 +20,17 @@ ncclResult_t openConnection(ncclComm* comm, int channel, const Deadline& deadlin
   return ncclSuccess;
 }
 
-// Opens a tree connection and files it under `list`.
+// Opens a connection kept in `storage` (trees, doubling) and files it under `list`.
+ncclResult_t openOwnedConnection(ncclComm* comm, std::vector<std::unique_ptr<Connection>>* storage, int channel,
+                                 const Deadline& deadline, int peer, bool isSend, std::vector<Connection*>* list) {
+  storage->push_back(std::make_unique<Connection>());
+  list->push_back(storage->back().get());
+  return openConnection(comm, channel, deadline, peer, isSend, storage->back().get());
+}
+
 ncclResult_t openTreeConnection(ncclComm* comm, CommTree* tree, const Deadline& deadline, int peer, bool isSend,
                                 std::vector<Connection*>* list) {
-  tree->storage.push_back(std::make_unique<Connection>());
-  list->push_back(tree->storage.back().get());
-  return openConnection(comm, tree->id, deadline, peer, isSend, tree->storage.back().get());
+  return openOwnedConnection(comm, &tree->storage, tree->id, deadline, peer, isSend, list);
 }
 
 }  // namespace
@@ -88,14 +93,10 @@ ncclResult_t connectDoubling(ncclComm* comm, const Deadline& deadline) {
   CommDoubling& d = comm->doubling;
   int rounds = 0;
   while ((1 << rounds) < n) ++rounds;
-  auto open = [&](int round, bool isSend) {
-    d.storage.push_back(std::make_unique<Connection>());
-    (isSend ? d.send : d.recv).push_back(d.storage.back().get());
-    return openConnection(comm, kDoublingChannelBase + round, deadline, comm->rank ^ (1 << round), isSend,
-                          d.storage.back().get());
-  };
-  for (int k = 0; k < rounds; ++k) GYRE_CHECK(open(k, true));
-  for (int k = 0; k < rounds; ++k) GYRE_CHECK(open(k, false));
+  for (bool isSend : {true, false})  // every send first, as everywhere at init
+    for (int k = 0; k < rounds; ++k)
+      GYRE_CHECK(openOwnedConnection(comm, &d.storage, kDoublingChannelBase + k, deadline, comm->rank ^ (1 << k),
+                                     isSend, isSend ? &d.send : &d.recv));
   return ncclSuccess;
 }
 

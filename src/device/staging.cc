@@ -121,6 +121,24 @@ ncclResult_t joinStreams(DeviceRuntime* rt, StreamHandle signaler, StreamHandle 
   return r;
 }
 
+// Joins every stream but `driver` into it (intoDriver) or it into them.
+ncclResult_t joinOthers(DeviceRuntime* rt, const std::vector<StreamHandle>& streams, StreamHandle driver,
+                        bool intoDriver) {
+  for (StreamHandle s : streams)
+    if (s != driver) GYRE_CHECK(intoDriver ? joinStreams(rt, s, driver) : joinStreams(rt, driver, s));
+  return ncclSuccess;
+}
+
+// After the job: the output copies on each call's stream, then, on the
+// driver once every stream's copies are done, the buffers' return.
+ncclResult_t enqueueOutputs(DeviceRuntime* rt, const StagedJob& job, const std::vector<StreamHandle>& streams,
+                            StreamHandle driver) {
+  GYRE_CHECK(joinOthers(rt, streams, driver, false));
+  for (const StagedCall& s : job.calls)
+    if (s.outBytes) GYRE_CHECK(rt->copyAsync(s.deviceOutput, s.stageOut, s.outBytes, s.host.stream));
+  return joinOthers(rt, streams, driver, true);
+}
+
 }  // namespace
 
 ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls) {
@@ -157,8 +175,7 @@ ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls) {
   StreamHandle driver = calls.front().stream;
   for (const StagedCall& s : job->calls)
     if (s.inBytes) GYRE_CHECK(rt->copyAsync(s.stageIn, s.deviceInput, s.inBytes, s.host.stream));
-  for (StreamHandle s : streams)
-    if (s != driver) GYRE_CHECK(joinStreams(rt, s, driver));
+  GYRE_CHECK(joinOthers(rt, streams, driver, true));
   for (ncclComm* comm : job->comms) {
     std::lock_guard<std::mutex> lock(comm->staging->mutex);
     ++comm->staging->jobsInFlight;
@@ -169,14 +186,11 @@ ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls) {
     finishJob(raw);
     return r;
   }
-  for (StreamHandle s : streams)
-    if (s != driver) GYRE_CHECK(joinStreams(rt, driver, s));
-  for (const StagedCall& s : raw->calls)
-    if (s.outBytes) GYRE_CHECK(rt->copyAsync(s.deviceOutput, s.stageOut, s.outBytes, s.host.stream));
-  // Buffers go back to the pool once every stream's output copies are done.
-  for (StreamHandle s : streams)
-    if (s != driver) GYRE_CHECK(joinStreams(rt, s, driver));
-  return rt->hostFunc(driver, finishJob, raw);
+  // finishJob is queued even when an output copy could not be: the job is
+  // on the stream, and its communicators count it until finishJob runs.
+  ncclResult_t outputs = enqueueOutputs(rt, *raw, streams, driver);
+  ncclResult_t finish = rt->hostFunc(driver, finishJob, raw);
+  return outputs != ncclSuccess ? outputs : finish;
 }
 
 bool drainStaging(ncclComm* comm, double seconds) {

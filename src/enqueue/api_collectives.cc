@@ -13,6 +13,7 @@
 #include "src/enqueue/arg_checks.h"
 #include "src/enqueue/enqueue.h"
 #include "src/enqueue/launch.h"
+#include "src/plan/planner.h"
 
 using namespace gyre;
 
@@ -170,8 +171,7 @@ GYRE_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   std::map<ncclComm*, double> perComm;
   for (const PendingCall& c : calls) {
     if (!c.comm->topology) continue;  // still initialising
-    bool perRank = c.coll == CollKind::AllGather || c.coll == CollKind::ReduceScatter;
-    size_t bytes = c.count * datatypeSize(c.datatype) * (perRank ? static_cast<size_t>(c.comm->nranks) : 1);
+    size_t bytes = collectiveBytes(c.coll, c.count, datatypeSize(c.datatype), c.comm->nranks);
     perComm[c.comm] += predictedTimeUs(c.comm->topology->tuning, c.coll, bytes);
   }
   double longest = 0;

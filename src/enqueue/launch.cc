@@ -68,10 +68,7 @@ ncclResult_t buildRingChannel(const PendingCall& c, const Plan& plan, const Chan
                   ch.ringRanks.data()};
   switch (c.coll) {
     case CollKind::AllReduce:
-      if (plan.doubling)  // 2 ranks: one round over the ring's connections
-        buildDoublingAllReduce({ch.position, c.comm->nranks, begin, count, plan.chunkElems, plan.alignElems}, out);
-      else
-        buildRingAllReduce({ch.position, c.comm->nranks, begin, count, plan.chunkElems, plan.alignElems}, out);
+      buildRingAllReduce({ch.position, c.comm->nranks, begin, count, plan.chunkElems, plan.alignElems}, out);
       return ncclSuccess;
     case CollKind::Broadcast: buildRingBroadcast(shape, out); return ncclSuccess;
     case CollKind::Reduce: buildRingReduce(shape, out); return ncclSuccess;
@@ -247,12 +244,20 @@ ncclResult_t addTreeAllReduce(const PendingCall& c, const Plan& plan, LaneSpec s
   return ncclSuccess;
 }
 
-// Recursive doubling on 4, 8, ... ranks: one lane over the doubling connections.
+// Recursive doubling: one lane. Its round-j partner is rank ^ 2^j; on two
+// ranks that is the ring neighbour, so channel 0's connections serve and no
+// doubling connections are made.
 ncclResult_t addDoublingAllReduce(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
   ChannelSchedule* sched = set->newSchedule();
   buildDoublingAllReduce({c.comm->rank, c.comm->nranks, 0, c.count, plan.chunkElems, plan.alignElems}, sched);
-  useConnections(&spec, c.comm->doubling.send, c.comm->doubling.recv);
-  spec.channel = kDoublingChannelBase;
+  if (c.comm->nranks == 2) {
+    const Channel& ch = c.comm->channels[0];
+    useConnections(&spec, ch.sendPtrs, ch.recvPtrs);
+    spec.channel = ch.id;
+  } else {
+    useConnections(&spec, c.comm->doubling.send, c.comm->doubling.recv);
+    spec.channel = kDoublingChannelBase;
+  }
   return set->add(spec, *sched, c.comm);
 }
 
@@ -323,7 +328,7 @@ ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
                datatypeName(c.datatype), redOpName(c.op), c.root, algorithmName(plan.algorithm),
                protocolName(plan.protocol));
     if (p2p) GYRE_CHECK(addSendRecv(c, plan, spec, &set));
-    else if (plan.doubling && c.comm->nranks > 2) GYRE_CHECK(addDoublingAllReduce(c, plan, spec, &set));
+    else if (plan.doubling) GYRE_CHECK(addDoublingAllReduce(c, plan, spec, &set));
     else if (plan.algorithm == Algorithm::Tree) GYRE_CHECK(addTreeAllReduce(c, plan, spec, &set));
     else GYRE_CHECK(addRingCollective(c, plan, spec, &set));
     set.endCall();

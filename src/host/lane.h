@@ -144,7 +144,7 @@ class TypedLane final : public Lane {
       case StepKind::RecvReduceSend: reduce(pre, post, received, src, outgoing, nullptr, s.count); break;
       case StepKind::RecvReduceCopySend: reduce(pre, post, received, src, dst, outgoing, s.count); break;
       case StepKind::RecvReduceCopy:
-        if (s.flags & kStepLocalFirst) reduceLocalFirst(pre, post, received, src, dst, s.count);
+        if (s.flags & kStepLocalFirst) reduce<true>(pre, post, received, src, dst, nullptr, s.count);
         else reduce(pre, post, received, src, dst, nullptr, s.count);
         break;
     }
@@ -170,18 +170,13 @@ class TypedLane final : public Lane {
     }
   }
 
+  // LocalFirst: op(local, received) (kStepLocalFirst).
+  template <bool LocalFirst = false>
   void reduce(bool pre, bool post, const T* received, const T* local, T* dst0, T* dst1, size_t n) {
-    if (pre && post) reduceElements<T, Op, true, true>(op_, received, local, dst0, dst1, n);
-    else if (pre) reduceElements<T, Op, true, false>(op_, received, local, dst0, dst1, n);
-    else if (post) reduceElements<T, Op, false, true>(op_, received, local, dst0, dst1, n);
-    else reduceElements<T, Op, false, false>(op_, received, local, dst0, dst1, n);
-  }
-
-  void reduceLocalFirst(bool pre, bool post, const T* received, const T* local, T* dst, size_t n) {
-    if (pre && post) reduceElements<T, Op, true, true, true>(op_, received, local, dst, nullptr, n);
-    else if (pre) reduceElements<T, Op, true, false, true>(op_, received, local, dst, nullptr, n);
-    else if (post) reduceElements<T, Op, false, true, true>(op_, received, local, dst, nullptr, n);
-    else reduceElements<T, Op, false, false, true>(op_, received, local, dst, nullptr, n);
+    if (pre && post) reduceElements<T, Op, true, true, LocalFirst>(op_, received, local, dst0, dst1, n);
+    else if (pre) reduceElements<T, Op, true, false, LocalFirst>(op_, received, local, dst0, dst1, n);
+    else if (post) reduceElements<T, Op, false, true, LocalFirst>(op_, received, local, dst0, dst1, n);
+    else reduceElements<T, Op, false, false, LocalFirst>(op_, received, local, dst0, dst1, n);
   }
 
   Op op_;

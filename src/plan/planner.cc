@@ -32,8 +32,7 @@ ncclResult_t planCollective(const ncclComm* comm, CollKind coll, size_t count, s
   plan->chunkElems = chunkElements(comm->slotBytes, typeSize);
   plan->alignElems = alignElements(typeSize);
   plan->algorithm = Algorithm::Ring;
-  bool perRankCount = coll == CollKind::AllGather || coll == CollKind::ReduceScatter;
-  size_t bytes = count * typeSize * (perRankCount ? static_cast<size_t>(comm->nranks) : 1);
+  size_t bytes = collectiveBytes(coll, count, typeSize, comm->nranks);
   if (comm->trees.size() == 2 && tunedAlgorithm(comm->topology->tuning, coll, bytes) == Algorithm::Tree)
     plan->algorithm = Algorithm::Tree;
   if (coll == CollKind::AllReduce && bytes <= kDoublingMaxBytes) {

@@ -42,6 +42,13 @@ constexpr size_t kDoublingMaxBytes = 64 << 10;
 // A ring collective uses another channel for every this many bytes.
 constexpr size_t kMinBytesPerChannel = 512 << 10;
 
+// A call's size as nccl-tests counts it (and the cost model takes it):
+// AllGather's gathered output, ReduceScatter's input, else one rank's buffer.
+inline size_t collectiveBytes(CollKind coll, size_t count, size_t typeSize, int nranks) {
+  bool perRankCount = coll == CollKind::AllGather || coll == CollKind::ReduceScatter;
+  return count * typeSize * (perRankCount ? static_cast<size_t>(nranks) : 1);
+}
+
 ncclResult_t planCollective(const ncclComm* comm, CollKind coll, size_t count, size_t typeSize, Plan* plan);
 
 // Checks NCCL_ALGO / NCCL_PROTO against what this build can run (at init, so a

@@ -9,19 +9,10 @@
 namespace gyre {
 namespace {
 
-// What NCCL_ALGO allows (validated at init; an unparsable value allows all).
-std::vector<Algorithm> allowedAlgorithms() {
-  std::vector<std::string> names;
-  if (parseSelection("NCCL_ALGO", env::getString("NCCL_ALGO"), {"Ring", "Tree"}, &names) != ncclSuccess) return {};
-  std::vector<Algorithm> out;
-  for (const std::string& n : names) out.push_back(n == "Tree" ? Algorithm::Tree : Algorithm::Ring);
-  return out;
-}
-
+// The smallest b with 2^b >= bytes (ceil log2), at most the last bucket.
 int bucketOf(size_t bytes) {
-  int b = 0;
-  while (b + 1 < kTuningBuckets && (size_t{1} << b) < bytes) ++b;
-  return b;
+  int b = bytes <= 1 ? 0 : 64 - __builtin_clzll(static_cast<unsigned long long>(bytes - 1));
+  return b < kTuningBuckets ? b : kTuningBuckets - 1;
 }
 
 CostTable tableAt(const TuningTable& t, CollKind coll, size_t bytes, const std::vector<Algorithm>& algos) {
@@ -32,6 +23,17 @@ CostTable tableAt(const TuningTable& t, CollKind coll, size_t bytes, const std::
   return predictCosts(in, algos, {Protocol::Simple});
 }
 
+// What NCCL_ALGO allows (validated at init; an unparsable value allows all).
+std::vector<Algorithm> allowedAlgorithms() {
+  std::vector<std::string> names;
+  if (parseSelection("NCCL_ALGO", env::getString("NCCL_ALGO"), {"Ring", "Tree"}, &names) != ncclSuccess) return {};
+  std::vector<Algorithm> out;
+  for (const std::string& n : names) out.push_back(n == "Tree" ? Algorithm::Tree : Algorithm::Ring);
+  return out;
+}
+
+}  // namespace
+
 std::string sizeText(size_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
@@ -41,8 +43,6 @@ std::string sizeText(size_t bytes) {
   }
   return std::to_string(bytes) + " " + units[u];
 }
-
-}  // namespace
 
 void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, TuningTable* out) {
   out->inputs = costInputs(rings, CollKind::AllReduce, nranks, 0);
@@ -65,19 +65,14 @@ Algorithm tunedAlgorithm(const TuningTable& t, CollKind coll, size_t bytes) {
 }
 
 double predictedTimeUs(const TuningTable& t, CollKind coll, size_t bytes) {
-  if (static_cast<int>(coll) >= kTunedColls) {
-    // One hop: a two-rank Broadcast chain on the same wires.
-    CostInputs in = t.inputs;
-    in.coll = CollKind::Broadcast;
-    in.nranks = 2;
-    in.bytes = bytes;
-    CostTable table = predictCosts(in, {Algorithm::Ring}, {Protocol::Simple});
-    return table.pick >= 0 ? table.entries[table.pick].timeUs : 0;
-  }
   CostInputs in = t.inputs;
   in.coll = coll;
   in.bytes = bytes;
-  CostTable table = predictCosts(in, {tunedAlgorithm(t, coll, bytes)}, {Protocol::Simple});
+  if (static_cast<int>(coll) >= kTunedColls) {  // one hop: a two-rank Broadcast chain on the same wires
+    in.coll = CollKind::Broadcast;
+    in.nranks = 2;
+  }
+  CostTable table = predictCosts(in, {tunedAlgorithm(t, in.coll, bytes)}, {Protocol::Simple});
   return table.pick >= 0 ? table.entries[table.pick].timeUs : 0;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "src/comm/coll_kind.h"
 #include "src/plan/algorithm.h"
@@ -35,6 +36,9 @@ Algorithm tunedAlgorithm(const TuningTable& t, CollKind coll, size_t bytes);
 // The cost model's time (us) for the algorithm the table picks. A
 // point-to-point transfer (coll SendRecv) is costed as one hop of the ring.
 double predictedTimeUs(const TuningTable& t, CollKind coll, size_t bytes);
+
+// "64 KiB", "3 MiB", "1000 B": exact sizes in the largest unit that divides them.
+std::string sizeText(size_t bytes);
 
 // Logs, per collective, the cost table and the size ranges of each choice (INFO, TUNING).
 void logTuningTable(const TuningTable& t);
