@@ -79,6 +79,12 @@ class Transport {
   // connectRecv, so transports may complete a handshake across the two.
   virtual ncclResult_t connectSend(const ConnectContext& ctx, int peer, Connection* out) = 0;
   virtual ncclResult_t connectRecv(const ConnectContext& ctx, int peer, Connection* out) = 0;
+  // Called on every connection once every rank has run all its connectRecv
+  // calls: a handshake whose answer comes from the peer's connectRecv ends here.
+  virtual ncclResult_t finishConnect(Connection& conn) {
+    (void)conn;
+    return ncclSuccess;
+  }
   // Moves what it can without blocking. Errors name the peer; *culprit gets
   // the rank held responsible (the peer, or the rank a peer reported dead).
   virtual ncclResult_t progress(Connection& conn, int* culprit) = 0;

@@ -11,25 +11,36 @@
 
 namespace gyre {
 
+// One element of a copy: post?(pre?(v)).
+template <typename T, typename Op, bool Pre, bool Post>
+GYRE_HOST_DEVICE T copyOne(const Op& op, T v) {
+  if constexpr (Pre) v = op.pre(v);
+  if constexpr (Post) v = op.post(v);
+  return v;
+}
+
+// One element of a reduction: post?(apply(received, pre?(local))), operands
+// swapped for LocalFirst.
+template <typename T, typename Op, bool Pre, bool Post, bool LocalFirst>
+GYRE_HOST_DEVICE T reduceOne(const Op& op, T received, T local) {
+  if constexpr (Pre) local = op.pre(local);
+  T v = LocalFirst ? op.apply(local, received) : op.apply(received, local);
+  if constexpr (Post) v = op.post(v);
+  return v;
+}
+
 // dst0[i] (and dst1[i] if non-null) = post?(pre?(src[i]))
 template <typename T, typename Op, bool Pre, bool Post>
 GYRE_HOST_DEVICE void copyElements(const Op& op, const T* src, T* dst0,
                                    T* dst1, size_t n) {
   if (dst1) {
     for (size_t i = 0; i < n; ++i) {
-      T v = src[i];
-      if constexpr (Pre) v = op.pre(v);
-      if constexpr (Post) v = op.post(v);
+      T v = copyOne<T, Op, Pre, Post>(op, src[i]);
       dst0[i] = v;
       dst1[i] = v;
     }
   } else {
-    for (size_t i = 0; i < n; ++i) {
-      T v = src[i];
-      if constexpr (Pre) v = op.pre(v);
-      if constexpr (Post) v = op.post(v);
-      dst0[i] = v;
-    }
+    for (size_t i = 0; i < n; ++i) dst0[i] = copyOne<T, Op, Pre, Post>(op, src[i]);
   }
 }
 
@@ -39,21 +50,12 @@ GYRE_HOST_DEVICE void reduceElements(const Op& op, const T* received, const T* l
                                      T* dst0, T* dst1, size_t n) {
   if (dst1) {
     for (size_t i = 0; i < n; ++i) {
-      T l = local[i];
-      if constexpr (Pre) l = op.pre(l);
-      T v = LocalFirst ? op.apply(l, received[i]) : op.apply(received[i], l);
-      if constexpr (Post) v = op.post(v);
+      T v = reduceOne<T, Op, Pre, Post, LocalFirst>(op, received[i], local[i]);
       dst0[i] = v;
       dst1[i] = v;
     }
   } else {
-    for (size_t i = 0; i < n; ++i) {
-      T l = local[i];
-      if constexpr (Pre) l = op.pre(l);
-      T v = LocalFirst ? op.apply(l, received[i]) : op.apply(received[i], l);
-      if constexpr (Post) v = op.post(v);
-      dst0[i] = v;
-    }
+    for (size_t i = 0; i < n; ++i) dst0[i] = reduceOne<T, Op, Pre, Post, LocalFirst>(op, received[i], local[i]);
   }
 }
 

@@ -41,6 +41,7 @@ GYRE_HOST_DEVICE T wrapMul(T a, T b) {
 
 template <typename T>
 struct OpSum {
+  using Elem = T;
   static constexpr bool kHasPre = false, kHasPost = false;
   GYRE_HOST_DEVICE T pre(T x) const { return x; }
   GYRE_HOST_DEVICE T apply(T a, T b) const { return wrapAdd(a, b); }
@@ -49,6 +50,7 @@ struct OpSum {
 
 template <typename T>
 struct OpProd {
+  using Elem = T;
   static constexpr bool kHasPre = false, kHasPost = false;
   GYRE_HOST_DEVICE T pre(T x) const { return x; }
   GYRE_HOST_DEVICE T apply(T a, T b) const { return wrapMul(a, b); }
@@ -72,6 +74,7 @@ GYRE_HOST_DEVICE bool isNan(T x) {
 
 template <typename T>
 struct OpMax {
+  using Elem = T;
   static constexpr bool kHasPre = false, kHasPost = false;
   GYRE_HOST_DEVICE T pre(T x) const { return x; }
   GYRE_HOST_DEVICE T apply(T a, T b) const { return (a < b || isNan(a)) ? b : a; }
@@ -80,6 +83,7 @@ struct OpMax {
 
 template <typename T>
 struct OpMin {
+  using Elem = T;
   static constexpr bool kHasPre = false, kHasPost = false;
   GYRE_HOST_DEVICE T pre(T x) const { return x; }
   GYRE_HOST_DEVICE T apply(T a, T b) const { return (b < a || isNan(a)) ? b : a; }
@@ -90,6 +94,7 @@ struct OpMin {
 // (scalar = 1/nranks) and ncclRedOpCreatePreMulSum.
 template <typename T>
 struct OpPreMulSum {
+  using Elem = T;
   static constexpr bool kHasPre = true, kHasPost = false;
   T scalar;
   GYRE_HOST_DEVICE T pre(T x) const { return wrapMul(x, scalar); }
@@ -101,6 +106,7 @@ struct OpPreMulSum {
 // nranks, truncating toward zero.
 template <typename T>
 struct OpSumPostDiv {
+  using Elem = T;
   static constexpr bool kHasPre = false, kHasPost = true;
   int divisor;
   GYRE_HOST_DEVICE T pre(T x) const { return x; }

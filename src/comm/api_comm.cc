@@ -90,6 +90,7 @@ GYRE_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
 GYRE_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   GYRE_CHECK(checkComm(comm, "ncclCommGetAsyncError"));
   if (!asyncError) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+  pollKernelStatus(comm);
   *asyncError = static_cast<ncclResult_t>(comm->asyncError.load());
   return ncclSuccess;
 }

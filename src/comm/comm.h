@@ -15,6 +15,7 @@
 #include "include/gyre.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/comm_topology.h"
+#include "src/device/kernel_calls.h"
 #include "src/device/staging.h"
 #include "src/host/progress.h"
 #include "src/sched/step.h"
@@ -92,6 +93,10 @@ struct ncclComm {
   std::unique_ptr<gyre::Bootstrap> bootstrap;
   std::unique_ptr<gyre::CommTopology> topology;  // placement, rings and tuning from init
   std::unique_ptr<gyre::StagingState> staging;   // device communicators: staged collectives in flight
+  // Device communicators whose ring, tree and doubling edges are all p2p run
+  // collectives as kernels (src/device/kernel_calls.h); send/recv stay staged.
+  bool deviceKernels = false;
+  std::unique_ptr<gyre::KernelState> kernels;
   std::vector<gyre::Channel> channels;   // ring channels made at init
   int minChannels = 1;                    // NCCL_MIN_NCHANNELS: the planner uses at least this many
   std::vector<gyre::CommTree> trees;  // the two trees of the double binary tree

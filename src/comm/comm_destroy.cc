@@ -6,6 +6,7 @@
 #include "src/comm/comm_init.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/device/kernel_calls.h"
 #include "src/device/staging.h"
 
 namespace gyre {
@@ -20,9 +21,10 @@ constexpr double kAbortDrainSeconds = 10;
 ncclResult_t drainStagedJobs(ncclComm_t comm, bool abort) {
   if (!comm->staging) return ncclSuccess;
   if (abort) comm->abortFlag.store(true);
-  if (drainStaging(comm, abort ? kAbortDrainSeconds : comm->collTimeoutSeconds)) return ncclSuccess;
+  double wait = abort ? kAbortDrainSeconds : comm->collTimeoutSeconds;
+  if (drainStaging(comm, wait) && drainKernels(comm, abort, wait)) return ncclSuccess;
   comm->abortFlag.store(true);
-  if (drainStaging(comm, kAbortDrainSeconds)) return ncclSuccess;
+  if (drainStaging(comm, kAbortDrainSeconds) && drainKernels(comm, true, kAbortDrainSeconds)) return ncclSuccess;
   return fail(ncclInternalError, "%s: collectives are still queued on a stream that does not advance; the "
                                  "communicator of rank %d is left allocated",
               abort ? "ncclCommAbort" : "ncclCommDestroy", comm->rank);

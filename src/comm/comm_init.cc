@@ -105,9 +105,11 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   GYRE_CHECK(discoverTopology(comm, deadline, comm->topology.get()));
   int nchannels = static_cast<int>(comm->topology->rings.channels.size());
   comm->minChannels = std::min(comm->topology->minChannels, nchannels);
+  GYRE_CHECK(chooseDeviceExecutor(comm, deadline));
   GYRE_CHECK(connectRings(comm, deadline));
   GYRE_CHECK(connectTrees(comm, deadline));
   GYRE_CHECK(connectDoubling(comm, deadline));
+  GYRE_CHECK(finishConnections(comm));
   // Nobody returns from init before every rank's connections exist.
   return comm->bootstrap->barrier(deadline, &comm->abortFlag);
 }

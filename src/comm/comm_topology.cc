@@ -11,6 +11,7 @@
 #include "topology/detect.h"
 #include "topology/net_devices.h"
 #include "topology/xml.h"
+#include "transport/p2p/p2p_transport.h"
 #include "transport/socket/socket_transport.h"
 #include "transport/transport.h"
 
@@ -147,13 +148,34 @@ int helperNumaNode(const CommTopology& t, int rank) {
   return cpu < 0 ? -1 : host.topo.nodes[cpu].index;
 }
 
-Transport* transportForPeer(const ncclComm* comm, int peer) {
+namespace {
+
+topo::EdgeTransport edgeKind(const ncclComm* comm, int peer) {
   const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
   const CommTopology& t = *comm->topology;
   topo::Path path = topo::rankPath(t.placement, comm->rank, peer);
   bool bothGpus = !peers[comm->rank].isHostComm && !peers[peer].isHostComm;
-  if (topo::chooseEdgeTransport(path, bothGpus, t.policy) == topo::EdgeTransport::NET) return socketTransport();
+  return topo::chooseEdgeTransport(path, bothGpus, t.policy);
+}
+
+}  // namespace
+
+// The p2p transport serves only the device executor, so it is not in the
+// registry's list: host lanes (and staged device calls) never get it.
+Transport* transportForPeer(const ncclComm* comm, int peer, bool forDeviceExecutor) {
+  if (forDeviceExecutor) return p2pTransport();
+  if (edgeKind(comm, peer) == topo::EdgeTransport::NET) return socketTransport();
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
   return pickTransport(peers[comm->rank], peers[peer]);
+}
+
+bool p2pToEveryPeer(const ncclComm* comm) {
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  for (int r = 0; r < comm->nranks; ++r)
+    if (r != comm->rank &&
+        (edgeKind(comm, r) != topo::EdgeTransport::P2P || !p2pTransport()->canConnect(peers[comm->rank], peers[r])))
+      return false;
+  return true;
 }
 
 }  // namespace gyre

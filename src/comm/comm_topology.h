@@ -40,6 +40,9 @@ int helperNumaNode(const CommTopology& t, int rank);
 // The transport for the edge to `peer`: the network (sockets) between hosts
 // or where the policy forbids shared memory, else the first registered
 // transport that accepts the pair.
-Transport* transportForPeer(const ncclComm* comm, int peer);
+Transport* transportForPeer(const ncclComm* comm, int peer, bool forDeviceExecutor = false);
+// Whether every edge from this rank may be a p2p connection (the device
+// executor needs all of a communicator's edges to be).
+bool p2pToEveryPeer(const ncclComm* comm);
 
 }  // namespace gyre

@@ -14,7 +14,7 @@ ncclResult_t openConnection(ncclComm* comm, int channel, const Deadline& deadlin
                      helperNumaNode(*comm->topology, comm->rank)};
   c->peer = peer;
   c->isSend = isSend;
-  c->transport = transportForPeer(comm, peer);
+  c->transport = transportForPeer(comm, peer, comm->deviceKernels);
   GYRE_CHECK(isSend ? c->transport->connectSend(ctx, peer, c) : c->transport->connectRecv(ctx, peer, c));
   comm->progress.add(c);
   return ncclSuccess;
@@ -84,6 +84,16 @@ ncclResult_t connectTrees(ncclComm* comm, const Deadline& deadline) {
     if (tc.parent >= 0) GYRE_CHECK(openTreeConnection(comm, &tc, deadline, tc.parent, false, &tc.downRecv));
     GYRE_INFO("INIT", "tree %d: parent %d, %zu children", tc.id - kTreeChannelBase, tc.parent, tc.children.size());
   }
+  return ncclSuccess;
+}
+
+ncclResult_t finishConnections(ncclComm* comm) {
+  for (Channel& ch : comm->channels)
+    for (auto* list : {&ch.sendPtrs, &ch.recvPtrs})
+      for (Connection* c : *list) GYRE_CHECK(c->transport->finishConnect(*c));
+  for (CommTree& t : comm->trees)
+    for (auto& c : t.storage) GYRE_CHECK(c->transport->finishConnect(*c));
+  for (auto& c : comm->doubling.storage) GYRE_CHECK(c->transport->finishConnect(*c));
   return ncclSuccess;
 }
 

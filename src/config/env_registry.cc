@@ -49,6 +49,9 @@ const std::vector<VarSpec>& registry() {
        "bind helper threads to every CPU of the NUMA node nearest their device or NIC, ignoring the process's affinity mask", 0, 1},
       {"GYRE_FAKE_CUDA", Type::Int, "0", "0..1",
        "tests only: device communicators run on a fake CUDA runtime (host memory as device memory, a thread per stream)", 0, 1},
+      {"GYRE_DEVICE_PATH", Type::Choice, "auto", "auto,kernels,staged",
+       "device communicators: collective kernels over p2p connections (kernels), staging through host memory over "
+       "shm/socket (staged), or kernels whenever every rank pair can use p2p (auto)"},
       {"GYRE_INIT_TIMEOUT", Type::Int, "120", "1..86400",
        "seconds a rank waits for all ranks to join at communicator init", 1, 86400},
       {"GYRE_TIMEOUT", Type::Int, "300", "1..86400",

@@ -2,6 +2,10 @@
 
 #ifdef GYRE_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "kernels/collective_kernel.h"
 #endif
 
 #include "src/debug/error.h"
@@ -72,6 +76,12 @@ class CudaRuntime final : public DeviceRuntime {
   ncclResult_t streamWaitEvent(StreamHandle stream, EventHandle e) override {
     return check(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(e), 0), "cudaStreamWaitEvent");
   }
+  ncclResult_t eventQuery(EventHandle e, bool* done) override {
+    cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(e));
+    *done = err == cudaSuccess;
+    if (err == cudaErrorNotReady) return ncclSuccess;
+    return check(err, "cudaEventQuery");
+  }
   ncclResult_t streamSynchronize(StreamHandle stream) override {
     return check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   }
@@ -81,6 +91,61 @@ class CudaRuntime final : public DeviceRuntime {
     *capturing = status != cudaStreamCaptureStatusNone;
     return ncclSuccess;
   }
+
+  // Set-up work may run while the application captures a graph on another
+  // stream: relaxed mode keeps such calls from invalidating that capture.
+  ncclResult_t copySync(void* dst, const void* src, size_t bytes) override {
+    RelaxedCapture relaxed;
+    return check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+  }
+  ncclResult_t memsetSync(void* dst, int value, size_t bytes) override {
+    RelaxedCapture relaxed;
+    return check(cudaMemset(dst, value, bytes), "cudaMemset");
+  }
+  ncclResult_t allocMapped(size_t bytes, void** host, void** device) override {
+    RelaxedCapture relaxed;
+    GYRE_CHECK(check(cudaHostAlloc(host, bytes, cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc"));
+    memset(*host, 0, bytes);
+    ncclResult_t r = check(cudaHostGetDevicePointer(device, *host, 0), "cudaHostGetDevicePointer");
+    if (r != ncclSuccess) cudaFreeHost(*host);
+    return r;
+  }
+  void freeMapped(void* host) override { cudaFreeHost(host); }
+  ncclResult_t ipcGetHandle(void* devicePtr, IpcHandle* out) override {
+    static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(IpcHandle));
+    cudaIpcMemHandle_t h;
+    GYRE_CHECK(check(cudaIpcGetMemHandle(&h, devicePtr), "cudaIpcGetMemHandle"));
+    memcpy(out->bytes, &h, sizeof(h));
+    return ncclSuccess;
+  }
+  ncclResult_t ipcOpenHandle(const IpcHandle& handle, void** out) override {
+    cudaIpcMemHandle_t h;
+    memcpy(&h, handle.bytes, sizeof(h));
+    return check(cudaIpcOpenMemHandle(out, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+  }
+  void ipcCloseHandle(void* p) override { cudaIpcCloseMemHandle(p); }
+  bool canAccessPeer(int device, int peerDevice) override {
+    if (device == peerDevice) return true;
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, device, peerDevice) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return can != 0;
+  }
+  ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) override {
+    int err = launchCollectiveKernel(call, stream);
+    if (err < 0) return fail(ncclInvalidArgument, "no collective kernel for datatype %d with op %d", call.datatype,
+                             call.redop);
+    return check(static_cast<cudaError_t>(err), "collective kernel launch");
+  }
+
+ private:
+  struct RelaxedCapture {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+    ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+  };
 };
 
 }  // namespace

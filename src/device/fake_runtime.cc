@@ -7,8 +7,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kernels/host_emulation.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/device/runtime.h"
@@ -82,9 +88,33 @@ class FakeRuntime final : public DeviceRuntime {
     *isDevice = p != nullptr;  // the fake's "device memory" is ordinary memory
     return ncclSuccess;
   }
-  ncclResult_t deviceAlloc(size_t bytes, void** out) override { return allocHost(bytes, out); }
+  // "Device memory" is a shared mapping of a memfd, so another process can
+  // map it from an IPC handle (its /proc/<pid>/fd/<fd> path), as CUDA IPC
+  // maps a cudaMalloc'd region.
+  ncclResult_t deviceAlloc(size_t bytes, void** out) override {
+    size_t size = bytes == 0 ? 1 : bytes;
+    int fd = memfd_create("gyre-fake-device", MFD_CLOEXEC);
+    if (fd < 0) return fail(ncclSystemError, "fake CUDA: memfd_create failed: %s", strerror(errno));
+    void* p = MAP_FAILED;
+    if (ftruncate(fd, static_cast<off_t>(size)) == 0) p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      return fail(ncclSystemError, "fake CUDA: cannot map %zu bytes of device memory: %s", size, strerror(err));
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    allocations_[p] = {fd, size};
+    *out = p;
+    return ncclSuccess;
+  }
   ncclResult_t deviceFree(void* p) override {
-    freeHost(p);
+    if (!p) return ncclSuccess;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = allocations_.find(p);
+    if (it == allocations_.end()) return fail(ncclInvalidArgument, "fake CUDA: %p is not device memory", p);
+    munmap(p, it->second.size);
+    ::close(it->second.fd);
+    allocations_.erase(it);
     return ncclSuccess;
   }
   ncclResult_t allocHost(size_t bytes, void** out) override {
@@ -135,12 +165,79 @@ class FakeRuntime final : public DeviceRuntime {
     });
     return ncclSuccess;
   }
+  ncclResult_t eventQuery(EventHandle e, bool* done) override {
+    std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
+    std::lock_guard<std::mutex> lock(ev->mutex);
+    *done = ev->completed >= ev->recorded;
+    return ncclSuccess;
+  }
   ncclResult_t isCapturing(StreamHandle, bool* capturing) override {
     *capturing = false;
     return ncclSuccess;
   }
   ncclResult_t streamSynchronize(StreamHandle stream) override {
     stream_(stream).synchronize();
+    return ncclSuccess;
+  }
+
+  ncclResult_t copySync(void* dst, const void* src, size_t bytes) override {
+    memmove(dst, src, bytes);
+    return ncclSuccess;
+  }
+  ncclResult_t memsetSync(void* dst, int value, size_t bytes) override {
+    memset(dst, value, bytes);
+    return ncclSuccess;
+  }
+  ncclResult_t allocMapped(size_t bytes, void** host, void** device) override {
+    GYRE_CHECK(allocHost(bytes, host));
+    memset(*host, 0, bytes);
+    *device = *host;
+    return ncclSuccess;
+  }
+  void freeMapped(void* host) override { freeHost(host); }
+
+  ncclResult_t ipcGetHandle(void* devicePtr, IpcHandle* out) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = allocations_.find(devicePtr);
+    if (it == allocations_.end())
+      return fail(ncclInvalidArgument, "fake CUDA: cudaIpcGetMemHandle of %p, which is not a device allocation",
+                  devicePtr);
+    FakeIpc h{{'G', 'Y', 'R', 'E', 'F', 'I', 'P', 'C'}, getpid(), it->second.fd, it->second.size};
+    memset(out, 0, sizeof(*out));
+    memcpy(out->bytes, &h, sizeof(h));
+    return ncclSuccess;
+  }
+  ncclResult_t ipcOpenHandle(const IpcHandle& handle, void** out) override {
+    FakeIpc h;
+    memcpy(&h, handle.bytes, sizeof(h));
+    if (memcmp(h.magic, "GYREFIPC", 8) != 0) return fail(ncclInvalidArgument, "fake CUDA: not an IPC handle");
+    if (h.pid == getpid())
+      return fail(ncclUnhandledCudaError, "fake CUDA: cudaIpcOpenMemHandle of a handle made by this process "
+                                          "(CUDA refuses it too: use the pointer)");
+    std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+    int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+      return fail(ncclUnhandledCudaError, "fake CUDA: cannot open the memory of process %d (%s): %s", h.pid,
+                  path.c_str(), strerror(errno));
+    void* p = mmap(nullptr, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) return fail(ncclUnhandledCudaError, "fake CUDA: cannot map peer memory: %s", strerror(errno));
+    std::lock_guard<std::mutex> lock(mutex_);
+    opened_[p] = h.size;
+    *out = p;
+    return ncclSuccess;
+  }
+  void ipcCloseHandle(void* p) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = opened_.find(p);
+    if (it == opened_.end()) return;
+    munmap(p, it->second);
+    opened_.erase(it);
+  }
+  bool canAccessPeer(int, int) override { return true; }
+  // The kernel, as host threads (kernels/host_emulation.h) in stream order.
+  ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) override {
+    stream_(stream).push([call] { runCallOnHostThreads(call); });
     return ncclSuccess;
   }
 
@@ -155,9 +252,23 @@ class FakeRuntime final : public DeviceRuntime {
     return *s;
   }
 
+  struct Allocation {
+    int fd;
+    size_t size;
+  };
+  struct FakeIpc {
+    char magic[8];
+    int32_t pid;
+    int32_t fd;
+    uint64_t size;
+  };
+  static_assert(sizeof(FakeIpc) <= sizeof(IpcHandle));
+
   static thread_local int device_;
   std::mutex mutex_;
   std::map<StreamHandle, std::unique_ptr<FakeStream>> streams_;
+  std::map<void*, Allocation> allocations_;  // deviceAlloc'd, by base address
+  std::map<void*, size_t> opened_;            // ipcOpenHandle'd, by base address
 };
 
 thread_local int FakeRuntime::device_ = 0;

@@ -9,11 +9,17 @@
 #include <cstddef>
 
 #include "include/gyre.h"
+#include "kernels/device_work.h"
 
 namespace gyre {
 
 using StreamHandle = cudaStream_t;
 using EventHandle = void*;
+
+// cudaIpcMemHandle_t's size; the fake fills it with its own description.
+struct IpcHandle {
+  unsigned char bytes[64];
+};
 
 class DeviceRuntime {
  public:
@@ -37,9 +43,28 @@ class DeviceRuntime {
   virtual void eventDestroy(EventHandle e) = 0;
   virtual ncclResult_t eventRecord(EventHandle e, StreamHandle stream) = 0;
   virtual ncclResult_t streamWaitEvent(StreamHandle stream, EventHandle e) = 0;
+  // Whether the work recorded in `e` has completed.
+  virtual ncclResult_t eventQuery(EventHandle e, bool* done) = 0;
   virtual ncclResult_t streamSynchronize(StreamHandle stream) = 0;
   // Whether the stream is being captured into a CUDA graph.
   virtual ncclResult_t isCapturing(StreamHandle stream, bool* capturing) = 0;
+
+  // For the device executor (kernels/, transport/p2p).
+  // Synchronous set-up copies and fills; legal while another stream captures.
+  virtual ncclResult_t copySync(void* dst, const void* src, size_t bytes) = 0;
+  virtual ncclResult_t memsetSync(void* dst, int value, size_t bytes) = 0;
+  // Page-locked host memory the device also addresses (*device).
+  virtual ncclResult_t allocMapped(size_t bytes, void** host, void** device) = 0;
+  virtual void freeMapped(void* host) = 0;
+  // Sharing deviceAlloc'd memory with another process (CUDA IPC). Opening a
+  // handle made by this same process fails, as in CUDA.
+  virtual ncclResult_t ipcGetHandle(void* devicePtr, IpcHandle* out) = 0;
+  virtual ncclResult_t ipcOpenHandle(const IpcHandle& handle, void** out) = 0;
+  virtual void ipcCloseHandle(void* p) = 0;
+  // Whether kernels on `device` can read and write `peerDevice`'s memory.
+  virtual bool canAccessPeer(int device, int peerDevice) = 0;
+  // Enqueues the collective kernel (one block per lane) on the stream.
+  virtual ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) = 0;
 };
 
 // GYRE_FAKE_CUDA=1: the fake; else the CUDA runtime when this build has it;

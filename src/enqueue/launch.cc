@@ -8,6 +8,7 @@
 #include "src/comm/comm.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/device/kernel_calls.h"
 #include "src/device/staging.h"
 #include "src/enqueue/arg_checks.h"
 #include "src/enqueue/p2p_connect.h"
@@ -36,6 +37,8 @@ class ActiveCalls {
   const std::vector<ncclComm*>& comms_;
 };
 
+}  // namespace
+
 bool isInPlace(const PendingCall& c) {
   size_t bytes = c.count * datatypeSize(c.datatype);
   switch (c.coll) {
@@ -45,7 +48,10 @@ bool isInPlace(const PendingCall& c) {
   }
 }
 
+namespace {
+
 ncclResult_t checkUsable(ncclComm* comm, CollKind coll) {
+  pollKernelStatus(comm);  // a kernel that failed since the last call
   if (comm->abortFlag.load()) return fail(ncclInvalidUsage, "%s: the communicator was aborted", collName(coll));
   if (comm->asyncError.load() == ncclInProgress)
     return fail(ncclInvalidUsage, "%s: the communicator is still initialising (nonblocking init); wait until "
@@ -121,7 +127,10 @@ void buildSendRecv(const PendingCall& c, size_t chunkElems, ChannelSchedule* out
 class LaneSet {
  public:
   // Starts a new batch; nothing of the previous one is referenced again.
-  void reset() {
+  // Without host lanes, add() only collects the specs (for the device executor).
+  void reset(bool hostLanes = true) {
+    hostLanes_ = hostLanes;
+    specs_.clear();
     nschedules_ = 0;
     for (auto& l : lanes_) spare_.push_back(std::move(l));
     lanes_.clear();
@@ -143,6 +152,10 @@ class LaneSet {
   ncclResult_t add(LaneSpec spec, const ChannelSchedule& steps, const void* orderKey) {
     spec.steps = steps.steps.data();
     spec.nsteps = steps.steps.size();
+    if (!hostLanes_) {
+      specs_.push_back(spec);
+      return ncclSuccess;
+    }
     std::unique_ptr<Lane> lane;
     if (!spare_.empty()) {
       lane = std::move(spare_.back());
@@ -167,6 +180,7 @@ class LaneSet {
   }
 
   std::vector<std::unique_ptr<Lane>>& lanes() { return lanes_; }
+  const std::vector<LaneSpec>& specs() const { return specs_; }
 
  private:
   struct Order {
@@ -190,6 +204,8 @@ class LaneSet {
   size_t nschedules_ = 0;
   std::vector<std::unique_ptr<Lane>> lanes_, spare_;
   std::vector<Order> order_;
+  bool hostLanes_ = true;
+  std::vector<LaneSpec> specs_;
 };
 
 thread_local LaneSet tlsLaneSet;
@@ -278,6 +294,18 @@ ncclResult_t addRingCollective(const PendingCall& c, const Plan& plan, LaneSpec 
   return ncclSuccess;
 }
 
+// A collective's lanes, by the algorithm its plan picks.
+ncclResult_t addCollective(const PendingCall& c, LaneSpec spec, LaneSet* set) {
+  Plan plan;
+  GYRE_CHECK(planCollective(c.comm, c.coll, c.count, datatypeSize(c.datatype), &plan));
+  GYRE_TRACE("COLL", "%s count %zu %s %s root %d: %s/%s", collName(c.coll), c.count, datatypeName(c.datatype),
+             redOpName(c.op), c.root, plan.doubling ? "Doubling" : algorithmName(plan.algorithm),
+             protocolName(plan.protocol));
+  if (plan.doubling) return addDoublingAllReduce(c, plan, spec, set);
+  if (plan.algorithm == Algorithm::Tree) return addTreeAllReduce(c, plan, spec, set);
+  return addRingCollective(c, plan, spec, set);
+}
+
 ncclResult_t addSendRecv(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
   Connection* conn = (c.isSend ? c.comm->p2pSend : c.comm->p2pRecv).at(c.root).get();
   ChannelSchedule* sched = set->newSchedule();
@@ -290,6 +318,17 @@ ncclResult_t addSendRecv(const PendingCall& c, const Plan& plan, LaneSpec spec, 
 
 }  // namespace
 
+ncclResult_t collectiveLaneSpecs(const PendingCall& call, std::vector<LaneSpec>* out) {
+  thread_local LaneSet set;
+  set.reset(false);
+  LaneSpec spec = baseSpec(call);
+  spec.scalar[0] = 0;  // the device executor takes the scalar per call
+  spec.hasScalar = false;
+  GYRE_CHECK(addCollective(call, spec, &set));
+  *out = set.specs();
+  return ncclSuccess;
+}
+
 ncclResult_t launchCalls(std::vector<PendingCall>& calls) {
   if (calls.empty()) return ncclSuccess;
   bool device = !calls.front().comm->isHost;
@@ -298,7 +337,16 @@ ncclResult_t launchCalls(std::vector<PendingCall>& calls) {
     if (c.comm->isHost != !device)
       return fail(ncclInvalidUsage, "%s: one group mixes host-memory and device communicators", collName(c.coll));
   }
-  return device ? launchStagedCalls(calls) : runHostCalls(calls);
+  if (!device) return runHostCalls(calls);
+  // Collectives of communicators that run kernels go to the device
+  // executor first; everything else (send/recv, staged communicators) is
+  // staged after them on the same streams, so every rank orders a mixed group
+  // the same way.
+  std::vector<PendingCall> kernelCalls, stagedCalls;
+  for (const PendingCall& c : calls)
+    (c.comm->deviceKernels && c.coll != CollKind::SendRecv ? kernelCalls : stagedCalls).push_back(c);
+  if (!kernelCalls.empty()) GYRE_CHECK(launchKernelCalls(kernelCalls));
+  return stagedCalls.empty() ? ncclSuccess : launchStagedCalls(stagedCalls);
 }
 
 ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
@@ -320,17 +368,15 @@ ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
     if (c.count == 0) continue;
     bool p2p = c.coll == CollKind::SendRecv;
     if (p2p && c.root == c.comm->rank) continue;  // copied above
-    Plan plan;
-    GYRE_CHECK(planCollective(c.comm, c.coll, c.count, datatypeSize(c.datatype), &plan));
     LaneSpec spec = baseSpec(c);
-    if (!p2p) spec.opCount = ++c.comm->opCount;
-    GYRE_TRACE("COLL", "%s count %zu %s %s root/peer %d: %s/%s", collName(c.coll), c.count,
-               datatypeName(c.datatype), redOpName(c.op), c.root, algorithmName(plan.algorithm),
-               protocolName(plan.protocol));
-    if (p2p) GYRE_CHECK(addSendRecv(c, plan, spec, &set));
-    else if (plan.doubling) GYRE_CHECK(addDoublingAllReduce(c, plan, spec, &set));
-    else if (plan.algorithm == Algorithm::Tree) GYRE_CHECK(addTreeAllReduce(c, plan, spec, &set));
-    else GYRE_CHECK(addRingCollective(c, plan, spec, &set));
+    if (p2p) {
+      Plan plan;
+      GYRE_CHECK(planCollective(c.comm, c.coll, c.count, datatypeSize(c.datatype), &plan));
+      GYRE_CHECK(addSendRecv(c, plan, spec, &set));
+    } else {
+      spec.opCount = ++c.comm->opCount;
+      GYRE_CHECK(addCollective(c, spec, &set));
+    }
     set.endCall();
   }
   if (set.lanes().empty()) return ncclSuccess;

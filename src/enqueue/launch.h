@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "src/enqueue/enqueue.h"
+#include "src/host/lane.h"
 
 namespace gyre {
 
@@ -13,6 +14,14 @@ ncclResult_t launchCalls(std::vector<PendingCall>& calls);
 
 // The host executor path itself (also what a staged job runs on its buffers).
 ncclResult_t runHostCalls(std::vector<PendingCall>& calls);
+
+// Whether the call's output is its input (AllGather: the rank's own block).
+bool isInPlace(const PendingCall& c);
+
+// The lanes one collective runs as (schedules and connections), without
+// making host lanes: what the device executor uploads. The specs' step
+// arrays stay valid until the next call on this thread.
+ncclResult_t collectiveLaneSpecs(const PendingCall& call, std::vector<LaneSpec>* out);
 
 // Records an argument error raised while a group is open (see group.cc).
 void noteGroupError(ncclResult_t r);

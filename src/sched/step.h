@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/primitives/host_device.h"
+
 namespace gyre {
 
 enum class StepKind : uint8_t {
@@ -43,10 +45,10 @@ struct Step {
 };
 static_assert(sizeof(Step) == 32);
 
-inline bool stepReceives(StepKind k) {
+GYRE_HOST_DEVICE bool stepReceives(StepKind k) {
   return k != StepKind::Copy && k != StepKind::Send && k != StepKind::CopySend;
 }
-inline bool stepSends(StepKind k) {
+GYRE_HOST_DEVICE bool stepSends(StepKind k) {
   return k == StepKind::Send || k == StepKind::CopySend || k == StepKind::RecvReduceSend || k == StepKind::RecvReduceCopySend ||
          k == StepKind::RecvCopySend;
 }

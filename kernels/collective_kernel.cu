@@ -1,0 +1,173 @@
+// The collective kernel: block b runs lane b of the call (kernels/lane_loop.h)
+// with a CUDA block context. One instantiation per (type, operator), the same
+// set the host executor has.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/collective_kernel.h"
+#include "kernels/lane_loop.h"
+#include "kernels/op_dispatch.h"
+
+namespace gyre {
+namespace {
+
+// Data in FIFO slots was written by another block (or GPU, over P2P) since
+// this SM may last have cached it: received elements are loaded at L2 (.cg),
+// which is coherent for the device and for peer memory.
+template <typename T>
+__device__ __forceinline__ T loadFresh(const T* p) {
+  if constexpr (sizeof(T) == 16) {
+    uint4 v = __ldcg(reinterpret_cast<const uint4*>(p));
+    return *reinterpret_cast<T*>(&v);
+  } else if constexpr (sizeof(T) == 8) {
+    unsigned long long v = __ldcg(reinterpret_cast<const unsigned long long*>(p));
+    return *reinterpret_cast<T*>(&v);
+  } else if constexpr (sizeof(T) == 4) {
+    unsigned int v = __ldcg(reinterpret_cast<const unsigned int*>(p));
+    return *reinterpret_cast<T*>(&v);
+  } else if constexpr (sizeof(T) == 2) {
+    unsigned short v = __ldcg(reinterpret_cast<const unsigned short*>(p));
+    return *reinterpret_cast<T*>(&v);
+  } else {
+    unsigned char v = __ldcg(reinterpret_cast<const unsigned char*>(p));
+    return *reinterpret_cast<T*>(&v);
+  }
+}
+
+// 16 bytes of elements, moved as one vector.
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kElems = 16 / sizeof(T);
+  T e[kElems];
+};
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+struct CudaBlock {
+  __device__ bool leader() const { return threadIdx.x == 0; }
+  __device__ bool allAgree(bool ok) const { return __syncthreads_and(ok) != 0; }
+  __device__ void sync() const { __syncthreads(); }
+  __device__ void pause() const { __nanosleep(100); }
+  __device__ uint64_t loadAcquire(const uint64_t* p) const {
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+  }
+  __device__ void publish(uint64_t* p, uint64_t v) const {
+    __threadfence_system();  // the block's stores (ordered before by the barrier) first
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  }
+  __device__ void fenceSystem() const { __threadfence_system(); }
+  __device__ SlotMeta loadMeta(const SlotMeta* m) const {
+    SlotMeta out;
+    const volatile uint64_t* src = reinterpret_cast<const volatile uint64_t*>(m);
+    uint64_t* dst = reinterpret_cast<uint64_t*>(&out);
+    for (int i = 0; i < 3; ++i) dst[i] = src[i];
+    return out;
+  }
+  __device__ void storeMeta(SlotMeta* m, const SlotMeta& v) const {
+    volatile uint64_t* dst = reinterpret_cast<volatile uint64_t*>(m);
+    const uint64_t* src = reinterpret_cast<const uint64_t*>(&v);
+    for (int i = 0; i < 3; ++i) dst[i] = src[i];
+  }
+  __device__ bool claimError(int32_t* error, int32_t kind) const {
+    return atomicCAS_system(error, static_cast<int32_t>(kDeviceOk), kind) == kDeviceOk;
+  }
+  __device__ uint64_t nowNs() const {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  }
+
+  // Threads take 16-byte packs in turn (coalesced), then single elements for
+  // the tail or for buffers that are not 16-byte aligned.
+  template <typename T, typename Op, bool Pre, bool Post>
+  __device__ void copyLoop(const Op& op, const T* src, T* dst0, T* dst1, size_t n, bool srcIsSlot) const {
+    size_t done = 0;
+    if (aligned16(src) && aligned16(dst0) && (!dst1 || aligned16(dst1))) {
+      using P = Pack<T>;
+      const size_t packs = n / P::kElems;
+      for (size_t i = threadIdx.x; i < packs; i += blockDim.x) {
+        P v = srcIsSlot ? loadFresh(reinterpret_cast<const P*>(src) + i) : reinterpret_cast<const P*>(src)[i];
+#pragma unroll
+        for (int j = 0; j < P::kElems; ++j) v.e[j] = copyOne<T, Op, Pre, Post>(op, v.e[j]);
+        reinterpret_cast<P*>(dst0)[i] = v;
+        if (dst1) reinterpret_cast<P*>(dst1)[i] = v;
+      }
+      done = packs * P::kElems;
+    }
+    for (size_t i = done + threadIdx.x; i < n; i += blockDim.x) {
+      T v = copyOne<T, Op, Pre, Post>(op, srcIsSlot ? loadFresh(src + i) : src[i]);
+      dst0[i] = v;
+      if (dst1) dst1[i] = v;
+    }
+  }
+
+  template <typename T, typename Op, bool Pre, bool Post, bool LocalFirst>
+  __device__ void reduceLoop(const Op& op, const T* received, const T* local, T* dst0, T* dst1, size_t n) const {
+    size_t done = 0;
+    if (aligned16(received) && aligned16(local) && aligned16(dst0) && (!dst1 || aligned16(dst1))) {
+      using P = Pack<T>;
+      const size_t packs = n / P::kElems;
+      for (size_t i = threadIdx.x; i < packs; i += blockDim.x) {
+        P r = loadFresh(reinterpret_cast<const P*>(received) + i);
+        P l = reinterpret_cast<const P*>(local)[i];
+#pragma unroll
+        for (int j = 0; j < P::kElems; ++j) r.e[j] = reduceOne<T, Op, Pre, Post, LocalFirst>(op, r.e[j], l.e[j]);
+        reinterpret_cast<P*>(dst0)[i] = r;
+        if (dst1) reinterpret_cast<P*>(dst1)[i] = r;
+      }
+      done = packs * P::kElems;
+    }
+    for (size_t i = done + threadIdx.x; i < n; i += blockDim.x) {
+      T v = reduceOne<T, Op, Pre, Post, LocalFirst>(op, loadFresh(received + i), local[i]);
+      dst0[i] = v;
+      if (dst1) dst1[i] = v;
+    }
+  }
+
+  template <typename T, typename Op>
+  __device__ void copy(const Op& op, bool pre, bool post, const T* src, T* dst0, T* dst1, size_t n,
+                       bool srcIsSlot) const {
+    if (pre && post) copyLoop<T, Op, true, true>(op, src, dst0, dst1, n, srcIsSlot);
+    else if (pre) copyLoop<T, Op, true, false>(op, src, dst0, dst1, n, srcIsSlot);
+    else if (post) copyLoop<T, Op, false, true>(op, src, dst0, dst1, n, srcIsSlot);
+    else copyLoop<T, Op, false, false>(op, src, dst0, dst1, n, srcIsSlot);
+  }
+  template <typename T, typename Op, bool LocalFirst>
+  __device__ void reduce(const Op& op, bool pre, bool post, const T* received, const T* local, T* dst0, T* dst1,
+                         size_t n) const {
+    if (pre && post) reduceLoop<T, Op, true, true, LocalFirst>(op, received, local, dst0, dst1, n);
+    else if (pre) reduceLoop<T, Op, true, false, LocalFirst>(op, received, local, dst0, dst1, n);
+    else if (post) reduceLoop<T, Op, false, true, LocalFirst>(op, received, local, dst0, dst1, n);
+    else reduceLoop<T, Op, false, false, LocalFirst>(op, received, local, dst0, dst1, n);
+  }
+};
+
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kKernelThreads) collectiveKernel(DeviceCall call, Op op) {
+  loadScalar(op, call.scalarPtr);
+  CudaBlock ctx;
+  runLane<T, Op>(ctx, call, call.lanes[blockIdx.x], op);
+}
+
+}  // namespace
+
+int launchCollectiveKernel(const DeviceCall& call, cudaStream_t stream) {
+  if (call.nlanes == 0) return 0;
+  OpParams params{call.nranks, call.hasScalar != 0, call.scalar};
+  cudaError_t err = cudaSuccess;
+  ncclResult_t r = visitTypedOp(static_cast<ncclDataType_t>(call.datatype), static_cast<ncclRedOp_t>(call.redop),
+                                params, [&](auto op) {
+                                  using Op = decltype(op);
+                                  collectiveKernel<typename Op::Elem, Op><<<call.nlanes, kKernelThreads, 0, stream>>>(
+                                      call, op);
+                                  err = cudaGetLastError();
+                                  return ncclSuccess;
+                                });
+  if (r != ncclSuccess) return -1;
+  return static_cast<int>(err);
+}
+
+}  // namespace gyre

@@ -1,0 +1,76 @@
+#include "kernels/host_emulation.h"
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "kernels/lane_loop.h"
+#include "kernels/op_dispatch.h"
+
+namespace gyre {
+namespace {
+
+// A block of one thread: barriers are no-ops and the element loops are the
+// host executor's own.
+struct HostBlock {
+  bool leader() const { return true; }
+  bool allAgree(bool ok) const { return ok; }
+  void sync() const {}
+  void pause() const { std::this_thread::yield(); }
+  uint64_t loadAcquire(const uint64_t* p) const { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+  void publish(uint64_t* p, uint64_t v) const { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+  void fenceSystem() const { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+  SlotMeta loadMeta(const SlotMeta* m) const { return *m; }  // ordered by the acquire of tail
+  void storeMeta(SlotMeta* m, const SlotMeta& v) const { *m = v; }  // ordered by the release of tail
+  bool claimError(int32_t* error, int32_t kind) const {
+    int32_t expected = kDeviceOk;
+    return __atomic_compare_exchange_n(error, &expected, kind, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  }
+  uint64_t nowNs() const {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+  }
+
+  template <typename T, typename Op>
+  void copy(const Op& op, bool pre, bool post, const T* src, T* dst0, T* dst1, size_t n, bool) const {
+    if (pre && post) copyElements<T, Op, true, true>(op, src, dst0, dst1, n);
+    else if (pre) copyElements<T, Op, true, false>(op, src, dst0, dst1, n);
+    else if (post) copyElements<T, Op, false, true>(op, src, dst0, dst1, n);
+    else copyElements<T, Op, false, false>(op, src, dst0, dst1, n);
+  }
+  template <typename T, typename Op, bool LocalFirst>
+  void reduce(const Op& op, bool pre, bool post, const T* received, const T* local, T* dst0, T* dst1,
+              size_t n) const {
+    if (pre && post) reduceElements<T, Op, true, true, LocalFirst>(op, received, local, dst0, dst1, n);
+    else if (pre) reduceElements<T, Op, true, false, LocalFirst>(op, received, local, dst0, dst1, n);
+    else if (post) reduceElements<T, Op, false, true, LocalFirst>(op, received, local, dst0, dst1, n);
+    else reduceElements<T, Op, false, false, LocalFirst>(op, received, local, dst0, dst1, n);
+  }
+};
+
+}  // namespace
+
+ncclResult_t runCallOnHostThreads(const DeviceCall& call) {
+  OpParams params{call.nranks, call.hasScalar != 0, call.scalar};
+  return visitTypedOp(static_cast<ncclDataType_t>(call.datatype), static_cast<ncclRedOp_t>(call.redop), params,
+                      [&](auto op) {
+                        using Op = decltype(op);
+                        loadScalar(op, call.scalarPtr);
+                        std::vector<std::thread> blocks;
+                        for (int b = 1; b < call.nlanes; ++b)
+                          blocks.emplace_back([&, b] {
+                            HostBlock ctx;
+                            runLane<typename Op::Elem, Op>(ctx, call, call.lanes[b], op);
+                          });
+                        if (call.nlanes > 0) {
+                          HostBlock ctx;
+                          runLane<typename Op::Elem, Op>(ctx, call, call.lanes[0], op);
+                        }
+                        for (std::thread& t : blocks) t.join();
+                        return ncclSuccess;
+                      });
+}
+
+}  // namespace gyre

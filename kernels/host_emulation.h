@@ -1,0 +1,16 @@
+// The collective kernel run on host threads: one thread per lane, each
+// executing kernels/lane_loop.h with a one-thread "block". The fake CUDA
+// runtime launches this in place of the kernel, so CI without a GPU runs the
+// device executor's step loop, FIFO protocol and error reporting.
+#pragma once
+
+#include "include/gyre.h"
+#include "kernels/device_work.h"
+
+namespace gyre {
+
+// Runs every lane of `call` to the end (lanes in parallel); errors land in
+// call.status as on the device. Fails only for an unsupported type/op.
+ncclResult_t runCallOnHostThreads(const DeviceCall& call);
+
+}  // namespace gyre

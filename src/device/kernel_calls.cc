@@ -1,0 +1,251 @@
+#include "src/device/kernel_calls.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "src/comm/comm.h"
+#include "src/comm/comm_topology.h"
+#include "src/config/env.h"
+#include "src/debug/error.h"
+#include "src/debug/log.h"
+#include "src/device/runtime.h"
+#include "src/enqueue/arg_checks.h"
+#include "src/enqueue/launch.h"
+
+namespace gyre {
+namespace {
+
+// Builds the call's lanes in device memory: the DeviceLane array followed
+// by every lane's steps.
+ncclResult_t uploadLanes(const PendingCall& c, KernelState::Lanes* out) {
+  std::vector<LaneSpec> specs;
+  GYRE_CHECK(collectiveLaneSpecs(c, &specs));
+  size_t totalSteps = 0;
+  for (const LaneSpec& s : specs) totalSteps += s.nsteps;
+  const size_t lanesBytes = specs.size() * sizeof(DeviceLane);
+  std::vector<char> image(lanesBytes + totalSteps * sizeof(Step));
+  void* device = nullptr;
+  DeviceRuntime* rt = deviceRuntime();
+  GYRE_CHECK(rt->deviceAlloc(image.size(), &device));
+  size_t stepAt = lanesBytes;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const LaneSpec& s = specs[i];
+    if (s.nsend > static_cast<size_t>(kMaxLaneConns) || s.nrecv > static_cast<size_t>(kMaxLaneConns)) {
+      rt->deviceFree(device);
+      return fail(ncclInternalError, "%s: a lane uses %zu send and %zu receive connections; the kernel takes %d",
+                  collName(c.coll), s.nsend, s.nrecv, kMaxLaneConns);
+    }
+    DeviceLane lane{};
+    lane.steps = reinterpret_cast<const Step*>(static_cast<char*>(device) + stepAt);
+    lane.nsteps = static_cast<uint32_t>(s.nsteps);
+    lane.channel = s.channel;
+    lane.nsend = static_cast<uint8_t>(s.nsend);
+    lane.nrecv = static_cast<uint8_t>(s.nrecv);
+    for (size_t k = 0; k < s.nsend; ++k) {
+      lane.send[k] = s.send[k]->fifo;
+      lane.sendPeer[k] = s.send[k]->peer;
+    }
+    for (size_t k = 0; k < s.nrecv; ++k) {
+      lane.recv[k] = s.recv[k]->fifo;
+      lane.recvPeer[k] = s.recv[k]->peer;
+    }
+    memcpy(image.data() + i * sizeof(DeviceLane), &lane, sizeof(lane));
+    memcpy(image.data() + stepAt, s.steps, s.nsteps * sizeof(Step));
+    stepAt += s.nsteps * sizeof(Step);
+  }
+  ncclResult_t r = rt->copySync(device, image.data(), image.size());
+  if (r != ncclSuccess) {
+    rt->deviceFree(device);
+    return r;
+  }
+  out->device = device;
+  out->count = static_cast<int>(specs.size());
+  return ncclSuccess;
+}
+
+ncclResult_t lanesFor(const PendingCall& c, KernelState::Lanes* out) {
+  KernelState& k = *c.comm->kernels;
+  bool rooted = c.coll == CollKind::Broadcast || c.coll == CollKind::Reduce;
+  KernelState::Shape shape{static_cast<int>(c.coll), c.count, static_cast<int>(c.datatype), rooted ? c.root : -1,
+                           isInPlace(c)};
+  std::lock_guard<std::mutex> lock(k.mutex);
+  auto it = k.cache.find(shape);
+  if (it == k.cache.end()) {
+    KernelState::Lanes lanes;
+    GYRE_CHECK(uploadLanes(c, &lanes));
+    it = k.cache.emplace(shape, lanes).first;
+  }
+  *out = it->second;
+  return ncclSuccess;
+}
+
+DeviceCall describeCall(const PendingCall& c, const KernelState::Lanes& lanes) {
+  ncclComm* comm = c.comm;
+  DeviceCall d{};
+  d.lanes = static_cast<const DeviceLane*>(lanes.device);
+  d.nlanes = lanes.count;
+  d.coll = static_cast<uint8_t>(c.coll);
+  d.datatype = static_cast<uint8_t>(c.datatype);
+  d.redop = static_cast<uint8_t>(c.op);
+  d.metaRedop = static_cast<uint8_t>(c.op < ncclNumOps ? c.op : 0xff);
+  d.buffers[kInputBuffer] = const_cast<void*>(c.input);
+  d.buffers[kOutputBuffer] = c.output;
+  d.count = c.count;
+  d.opCount = ++comm->opCount;
+  d.nranks = comm->nranks;
+  if (c.op >= ncclNumOps) {
+    const CustomRedOp& custom = comm->customOps[c.op - ncclNumOps];
+    d.hasScalar = 1;
+    if (custom.scalarPtr) d.scalarPtr = custom.scalarPtr;  // read by the kernel when it starts
+    else memcpy(d.scalar, custom.value, datatypeSize(c.datatype));
+  }
+  d.status = comm->kernels->statusDevice;
+  d.timeoutNs = static_cast<uint64_t>(comm->collTimeoutSeconds * 1e9);
+  return d;
+}
+
+// Records the launch's completion on its stream for drainKernels.
+ncclResult_t noteLaunch(KernelState& k, cudaStream_t stream) {
+  DeviceRuntime* rt = deviceRuntime();
+  std::lock_guard<std::mutex> lock(k.mutex);
+  auto it = std::find_if(k.lastLaunch.begin(), k.lastLaunch.end(), [&](const auto& p) { return p.first == stream; });
+  if (it == k.lastLaunch.end()) {
+    EventHandle e = nullptr;
+    GYRE_CHECK(rt->eventCreate(&e));
+    k.lastLaunch.push_back({stream, e});
+    it = k.lastLaunch.end() - 1;
+  }
+  return rt->eventRecord(it->second, stream);
+}
+
+// Kernels of two communicators on one stream would run one after the other,
+// and the first would wait forever for ranks whose kernel is queued behind it.
+ncclResult_t checkStreams(const std::vector<PendingCall>& calls) {
+  for (size_t i = 0; i < calls.size(); ++i)
+    for (size_t j = i + 1; j < calls.size(); ++j)
+      if (calls[i].stream == calls[j].stream && calls[i].comm != calls[j].comm &&
+          calls[i].comm->bootstrap->secret() == calls[j].comm->bootstrap->secret())
+        return fail(ncclInvalidUsage, "%s: ranks %d and %d of one communicator are driven on the same stream in one "
+                    "group; their kernels would wait for each other forever. Give each rank its own stream",
+                    collName(calls[j].coll), calls[i].comm->rank, calls[j].comm->rank);
+  return ncclSuccess;
+}
+
+const char* describeKind(int32_t kind) {
+  switch (kind) {
+    case kDeviceAborted: return "aborted";
+    case kDeviceTimeout: return "timeout";
+    default: return "mismatch";
+  }
+}
+
+}  // namespace
+
+ncclResult_t chooseDeviceExecutor(ncclComm* comm, const Deadline& deadline) {
+  if (comm->isHost) return ncclSuccess;
+  std::string mode = env::getString("GYRE_DEVICE_PATH");
+  if (mode.empty()) mode = "auto";
+  DeviceRuntime* rt = deviceRuntime();
+  std::vector<int32_t> able(comm->nranks, 0);
+  able[comm->rank] = mode != "staged" && rt && p2pToEveryPeer(comm) ? 1 : 0;
+  GYRE_CHECK(comm->bootstrap->allGather(able.data(), sizeof(int32_t), deadline, &comm->abortFlag));
+  auto unable = std::find(able.begin(), able.end(), 0);
+  if (mode == "kernels" && unable != able.end())
+    return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=kernels, but rank %d cannot reach every other rank over p2p "
+                "(another host, NCCL_P2P_DISABLE, NCCL_P2P_LEVEL, or GPUs without peer access); unset it to stage "
+                "through host memory", static_cast<int>(unable - able.begin()));
+  comm->deviceKernels = unable == able.end();
+  GYRE_INFO("INIT", "device collectives run as %s", comm->deviceKernels ? "kernels over p2p connections"
+                                                                        : "staged copies through host memory");
+  if (!comm->deviceKernels) return ncclSuccess;
+  comm->kernels = std::make_unique<KernelState>();
+  void* host = nullptr;
+  void* device = nullptr;
+  GYRE_CHECK(rt->allocMapped(sizeof(DeviceStatus), &host, &device));
+  comm->kernels->statusHost = static_cast<DeviceStatus*>(host);
+  comm->kernels->statusDevice = static_cast<DeviceStatus*>(device);
+  return ncclSuccess;
+}
+
+ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls) {
+  GYRE_CHECK(checkStreams(calls));
+  DeviceRuntime* rt = deviceRuntime();
+  for (const PendingCall& c : calls) {
+    if (c.count == 0) continue;
+    KernelState::Lanes lanes;
+    GYRE_CHECK(lanesFor(c, &lanes));
+    DeviceCall d = describeCall(c, lanes);
+    GYRE_TRACE("COLL", "%s #%llu count %zu %s %s: kernel of %d lanes", collName(c.coll),
+               static_cast<unsigned long long>(d.opCount), c.count, datatypeName(c.datatype), redOpName(c.op),
+               d.nlanes);
+    GYRE_CHECK(rt->launchCall(d, c.stream));
+    GYRE_CHECK(noteLaunch(*c.comm->kernels, c.stream));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t pollKernelStatus(ncclComm* comm) {
+  if (!comm->kernels || !comm->kernels->statusHost) return ncclSuccess;
+  const DeviceStatus& st = *comm->kernels->statusHost;
+  int32_t kind = __atomic_load_n(&st.error, __ATOMIC_ACQUIRE);
+  if (kind == kDeviceOk) return ncclSuccess;
+  {
+    std::lock_guard<std::mutex> lock(comm->kernels->mutex);
+    if (comm->kernels->errorReported) return static_cast<ncclResult_t>(comm->asyncError.load());
+    comm->kernels->errorReported = true;
+  }
+  const PeerInfo& p = comm->bootstrap->peers()[st.peer];
+  const char* coll = collName(static_cast<CollKind>(st.coll));
+  const auto op = static_cast<unsigned long long>(st.opCount);
+  ncclResult_t r;
+  if (kind == kDeviceTimeout)
+    r = fail(ncclRemoteError, "%s #%llu (channel %d, step %u): the kernel of rank %d waited %.0f s (GYRE_TIMEOUT) "
+             "for %s rank %d (%s pid %d); it is stalled, dead, or not making the matching call", coll, op, st.channel,
+             st.step + 1, comm->rank, comm->collTimeoutSeconds, st.waitingForData ? "data from" : "buffer space at",
+             st.peer, p.host, p.pid);
+  else if (kind == kDeviceAborted)
+    r = fail(ncclInvalidUsage, "%s #%llu (channel %d, step %u): the communicator of rank %d was aborted "
+             "(ncclCommAbort) while its kernel waited for rank %d", coll, op, st.channel, st.step + 1, comm->rank,
+             st.peer);
+  else
+    r = fail(ncclInvalidUsage, "mismatched calls: rank %d sent data for %s #%llu (count %llu, datatype %d, op %d) "
+             "while this rank is in %s #%llu (count %llu, datatype %d, op %d)", st.peer,
+             collName(static_cast<CollKind>(st.seen.coll)), static_cast<unsigned long long>(st.seen.opCount),
+             static_cast<unsigned long long>(st.seen.count), st.seen.datatype, st.seen.redop, coll, op,
+             static_cast<unsigned long long>(st.count), st.datatype, st.redop);
+  GYRE_WARN("collective kernel stopped (%s): %s", describeKind(kind), lastErrorText());
+  markCommFailed(comm, r, st.peer);
+  return r;
+}
+
+bool drainKernels(ncclComm* comm, bool abort, double seconds) {
+  if (!comm->kernels) return true;
+  KernelState& k = *comm->kernels;
+  DeviceRuntime* rt = deviceRuntime();
+  if (abort) {
+    k.statusHost->abort = 1;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  }
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    bool all = true;
+    for (auto& [stream, e] : k.lastLaunch) {
+      bool done = false;
+      if (rt->eventQuery(e, &done) != ncclSuccess) done = true;  // a broken context runs nothing more
+      all &= done;
+    }
+    if (all) break;
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  pollKernelStatus(comm);
+  for (auto& [stream, e] : k.lastLaunch) rt->eventDestroy(e);
+  for (auto& [shape, lanes] : k.cache) rt->deviceFree(lanes.device);
+  rt->freeMapped(k.statusHost);
+  comm->kernels.reset();
+  return true;
+}
+
+}  // namespace gyre

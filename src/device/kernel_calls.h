@@ -1,0 +1,58 @@
+// Collectives of device communicators that run the collective kernel: every
+// call's lanes (src/enqueue: the planner's schedules over the communicator's
+// p2p connections) are uploaded once per call shape and cached in device
+// memory; each call then launches one kernel on the user's stream with its
+// buffers, sequence number and scalar by value. Launches return at once and
+// complete in stream order; they are legal inside CUDA graph capture (the
+// cached lanes live as long as the communicator).
+//
+// Failures inside the kernel (a peer that stalls past GYRE_TIMEOUT, an abort,
+// mismatched calls) are written to a status block in mapped host memory and
+// turned into the communicator's async error by pollKernelStatus().
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "include/gyre.h"
+#include "kernels/device_work.h"
+#include "src/debug/deadline.h"
+#include "src/enqueue/enqueue.h"
+
+namespace gyre {
+
+struct KernelState {
+  DeviceStatus* statusHost = nullptr;    // mapped host memory ...
+  DeviceStatus* statusDevice = nullptr;  // ... and its device address
+  std::mutex mutex;
+  // (coll, count, datatype, root, in place) -> lanes in device memory.
+  using Shape = std::tuple<int, size_t, int, int, bool>;
+  struct Lanes {
+    void* device = nullptr;
+    int count = 0;
+  };
+  std::map<Shape, Lanes> cache;
+  // The last launch on each stream, so destroy can wait for them.
+  std::vector<std::pair<cudaStream_t, void*>> lastLaunch;
+  bool errorReported = false;
+};
+
+// Decides at init (all ranks agree) whether the communicator runs kernels,
+// and prepares its status block when it does. Before connections are made.
+ncclResult_t chooseDeviceExecutor(ncclComm* comm, const Deadline& deadline);
+
+// Launches the calls (collectives of communicators with deviceKernels).
+ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls);
+
+// Turns an error the kernel reported into the communicator's async error
+// (once); returns it, or ncclSuccess.
+ncclResult_t pollKernelStatus(ncclComm* comm);
+
+// Destroy/abort: tells running kernels to stop (abort), waits up to
+// `seconds` for the launches to finish, then frees the cached lanes and the
+// status block. False if launches were still running (nothing is freed then).
+bool drainKernels(ncclComm* comm, bool abort, double seconds);
+
+}  // namespace gyre
