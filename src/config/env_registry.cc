@@ -47,8 +47,9 @@ const std::vector<VarSpec>& registry() {
        "which InfiniBand/RoCE devices the ib transport uses"},
       {"NCCL_IGNORE_CPU_AFFINITY", Type::Int, "0", "0..1",
        "bind helper threads to every CPU of the NUMA node nearest their device or NIC, ignoring the process's affinity mask", 0, 1},
-      {"GYRE_FAKE_CUDA", Type::Int, "0", "0..1",
-       "tests only: device communicators run on a fake CUDA runtime (host memory as device memory, a thread per stream)", 0, 1},
+      {"GYRE_FAKE_CUDA", Type::Int, "0", "0..2",
+       "tests only: device communicators run on a fake CUDA runtime (host memory as device memory, a thread per "
+       "stream; 2: each collective call also waits for its streams)", 0, 2},
       {"GYRE_DEVICE_PATH", Type::Choice, "auto", "auto,kernels,staged",
        "device communicators: collective kernels over p2p connections (kernels), staging through host memory over "
        "shm/socket (staged), or kernels whenever every rank pair can use p2p (auto)"},

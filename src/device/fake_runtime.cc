@@ -72,7 +72,9 @@ struct FakeEvent {
 
 class FakeRuntime final : public DeviceRuntime {
  public:
-  const char* name() const override { return "fake (GYRE_FAKE_CUDA=1)"; }
+  explicit FakeRuntime(bool synchronous) : synchronous_(synchronous) {}
+  const char* name() const override { return "fake (GYRE_FAKE_CUDA)"; }
+  bool synchronousForTests() const override { return synchronous_; }
 
   ncclResult_t currentDevice(int* device) override {
     *device = device_;
@@ -265,6 +267,7 @@ class FakeRuntime final : public DeviceRuntime {
   static_assert(sizeof(FakeIpc) <= sizeof(IpcHandle));
 
   static thread_local int device_;
+  const bool synchronous_;
   std::mutex mutex_;
   std::map<StreamHandle, std::unique_ptr<FakeStream>> streams_;
   std::map<void*, Allocation> allocations_;  // deviceAlloc'd, by base address
@@ -275,15 +278,22 @@ thread_local int FakeRuntime::device_ = 0;
 
 }  // namespace
 
+namespace {
+int64_t fakeMode() {
+  int64_t fake = 0;
+  if (env::getInt("GYRE_FAKE_CUDA", &fake) != ncclSuccess) return 0;
+  return fake;
+}
+}  // namespace
+
 DeviceRuntime* fakeDeviceRuntime() {
   // Never destroyed: stream threads may still be finishing at exit.
-  static FakeRuntime* runtime = new FakeRuntime();
+  static FakeRuntime* runtime = new FakeRuntime(fakeMode() == 2);
   return runtime;
 }
 
 DeviceRuntime* deviceRuntime() {
-  int64_t fake = 0;
-  if (env::getInt("GYRE_FAKE_CUDA", &fake) == ncclSuccess && fake) return fakeDeviceRuntime();
+  if (fakeMode()) return fakeDeviceRuntime();
   return cudaDeviceRuntime();
 }
 

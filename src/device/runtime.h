@@ -65,6 +65,10 @@ class DeviceRuntime {
   virtual bool canAccessPeer(int device, int peerDevice) = 0;
   // Enqueues the collective kernel (one block per lane) on the stream.
   virtual ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) = 0;
+  // Tests only (GYRE_FAKE_CUDA=2): every collective call waits for its
+  // streams before returning, so host-memory test programs, which read
+  // results right after the call, run unchanged on device communicators.
+  virtual bool synchronousForTests() const { return false; }
 };
 
 // GYRE_FAKE_CUDA=1: the fake; else the CUDA runtime when this build has it;

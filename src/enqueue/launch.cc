@@ -9,6 +9,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/kernel_calls.h"
+#include "src/device/runtime.h"
 #include "src/device/staging.h"
 #include "src/enqueue/arg_checks.h"
 #include "src/enqueue/p2p_connect.h"
@@ -346,7 +347,12 @@ ncclResult_t launchCalls(std::vector<PendingCall>& calls) {
   for (const PendingCall& c : calls)
     (c.comm->deviceKernels && c.coll != CollKind::SendRecv ? kernelCalls : stagedCalls).push_back(c);
   if (!kernelCalls.empty()) GYRE_CHECK(launchKernelCalls(kernelCalls));
-  return stagedCalls.empty() ? ncclSuccess : launchStagedCalls(stagedCalls);
+  if (!stagedCalls.empty()) GYRE_CHECK(launchStagedCalls(stagedCalls));
+  if (DeviceRuntime* rt = deviceRuntime(); rt && rt->synchronousForTests()) {
+    for (const PendingCall& c : calls) GYRE_CHECK(rt->streamSynchronize(c.stream));
+    for (const PendingCall& c : calls) GYRE_CHECK(checkUsable(c.comm, c.coll));
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {

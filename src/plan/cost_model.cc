@@ -108,7 +108,7 @@ void treeEntry(const CostInputs& in, CostEntry* e) {
     e->unavailableWhy = "host memory runs Simple only";
     return;
   }
-  if (in.nnodes < 2 && in.hostMemory) {
+  if (in.nnodes < 2 && (in.hostMemory || in.treeForcedOnOneHost)) {
     hostTreeEntry(in, e);
     return;
   }

@@ -52,6 +52,9 @@ struct CostInputs {
   // Host-memory ranks: hops are a host thread noticing a slot (no LL
   // protocol), and on one host the tree is a binary tree over the ranks.
   bool hostMemory = false;
+  // NCCL_ALGO=Tree on one host of GPUs: run the tree (a binary tree over the
+  // host's ranks) although the ring is faster there, as NCCL does when forced.
+  bool treeForcedOnOneHost = false;
 };
 
 struct CostEntry {

@@ -49,6 +49,7 @@ void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, Tuning
   out->inputs.hostMemory = hostMemory;
   std::vector<Algorithm> algos = allowedAlgorithms();
   out->algorithmForced = !env::getString("NCCL_ALGO").empty();
+  out->inputs.treeForcedOnOneHost = algos.size() == 1 && algos[0] == Algorithm::Tree;
   for (int c = 0; c < kTunedColls; ++c)
     for (int b = 0; b < kTuningBuckets; ++b) {
       CostTable table = tableAt(*out, static_cast<CollKind>(c), size_t{1} << b, algos);

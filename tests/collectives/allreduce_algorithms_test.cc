@@ -264,7 +264,9 @@ TEST_CASE("without NCCL_ALGO allreduce over 3 ranks gives the tree's bits up to 
   for (const Case& c : cases) {
     const std::string key = describe(c);
     const std::string tree = hashes["Tree"][key], ring = hashes["Ring"][key], dflt = hashes["default"][key];
-    const bool treeExpected = c.count * typeInfo(c.type).size <= (64u << 10);
+    // Device communicators on one host use the ring unless NCCL_ALGO forces
+    // the tree (as NCCL: within a host the tree is a slower chain).
+    const bool treeExpected = !testDeviceComms() && c.count * typeInfo(c.type).size <= (64u << 10);
     INFO(key << ": tree " << tree << ", ring " << ring << ", default " << dflt);
     CHECK(tree != ring);
     CHECK(dflt == (treeExpected ? tree : ring));

@@ -1,6 +1,9 @@
 // Device communicators on the fake CUDA runtime (GYRE_FAKE_CUDA=1: host
 // memory stands in for device memory, each stream is a host thread running
-// its work in order). What is tested is the device path's control flow, which
+// its work in order, the collective kernel runs as a host thread per lane).
+// Run once with GYRE_DEVICE_PATH=kernels (the device executor over p2p
+// connections) and once with =staged (copies through host memory and the host
+// executor). What is tested is the device path's control flow, which
 // is the same on a GPU: ncclCommInitRank on the current device, collectives
 // that return before the stream has run them, results in stream order,
 // groups spanning streams and communicators (ncclCommInitAll with a repeated
@@ -15,6 +18,7 @@
 #include <thread>
 
 #include "coll_common.h"
+#include "src/comm/comm.h"
 #include "src/device/runtime.h"
 
 namespace {
@@ -31,13 +35,22 @@ RankOptions deviceOptions(double timeout = 60) {
   return o;
 }
 
+// The executor the run asked for (GYRE_DEVICE_PATH) is the one in use.
+int checkPath(ncclComm_t comm, int rank) {
+  const char* path = getenv("GYRE_DEVICE_PATH");
+  bool kernels = !path || strcmp(path, "staged") != 0;
+  RANK_CHECK(comm->deviceKernels == kernels, "rank %d: GYRE_DEVICE_PATH=%s but the communicator runs %s", rank,
+             path ? path : "(unset)", comm->deviceKernels ? "kernels" : "staged");
+  return 0;
+}
+
 int initDeviceComm(ncclComm_t* comm, int rank, int nranks, const ncclUniqueId& id) {
   ncclResult_t r = ncclCommInitRank(comm, nranks, id, rank);
   RANK_CHECK(r == ncclSuccess, "rank %d: ncclCommInitRank on the fake device returned %d: %s", rank, int(r),
              lastError().c_str());
   int dev = -1;
   RANK_CHECK(ncclCommCuDevice(*comm, &dev) == ncclSuccess && dev == 0, "rank %d: device %d, expected 0", rank, dev);
-  return 0;
+  return checkPath(*comm, rank);
 }
 
 // Blocks a stream until release() — to see that a collective returns first.
@@ -110,7 +123,7 @@ bool checkCase(ncclComm_t comm, int rank, int nranks, ncclDataType_t type, ncclR
 }  // namespace
 
 TEST_CASE("device communicators on one fake GPU: every collective returns at once and is right in stream order",
-          "[device][staging]") {
+          "[device]") {
   for (int nranks : {1, 2, 3}) {
     INFO(nranks << " ranks sharing fake device 0");
     RunResult result = runRanks(
@@ -136,7 +149,7 @@ TEST_CASE("device communicators on one fake GPU: every collective returns at onc
 }
 
 TEST_CASE("one process driving two communicators on a repeated fake device: a group spans both and two streams",
-          "[device][staging][initall]") {
+          "[device][initall]") {
   RunResult result = runRanks(
       1,
       [](int, int, const ncclUniqueId&) {
@@ -168,8 +181,8 @@ TEST_CASE("one process driving two communicators on a repeated fake device: a gr
   CHECK(result.allOk());
 }
 
-TEST_CASE("a staged collective whose peer never comes fails through ncclCommGetAsyncError, and destroy returns",
-          "[device][staging][faults]") {
+TEST_CASE("a device collective whose peer never comes fails through ncclCommGetAsyncError, and destroy returns",
+          "[device][faults]") {
   RunResult result = runRanks(
       2,
       [](int rank, int n, const ncclUniqueId& id) {
