@@ -43,6 +43,7 @@ void markCommFailed(ncclComm* comm, ncclResult_t code, int culprit) {
 }
 
 void releaseCommResources(ncclComm* comm) {
+  drainKernels(comm, true, kAbortDrainSeconds);  // a no-op after destroy's drain; frees a failed init's state
   comm->progress.clear();
   // A connection whose set-up failed half way has no state to close.
   auto close = [](Connection& c) {

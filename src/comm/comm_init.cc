@@ -103,13 +103,15 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   if (ranksOnHost > sysconf(_SC_NPROCESSORS_ONLN)) comm->spinsBeforeBlocking = 0;
   comm->topology = std::make_unique<CommTopology>();
   GYRE_CHECK(discoverTopology(comm, deadline, comm->topology.get()));
+  GYRE_CHECK(chooseDeviceExecutor(comm, deadline));
+  if (comm->deviceKernels) GYRE_CHECK(planKernelRings(comm, comm->topology.get()));
   int nchannels = static_cast<int>(comm->topology->rings.channels.size());
   comm->minChannels = std::min(comm->topology->minChannels, nchannels);
-  GYRE_CHECK(chooseDeviceExecutor(comm, deadline));
   GYRE_CHECK(connectRings(comm, deadline));
   GYRE_CHECK(connectTrees(comm, deadline));
   GYRE_CHECK(connectDoubling(comm, deadline));
   GYRE_CHECK(finishConnections(comm));
+  startKernelWatchdog(comm);
   // Nobody returns from init before every rank's connections exist.
   return comm->bootstrap->barrier(deadline, &comm->abortFlag);
 }

@@ -119,6 +119,8 @@ ncclResult_t buildPlacement(ncclComm* comm, const Deadline& deadline, topo::Plac
 
 }  // namespace
 
+ncclResult_t planRings(ncclComm* comm, const RingOptions& opts, CommTopology* out);
+
 ncclResult_t discoverTopology(ncclComm* comm, const Deadline& deadline, CommTopology* out) {
   GYRE_CHECK(topo::readTransportPolicy(&out->policy));
   GYRE_CHECK(buildPlacement(comm, deadline, &out->placement));
@@ -133,11 +135,24 @@ ncclResult_t discoverTopology(ncclComm* comm, const Deadline& deadline, CommTopo
   opts.minChannels = static_cast<int>(minChannels);
   opts.maxChannels = static_cast<int>(maxChannels);
   if (comm->isHost) opts.minChannels = std::max(opts.minChannels, std::min(opts.maxChannels, kHostMinChannels));
+  out->maxChannels = opts.maxChannels;
+  return planRings(comm, opts, out);
+}
+
+ncclResult_t planRings(ncclComm* comm, const RingOptions& opts, CommTopology* out) {
   GYRE_CHECK(buildRings(out->placement, opts, &out->rings));
   if (comm->rank == 0) logRings(out->placement, out->rings);
   buildTuningTable(out->rings, comm->nranks, comm->isHost, &out->tuning);
   if (comm->rank == 0) logTuningTable(out->tuning);
   return ncclSuccess;
+}
+
+ncclResult_t planKernelRings(ncclComm* comm, CommTopology* t) {
+  RingOptions opts;
+  opts.maxChannels = t->maxChannels;
+  opts.minChannels = std::max(t->minChannels, std::min(t->maxChannels, kKernelMinChannels));
+  if (static_cast<int>(t->rings.channels.size()) >= opts.minChannels) return ncclSuccess;
+  return planRings(comm, opts, t);
 }
 
 int helperNumaNode(const CommTopology& t, int rank) {

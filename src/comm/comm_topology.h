@@ -27,11 +27,18 @@ struct CommTopology {
   RingPlan rings;
   TuningTable tuning;
   int minChannels = 1;  // NCCL_MIN_NCHANNELS as set (the rings may be fewer)
+  int maxChannels = 1;  // NCCL_MAX_NCHANNELS
 };
 
 // Gathers the placement and runs the ring search with the channel limits of
 // NCCL_MIN/MAX_NCHANNELS. Needs comm->bootstrap; collective over the ranks.
 ncclResult_t discoverTopology(ncclComm* comm, const Deadline& deadline, CommTopology* out);
+
+// Device communicators that run kernels: rings again with at least
+// kKernelMinChannels channels (a kernel moves a channel's data with one
+// thread block, so bandwidth needs many), and the tuning table for them.
+ncclResult_t planKernelRings(ncclComm* comm, CommTopology* t);
+constexpr int kKernelMinChannels = 16;
 
 // The NUMA node a rank's helper threads bind to: the CPU nearest its GPU,
 // or for host memory the node its affinity names (-1: unknown or several).

@@ -169,6 +169,10 @@ ncclResult_t chooseDeviceExecutor(ncclComm* comm, const Deadline& deadline) {
   return ncclSuccess;
 }
 
+void startKernelWatchdog(ncclComm* comm) {
+  if (comm->kernels) comm->kernels->watchdog.start(comm);
+}
+
 ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls) {
   GYRE_CHECK(checkStreams(calls));
   DeviceRuntime* rt = deviceRuntime();
@@ -205,7 +209,13 @@ ncclResult_t pollKernelStatus(ncclComm* comm) {
              "for %s rank %d (%s pid %d); it is stalled, dead, or not making the matching call", coll, op, st.channel,
              st.step + 1, comm->rank, comm->collTimeoutSeconds, st.waitingForData ? "data from" : "buffer space at",
              st.peer, p.host, p.pid);
-  else if (kind == kDeviceAborted)
+  else if (kind == kDeviceAborted && st.deadPeer > 0) {
+    const PeerInfo& gone = comm->bootstrap->peers()[st.deadPeer - 1];
+    r = fail(ncclRemoteError, "%s #%llu (channel %d, step %u): rank %d (%s pid %d) closed its connections (it died, "
+             "aborted or left the communicator) while the kernel of rank %d waited for %s rank %d", coll, op,
+             st.channel, st.step + 1, st.deadPeer - 1, gone.host, gone.pid, comm->rank,
+             st.waitingForData ? "data from" : "buffer space at", st.peer);
+  } else if (kind == kDeviceAborted)
     r = fail(ncclInvalidUsage, "%s #%llu (channel %d, step %u): the communicator of rank %d was aborted "
              "(ncclCommAbort) while its kernel waited for rank %d", coll, op, st.channel, st.step + 1, comm->rank,
              st.peer);
@@ -216,7 +226,7 @@ ncclResult_t pollKernelStatus(ncclComm* comm) {
              static_cast<unsigned long long>(st.seen.count), st.seen.datatype, st.seen.redop, coll, op,
              static_cast<unsigned long long>(st.count), st.datatype, st.redop);
   GYRE_WARN("collective kernel stopped (%s): %s", describeKind(kind), lastErrorText());
-  markCommFailed(comm, r, st.peer);
+  markCommFailed(comm, r, st.deadPeer > 0 ? st.deadPeer - 1 : st.peer);
   return r;
 }
 
@@ -240,6 +250,7 @@ bool drainKernels(ncclComm* comm, bool abort, double seconds) {
     if (std::chrono::steady_clock::now() > until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  k.watchdog.stop();  // its reads of the connections end before they close
   pollKernelStatus(comm);
   for (auto& [stream, e] : k.lastLaunch) rt->eventDestroy(e);
   for (auto& [shape, lanes] : k.cache) rt->deviceFree(lanes.device);

@@ -19,6 +19,7 @@
 #include "include/gyre.h"
 #include "kernels/device_work.h"
 #include "src/debug/deadline.h"
+#include "src/device/kernel_watchdog.h"
 #include "src/enqueue/enqueue.h"
 
 namespace gyre {
@@ -37,11 +38,15 @@ struct KernelState {
   // The last launch on each stream, so destroy can wait for them.
   std::vector<std::pair<cudaStream_t, void*>> lastLaunch;
   bool errorReported = false;
+  KernelWatchdog watchdog;
 };
 
 // Decides at init (all ranks agree) whether the communicator runs kernels,
 // and prepares its status block when it does. Before connections are made.
 ncclResult_t chooseDeviceExecutor(ncclComm* comm, const Deadline& deadline);
+
+// Starts watching the peers (kernel_watchdog.h), once connections exist.
+void startKernelWatchdog(ncclComm* comm);
 
 // Launches the calls (collectives of communicators with deviceKernels).
 ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls);
@@ -52,7 +57,8 @@ ncclResult_t pollKernelStatus(ncclComm* comm);
 
 // Destroy/abort: tells running kernels to stop (abort), waits up to
 // `seconds` for the launches to finish, then frees the cached lanes and the
-// status block. False if launches were still running (nothing is freed then).
+// status block (and stops the watchdog). False if launches were still running
+// (nothing is freed then). Also the clean-up of a failed init (no launches).
 bool drainKernels(ncclComm* comm, bool abort, double seconds);
 
 }  // namespace gyre

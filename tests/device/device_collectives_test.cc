@@ -216,6 +216,45 @@ TEST_CASE("a device collective whose peer never comes fails through ncclCommGetA
   CHECK(result.allOk());
 }
 
+TEST_CASE("a device collective whose peer is killed fails naming it, long before GYRE_TIMEOUT",
+          "[device][faults]") {
+  RankOptions o = deviceOptions(60);
+  o.env.push_back({"GYRE_TIMEOUT", "60"});  // only the watchdog (or the staged path's sockets) can end it in time
+  o.killRank = 2;
+  o.killDelay_s = 0.3;
+  RunResult result = runRanks(
+      3,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initDeviceComm(&comm, rank, n, id) != 0) return 1;
+        std::vector<float> buf(4096, 1.f);
+        cudaStream_t stream = fakeStream(20 + rank);
+        if (rank == 2) {
+          rankMark();  // the launcher SIGKILLs this rank 0.3 s from now; until then it joins nothing
+          std::this_thread::sleep_for(std::chrono::seconds(30));
+          return 1;
+        }
+        double start = monotonicSeconds();
+        RANK_CHECK(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, stream) ==
+                       ncclSuccess,
+                   "enqueue: %s", lastError().c_str());
+        gyre::deviceRuntime()->streamSynchronize(stream);
+        double waited = monotonicSeconds() - start;
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(comm, &async);
+        RANK_CHECK(async != ncclSuccess, "rank %d: the killed peer went unnoticed", rank);
+        std::string text = ncclGetLastError(comm);
+        RANK_CHECK(text.find("rank 2") != std::string::npos, "rank %d: error does not name rank 2: %s", rank,
+                   text.c_str());
+        RANK_CHECK(waited < 20, "rank %d: took %.1f s to notice (GYRE_TIMEOUT is 60)", rank, waited);
+        ncclCommAbort(comm);
+        return 0;
+      },
+      o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
 TEST_CASE("ncclCommInitRankScalable with two ids and ncclMemAlloc'd buffers on the fake device",
           "[device][abi]") {
   RankOptions o = deviceOptions();

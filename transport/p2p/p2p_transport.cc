@@ -181,7 +181,8 @@ class P2PTransport final : public Transport {
     if (!rt) return fail(ncclInternalError, "%s: no CUDA runtime", s->what.c_str());
     FifoLayout l(slotBytes);
     GYRE_CHECK(rt->deviceAlloc(l.total, &s->owned));
-    GYRE_CHECK(rt->memsetSync(s->owned, 0, l.total));
+    // Counters and metadata start at zero; slots are always written before read.
+    GYRE_CHECK(rt->memsetSync(static_cast<char*>(s->owned) + l.metaOffset, 0, l.total - l.metaOffset));
     reply->pointer = reinterpret_cast<uintptr_t>(s->owned);
     return rt->ipcGetHandle(s->owned, &reply->handle);
   }
