@@ -178,6 +178,14 @@ ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls) {
   DeviceRuntime* rt = deviceRuntime();
   for (const PendingCall& c : calls) {
     if (c.count == 0) continue;
+    if (c.comm->nranks == 1 && c.op < ncclNumOps) {
+      // One rank: every collective is its input (avg divides by 1), so a
+      // copy engine does it, as in NCCL; in place there is nothing to do.
+      ++c.comm->opCount;
+      if (c.input != c.output)
+        GYRE_CHECK(rt->copyAsync(c.output, c.input, c.count * datatypeSize(c.datatype), c.stream));
+      continue;
+    }
     KernelState::Lanes lanes;
     GYRE_CHECK(lanesFor(c, &lanes));
     DeviceCall d = describeCall(c, lanes);

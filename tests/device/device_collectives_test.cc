@@ -255,6 +255,36 @@ TEST_CASE("a device collective whose peer is killed fails naming it, long before
   CHECK(result.allOk());
 }
 
+TEST_CASE("device allreduces whose counts differ between ranks fail on both with a mismatched-calls error",
+          "[device][faults]") {
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initDeviceComm(&comm, rank, n, id) != 0) return 1;
+        std::vector<float> buf(2048, 1.f);
+        cudaStream_t stream = fakeStream(30 + rank);
+        const size_t count = rank == 0 ? 2048 : 1024;
+        RANK_CHECK(ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, stream) == ncclSuccess,
+                   "enqueue: %s", lastError().c_str());
+        gyre::deviceRuntime()->streamSynchronize(stream);
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(comm, &async);
+        std::string text = ncclGetLastError(comm);
+        RANK_CHECK(async != ncclSuccess, "rank %d: the mismatch went unnoticed", rank);
+        // The rank that notices says "mismatched"; its peer may instead learn
+        // of the failure from it (staged path) or time out waiting.
+        RANK_CHECK(text.find("mismatched") != std::string::npos || text.find("rank " + std::to_string(1 - rank)) !=
+                       std::string::npos,
+                   "rank %d: error names neither the mismatch nor the peer: %s", rank, text.c_str());
+        ncclCommAbort(comm);
+        return 0;
+      },
+      deviceOptions(60));
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
 TEST_CASE("ncclCommInitRankScalable with two ids and ncclMemAlloc'd buffers on the fake device",
           "[device][abi]") {
   RankOptions o = deviceOptions();
