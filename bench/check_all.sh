@@ -7,7 +7,8 @@
 #   bench/check_all.sh [BUILD_DIR]          (default ./build)
 #
 # Environment: RANKS ["2 3 4"], PROGRAMS [all seven], LOG_DIR [a new temporary
-# directory; one log per run], TIMEOUT [300 s per run]. Sizes stay below
+# directory; one log per run], TIMEOUT [300 s per run], EXTRA [more flags for
+# every run, e.g. "-G 1" for device memory on a GPU]. Sizes stay below
 # 256 KiB, so this is a correctness run, not a benchmark.
 set -uo pipefail
 
@@ -36,7 +37,8 @@ for prog in $PROGRAMS; do
       if reduces "$prog"; then extra+=(-o all); fi
       log=$LOG_DIR/${prog}_np${np}_$(echo "$v" | tr -c 'A-Za-z0-9' '_').log
       # shellcheck disable=SC2086  # $v is a list of flags
-      cmd=("$bin" -p "$np" $v -d all -n 1 -w 1 -c 1 -T "$TIMEOUT" "${extra[@]}")
+      # shellcheck disable=SC2206  # EXTRA is a list of flags
+      cmd=("$bin" -p "$np" $v -d all -n 1 -w 1 -c 1 -T "$TIMEOUT" "${extra[@]}" ${EXTRA:-})
       runs=$((runs + 1))
       rc=0
       NCCL_SOCKET_IFNAME=lo timeout $((TIMEOUT + 60)) "${cmd[@]}" >"$log" 2>&1 || rc=$?
