@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "kernels/host_emulation.h"
+#include "src/device/fake_capture.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/device/runtime.h"
@@ -29,10 +30,27 @@ class FakeStream {
  public:
   void push(std::function<void()> op) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (capture_) {  // recorded into the graph instead of run (cudaStreamBeginCapture)
+      capture_->push_back(std::move(op));
+      return;
+    }
     queue_.push_back(std::move(op));
     if (running_) return;
     running_ = true;
     std::thread([this] { drain(); }).detach();
+  }
+
+  void beginCapture(std::vector<std::function<void()>>* graph) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capture_ = graph;
+  }
+  void endCapture() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capture_ = nullptr;
+  }
+  bool capturing() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return capture_ != nullptr;
   }
 
   void synchronize() {
@@ -58,6 +76,7 @@ class FakeStream {
   std::condition_variable idle_;
   std::deque<std::function<void()>> queue_;
   bool running_ = false;
+  std::vector<std::function<void()>>* capture_ = nullptr;
 };
 
 // An event completes generation g when the stream it was recorded on reaches
@@ -173,9 +192,16 @@ class FakeRuntime final : public DeviceRuntime {
     *done = ev->completed >= ev->recorded;
     return ncclSuccess;
   }
-  ncclResult_t isCapturing(StreamHandle, bool* capturing) override {
-    *capturing = false;
+  ncclResult_t isCapturing(StreamHandle stream, bool* capturing) override {
+    *capturing = stream_(stream).capturing();
     return ncclSuccess;
+  }
+
+  // Graph capture of one stream (fake_capture.h).
+  void beginCapture(StreamHandle stream, FakeGraph* graph) { stream_(stream).beginCapture(&graph->ops); }
+  void endCapture(StreamHandle stream) { stream_(stream).endCapture(); }
+  void launchGraph(const FakeGraph& graph, StreamHandle stream) {
+    for (const auto& op : graph.ops) stream_(stream).push(op);
   }
   ncclResult_t streamSynchronize(StreamHandle stream) override {
     stream_(stream).synchronize();
@@ -276,7 +302,13 @@ class FakeRuntime final : public DeviceRuntime {
 
 thread_local int FakeRuntime::device_ = 0;
 
+FakeRuntime* theFake();
+
 }  // namespace
+
+void fakeBeginCapture(cudaStream_t stream, FakeGraph* graph) { theFake()->beginCapture(stream, graph); }
+void fakeEndCapture(cudaStream_t stream) { theFake()->endCapture(stream); }
+void fakeLaunchGraph(const FakeGraph& graph, cudaStream_t stream) { theFake()->launchGraph(graph, stream); }
 
 namespace {
 int64_t fakeMode() {
@@ -286,11 +318,15 @@ int64_t fakeMode() {
 }
 }  // namespace
 
-DeviceRuntime* fakeDeviceRuntime() {
+namespace {
+FakeRuntime* theFake() {
   // Never destroyed: stream threads may still be finishing at exit.
   static FakeRuntime* runtime = new FakeRuntime(fakeMode() == 2);
   return runtime;
 }
+}  // namespace
+
+DeviceRuntime* fakeDeviceRuntime() { return theFake(); }
 
 DeviceRuntime* deviceRuntime() {
   if (fakeMode()) return fakeDeviceRuntime();

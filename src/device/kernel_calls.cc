@@ -193,7 +193,11 @@ ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls) {
                static_cast<unsigned long long>(d.opCount), c.count, datatypeName(c.datatype), redOpName(c.op),
                d.nlanes);
     GYRE_CHECK(rt->launchCall(d, c.stream));
-    GYRE_CHECK(noteLaunch(*c.comm->kernels, c.stream));
+    // A launch captured into a graph runs later, when the graph does; destroy
+    // cannot wait for that (as with NCCL: destroy after the graph's last run).
+    bool capturing = false;
+    GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
+    if (!capturing) GYRE_CHECK(noteLaunch(*c.comm->kernels, c.stream));
   }
   return ncclSuccess;
 }

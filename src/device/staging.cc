@@ -29,6 +29,9 @@ struct StagedCall {
 struct StagedJob {
   std::vector<StagedCall> calls;
   std::vector<ncclComm*> comms;  // distinct, each counted in its jobsInFlight
+  // Captured into a CUDA graph: runs once per graph launch, so it keeps its
+  // buffers and lives until its communicators are destroyed.
+  bool captured = false;
 };
 
 // Bytes each side of a call moves (input read, output written) on this rank.
@@ -95,6 +98,23 @@ void runJob(void* arg) {
   }
 }
 
+// Each run of a captured job counts as in flight from its first node on.
+void beginCapturedJob(void* arg) {
+  for (ncclComm* comm : static_cast<StagedJob*>(arg)->comms) {
+    std::lock_guard<std::mutex> lock(comm->staging->mutex);
+    ++comm->staging->jobsInFlight;
+  }
+}
+
+void endCapturedJob(void* arg) {
+  for (ncclComm* comm : static_cast<StagedJob*>(arg)->comms) {
+    StagingState& s = *comm->staging;
+    std::lock_guard<std::mutex> lock(s.mutex);
+    --s.jobsInFlight;
+    s.idle.notify_all();
+  }
+}
+
 void finishJob(void* arg) {
   std::unique_ptr<StagedJob> job(static_cast<StagedJob*>(arg));
   for (const StagedCall& c : job->calls) {
@@ -139,21 +159,37 @@ ncclResult_t enqueueOutputs(DeviceRuntime* rt, const StagedJob& job, const std::
   return joinOthers(rt, streams, driver, true);
 }
 
+// The same nodes into a graph being captured, bracketed by begin/end nodes
+// that count each launch in flight; the job (and its buffers, never returned
+// to the pool) belongs to its communicators from now on.
+ncclResult_t launchCapturedJob(DeviceRuntime* rt, std::unique_ptr<StagedJob> job,
+                               const std::vector<StreamHandle>& streams, StreamHandle driver) {
+  StagedJob* raw = job.get();
+  std::shared_ptr<StagedJob> owned(job.release());
+  for (ncclComm* comm : raw->comms) {
+    std::lock_guard<std::mutex> lock(comm->staging->mutex);
+    comm->staging->capturedJobs.push_back(owned);
+  }
+  GYRE_CHECK(rt->hostFunc(driver, beginCapturedJob, raw));
+  for (const StagedCall& s : raw->calls)
+    if (s.inBytes) GYRE_CHECK(rt->copyAsync(s.stageIn, s.deviceInput, s.inBytes, s.host.stream));
+  GYRE_CHECK(joinOthers(rt, streams, driver, true));
+  GYRE_CHECK(rt->hostFunc(driver, runJob, raw));
+  GYRE_CHECK(enqueueOutputs(rt, *raw, streams, driver));
+  return rt->hostFunc(driver, endCapturedJob, raw);
+}
+
 }  // namespace
 
 ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls) {
   DeviceRuntime* rt = deviceRuntime();
   if (!rt) return fail(ncclInvalidUsage, "device collectives need the CUDA runtime, which this build lacks");
+  auto job = std::make_unique<StagedJob>();
   for (const PendingCall& c : calls) {
     bool capturing = false;
     GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
-    // A captured job would run once per graph launch, but its buffers and
-    // bookkeeping live for one run: refuse rather than corrupt a replay.
-    if (capturing)
-      return fail(ncclInvalidUsage, "%s: CUDA graph capture is not supported by the staged device path yet; "
-                                    "call it outside the capture", collName(c.coll));
+    job->captured |= capturing;
   }
-  auto job = std::make_unique<StagedJob>();
   std::vector<StreamHandle> streams;
   for (const PendingCall& c : calls) {
     StagedCall s;
@@ -173,6 +209,7 @@ ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls) {
     if (std::find(streams.begin(), streams.end(), c.stream) == streams.end()) streams.push_back(c.stream);
   }
   StreamHandle driver = calls.front().stream;
+  if (job->captured) return launchCapturedJob(rt, std::move(job), streams, driver);
   for (const StagedCall& s : job->calls)
     if (s.inBytes) GYRE_CHECK(rt->copyAsync(s.stageIn, s.deviceInput, s.inBytes, s.host.stream));
   GYRE_CHECK(joinOthers(rt, streams, driver, true));
@@ -204,6 +241,7 @@ bool drainStaging(ncclComm* comm, double seconds) {
     if (rt) rt->freeHost(p);
   s.allBuffers.clear();
   s.freeBuffers.clear();
+  s.capturedJobs.clear();  // their graphs must not run again (as with NCCL, destroy after the graphs)
   return true;
 }
 

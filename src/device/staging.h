@@ -3,9 +3,13 @@
 // stream, a host function on that stream runs the call on the host executor
 // (the same schedules and transports as host communicators), and the result
 // is copied back on the stream. The call returns at once; the work completes
-// in stream order, as with NCCL. This is the path the issue calls staging
-// (for when peers cannot use P2P) and, until CUDA kernels run the schedules,
-// the path every device collective takes.
+// in stream order, as with NCCL. Collectives take this path when some pair of
+// ranks cannot use p2p (other hosts, NCCL_P2P_DISABLE, GYRE_DEVICE_PATH=staged),
+// and send/recv always do; otherwise collectives run as kernels
+// (kernel_calls.h).
+//
+// Inside CUDA graph capture the same nodes are recorded; such a job runs at
+// every launch of the graph and keeps its buffers until destroy.
 //
 // A group's calls become one job, so calls on several communicators (as
 // ncclCommInitAll's ranks driven from one thread) progress together in one
@@ -16,6 +20,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <cstddef>
 #include <mutex>
 #include <vector>
@@ -32,6 +37,7 @@ struct StagingState {
   std::vector<std::pair<size_t, void*>> freeBuffers;  // (bytes, pointer), returned by finished jobs
   std::vector<void*> allBuffers;                      // freed at destroy
   int jobsInFlight = 0;
+  std::vector<std::shared_ptr<void>> capturedJobs;  // jobs recorded into CUDA graphs (staging.cc)
   std::mutex executorMutex;  // one job at a time drives a communicator's connections
 };
 

@@ -19,6 +19,7 @@
 
 #include "coll_common.h"
 #include "src/comm/comm.h"
+#include "src/device/fake_capture.h"
 #include "src/device/runtime.h"
 
 namespace {
@@ -281,6 +282,47 @@ TEST_CASE("device allreduces whose counts differ between ranks fail on both with
         return 0;
       },
       deviceOptions(60));
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("collectives captured into a (fake) CUDA graph run at every launch of the graph", "[device][graph]") {
+  RunResult result = runRanks(
+      3,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initDeviceComm(&comm, rank, n, id) != 0) return 1;
+        const size_t count = 70001;
+        std::vector<float> in(count), sum(count), bcast(count);
+        cudaStream_t stream = fakeStream(40 + rank);
+        gyre::FakeGraph graph;
+        gyre::fakeBeginCapture(stream, &graph);
+        bool capturing = false;
+        gyre::deviceRuntime()->isCapturing(stream, &capturing);
+        RANK_CHECK(capturing, "the fake stream does not report its capture");
+        RANK_CHECK(ncclAllReduce(in.data(), sum.data(), count, ncclFloat32, ncclSum, comm, stream) == ncclSuccess,
+                   "allreduce during capture: %s", lastError().c_str());
+        RANK_CHECK(ncclBroadcast(in.data(), bcast.data(), count, ncclFloat32, 0, comm, stream) == ncclSuccess,
+                   "broadcast during capture: %s", lastError().c_str());
+        gyre::fakeEndCapture(stream);
+        for (int launch = 1; launch <= 3; ++launch) {
+          for (size_t i = 0; i < count; ++i) in[i] = float(launch * 100 + rank) + float(i % 7);
+          gyre::fakeLaunchGraph(graph, stream);
+          gyre::deviceRuntime()->streamSynchronize(stream);
+          ncclResult_t async = ncclSuccess;
+          ncclCommGetAsyncError(comm, &async);
+          RANK_CHECK(async == ncclSuccess, "launch %d: async error %s", launch, lastError().c_str());
+          for (size_t i = 0; i < count; ++i) {
+            float want = float(n * (launch * 100 + int(i % 7))) + float(n * (n - 1) / 2);
+            RANK_CHECK(sum[i] == want, "launch %d: sum[%zu] = %g, want %g", launch, i, sum[i], want);
+            RANK_CHECK(bcast[i] == float(launch * 100) + float(i % 7), "launch %d: bcast[%zu] = %g", launch, i,
+                       bcast[i]);
+          }
+        }
+        RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      deviceOptions());
   INFO(result.describe());
   CHECK(result.allOk());
 }

@@ -1,0 +1,22 @@
+// CUDA graph capture on the fake runtime, for tests: while a stream
+// captures, the work enqueued on it is recorded instead of run; launching the
+// graph enqueues the recorded work again, as often as asked. One stream per
+// capture (the fake does not follow captures across streams through events).
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "include/gyre.h"
+
+namespace gyre {
+
+struct FakeGraph {
+  std::vector<std::function<void()>> ops;
+};
+
+void fakeBeginCapture(cudaStream_t stream, FakeGraph* graph);
+void fakeEndCapture(cudaStream_t stream);
+void fakeLaunchGraph(const FakeGraph& graph, cudaStream_t stream);
+
+}  // namespace gyre
