@@ -31,6 +31,7 @@ constexpr int kShrinkTagBase = 1 << 30;  // data-socket tags reach ~2^26
 // Stops in-flight work the way ncclCommAbort does, without destroying.
 void stopInFlight(ncclComm* comm) {
   comm->abortFlag.store(true);
+  abortKernels(comm);
   while (comm->activeCalls.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 

@@ -242,14 +242,17 @@ ncclResult_t pollKernelStatus(ncclComm* comm) {
   return r;
 }
 
+void abortKernels(ncclComm* comm) {
+  if (!comm->kernels) return;
+  comm->kernels->statusHost->abort = 1;
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
 bool drainKernels(ncclComm* comm, bool abort, double seconds) {
   if (!comm->kernels) return true;
   KernelState& k = *comm->kernels;
   DeviceRuntime* rt = deviceRuntime();
-  if (abort) {
-    k.statusHost->abort = 1;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  }
+  if (abort) abortKernels(comm);
   auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   for (;;) {
     bool all = true;

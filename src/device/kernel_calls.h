@@ -55,6 +55,10 @@ ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls);
 // (once); returns it, or ncclSuccess.
 ncclResult_t pollKernelStatus(ncclComm* comm);
 
+// Makes the communicator's running and future kernels stop at their next
+// wait (ncclCommAbort, ncclCommRevoke, ncclCommShrink's abort).
+void abortKernels(ncclComm* comm);
+
 // Destroy/abort: tells running kernels to stop (abort), waits up to
 // `seconds` for the launches to finish, then frees the cached lanes and the
 // status block (and stops the watchdog). False if launches were still running
