@@ -5,6 +5,10 @@
 // Each rank gets its own stream; a group issues one call per rank.
 //
 //   initall_check [NRANKS=2] [MAX_COUNT=1048583]
+//   initall_check NRANKS --bench [MAX_BYTES=268435456]
+// The second form times in-place float sum AllReduce from 8 B up (x4 each
+// row), all ranks issued in one group per iteration, and prints nccl-tests
+// columns (time per call, algbw, busbw = algbw * 2(n-1)/n).
 // Prints one line per failing case and a summary; exit status 1 on any wrong
 // element or failed call. Needs a CUDA device, or GYRE_FAKE_CUDA=2 (gyre's
 // fake runtime, whose calls complete before returning: then buffers are host
@@ -16,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -148,11 +153,51 @@ size_t runCase(std::vector<Rank>& ranks, Coll coll, ncclDataType_t type, ncclRed
   return wrong;
 }
 
+double nowUs() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// One group of in-place AllReduces, one per rank, each on its stream.
+void allReduceAll(std::vector<Rank>& ranks, size_t count) {
+  ncclGroupStart();
+  for (Rank& k : ranks) ncclAllReduce(k.out, k.out, count, ncclFloat32, ncclSum, k.comm, k.stream);
+  ncclGroupEnd();
+}
+
+int bench(std::vector<Rank>& ranks, size_t maxBytes) {
+  const int n = static_cast<int>(ranks.size());
+  std::printf("# %d ranks on one device in one process, in-place float sum AllReduce\n", n);
+  std::printf("#%11s %12s %10s %8s %8s\n", "size (B)", "count", "time (us)", "algbw", "busbw");
+  for (size_t bytes = 8; bytes <= maxBytes; bytes *= 4) {
+    const size_t count = bytes / 4;
+    const int iters = bytes <= (1 << 20) ? 50 : 10;
+    for (int w = 0; w < 3; ++w) allReduceAll(ranks, count);
+    for (Rank& k : ranks) synchronize(k.stream);
+    double start = nowUs();
+    for (int i = 0; i < iters; ++i) allReduceAll(ranks, count);
+    for (Rank& k : ranks) synchronize(k.stream);
+    double us = (nowUs() - start) / iters;
+    double algbw = bytes / us / 1e3;
+    std::printf("%12zu %12zu %10.2f %8.2f %8.2f\n", bytes, count, us, algbw, algbw * 2.0 * (n - 1) / n);
+  }
+  for (Rank& k : ranks) {
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(k.comm, &async);
+    if (async != ncclSuccess) {
+      std::printf("async error: %s\n", ncclGetLastError(k.comm));
+      return 1;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 2;
-  const size_t maxCount = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1048583;
+  const bool timing = argc > 2 && std::strcmp(argv[2], "--bench") == 0;
+  const size_t maxBytes = timing && argc > 3 ? std::strtoull(argv[3], nullptr, 10) : size_t(256) << 20;
+  const size_t maxCount = timing ? maxBytes / 4 : argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1048583;
   std::vector<ncclComm_t> comms(n);
   std::vector<int> devs(n, 0);
   if (ncclCommInitAll(comms.data(), n, devs.data()) != ncclSuccess) {
@@ -170,6 +215,15 @@ int main(int argc, char** argv) {
     else CUDA_OK(cudaStreamCreateWithFlags(&ranks[r].stream, cudaStreamNonBlocking));
     ranks[r].in = deviceBuffer(maxCount * n * 8);
     ranks[r].out = deviceBuffer(maxCount * n * 8);
+  }
+  if (timing) {
+    int rc = bench(ranks, maxBytes);
+    for (Rank& k : ranks) {
+      freeBuffer(k.in);
+      freeBuffer(k.out);
+      ncclCommDestroy(k.comm);
+    }
+    return rc;
   }
   size_t cases = 0, failed = 0;
   for (Coll coll : {Coll::AllReduce, Coll::Broadcast, Coll::Reduce, Coll::AllGather, Coll::ReduceScatter})

@@ -1,6 +1,7 @@
 #include "src/device/kernel_calls.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -133,6 +134,17 @@ ncclResult_t checkStreams(const std::vector<PendingCall>& calls) {
   return ncclSuccess;
 }
 
+// Kernels of different processes on one GPU do not run at the same time
+// without MPS: the GPU time-slices between their contexts, so kernels that
+// spin waiting for each other would advance one time slice per step.
+bool sharesGpuWithAnotherProcess(const ncclComm* comm) {
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  const PeerInfo& self = peers[comm->rank];
+  for (const PeerInfo& p : peers)
+    if (p.hostHash == self.hostHash && p.cudaDev == self.cudaDev && p.pid != self.pid) return true;
+  return false;
+}
+
 const char* describeKind(int32_t kind) {
   switch (kind) {
     case kDeviceAborted: return "aborted";
@@ -148,9 +160,23 @@ ncclResult_t chooseDeviceExecutor(ncclComm* comm, const Deadline& deadline) {
   std::string mode = env::getString("GYRE_DEVICE_PATH");
   if (mode.empty()) mode = "auto";
   DeviceRuntime* rt = deviceRuntime();
-  std::vector<int32_t> able(comm->nranks, 0);
-  able[comm->rank] = mode != "staged" && rt && p2pToEveryPeer(comm) ? 1 : 0;
-  GYRE_CHECK(comm->bootstrap->allGather(able.data(), sizeof(int32_t), deadline, &comm->abortFlag));
+  // Per rank: {every edge may be p2p, shares its GPU with another process}.
+  std::vector<std::array<int32_t, 2>> facts(comm->nranks, {0, 0});
+  facts[comm->rank] = {mode != "staged" && rt && p2pToEveryPeer(comm) ? 1 : 0,
+                       sharesGpuWithAnotherProcess(comm) ? 1 : 0};
+  GYRE_CHECK(comm->bootstrap->allGather(facts.data(), sizeof(facts[0]), deadline, &comm->abortFlag));
+  std::vector<int32_t> able(comm->nranks);
+  bool timeSliced = false;
+  for (int r = 0; r < comm->nranks; ++r) {
+    able[r] = facts[r][0];
+    timeSliced |= facts[r][1] != 0;
+  }
+  // Unmeasured: whether MPS makes kernels worth it there; forcing them is allowed.
+  if (mode == "auto" && timeSliced) {
+    GYRE_INFO("INIT", "ranks of different processes share a GPU: staging collectives through host memory "
+                      "(GYRE_DEVICE_PATH=kernels forces kernels, which then take turns on the GPU without MPS)");
+    std::fill(able.begin(), able.end(), 0);
+  }
   auto unable = std::find(able.begin(), able.end(), 0);
   if (mode == "kernels" && unable != able.end())
     return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=kernels, but rank %d cannot reach every other rank over p2p "
