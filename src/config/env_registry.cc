@@ -29,8 +29,9 @@ const std::vector<VarSpec>& registry() {
       {"NCCL_SOCKET_NTHREADS", Type::Int, "1", "1..16", "helper threads per socket connection", 1, 16},
       {"NCCL_NSOCKS_PERTHREAD", Type::Int, "1", "1..64", "sockets each socket helper thread drives", 1, 64},
       {"NCCL_CHECKS_DISABLE", Type::Int, "0", "0..1", "skip argument checks on collective calls", 0, 1},
-      {"NCCL_CHECK_POINTERS", Type::Int, "0", "0..1",
-       "check that buffer pointers are valid for the communicator's device on every call", 0, 1},
+      {"NCCL_CHECK_POINTERS", Type::Int, "1", "0..1",
+       "check on every call that buffers are device memory on device communicators (on by default: a host pointer "
+       "would crash the kernel) and, when set to 1 explicitly, host memory on host communicators", 0, 1},
       {"NCCL_HOSTID", Type::String, "", "any text",
        "identity of this host: ranks with equal ids are planned as one host (default: hostname + boot id)"},
       {"NCCL_TOPO_FILE", Type::String, "", "file path (topology XML)",

@@ -105,8 +105,14 @@ class FakeRuntime final : public DeviceRuntime {
     device_ = device;
     return ncclSuccess;
   }
+  // The fake's "device memory" is ordinary memory (tests pass std::vector
+  // storage): everything but its page-locked host allocations counts.
   ncclResult_t isDevicePointer(const void* p, bool* isDevice) override {
-    *isDevice = p != nullptr;  // the fake's "device memory" is ordinary memory
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = hostAllocations_.upper_bound(p);
+    bool pinnedHost = it != hostAllocations_.begin() &&
+                      static_cast<const char*>(p) < static_cast<const char*>(std::prev(it)->first) + std::prev(it)->second;
+    *isDevice = p != nullptr && !pinnedHost;
     return ncclSuccess;
   }
   // "Device memory" is a shared mapping of a memfd, so another process can
@@ -140,9 +146,17 @@ class FakeRuntime final : public DeviceRuntime {
   }
   ncclResult_t allocHost(size_t bytes, void** out) override {
     *out = ::operator new(bytes == 0 ? 1 : bytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    hostAllocations_[*out] = bytes == 0 ? 1 : bytes;
     return ncclSuccess;
   }
-  void freeHost(void* p) override { ::operator delete(p); }
+  void freeHost(void* p) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      hostAllocations_.erase(p);
+    }
+    ::operator delete(p);
+  }
 
   ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
     stream_(stream).push([=] { memmove(dst, src, bytes); });
@@ -298,6 +312,7 @@ class FakeRuntime final : public DeviceRuntime {
   std::map<StreamHandle, std::unique_ptr<FakeStream>> streams_;
   std::map<void*, Allocation> allocations_;  // deviceAlloc'd, by base address
   std::map<void*, size_t> opened_;            // ipcOpenHandle'd, by base address
+  std::map<const void*, size_t> hostAllocations_;  // allocHost'd (page-locked host memory)
 };
 
 thread_local int FakeRuntime::device_ = 0;

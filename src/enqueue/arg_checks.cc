@@ -82,18 +82,25 @@ ncclResult_t checkBuffer(const ncclComm* comm, const void* ptr, const char* name
   if (reinterpret_cast<uintptr_t>(ptr) % elementSize != 0)
     return fail(ncclInvalidArgument, "%s: %s %p is not aligned to its %zu-byte element size", caller, name, ptr,
                 elementSize);
-  static const bool checkPointers = [] {
-    int64_t v = 0;
+  // Device communicators check unless NCCL_CHECK_POINTERS=0. Host ones only
+  // when it is set explicitly: asking CUDA about a pointer would create a
+  // CUDA context in a process that may never use a GPU.
+  static const bool checkDevice = [] {
+    int64_t v = 1;
     return env::getInt("NCCL_CHECK_POINTERS", &v) == ncclSuccess && v != 0;
   }();
-  if (checkPointers && !comm->isHost) {
-    DeviceRuntime* rt = deviceRuntime();
-    bool isDevice = false;
-    if (rt) GYRE_CHECK(rt->isDevicePointer(ptr, &isDevice));
-    if (!isDevice)
-      return fail(ncclInvalidArgument, "%s: %s %p is not device memory (NCCL_CHECK_POINTERS=1, device %d)", caller,
-                  name, ptr, comm->cudaDev);
-  }
+  static const bool checkHost = checkDevice && env::lookup("NCCL_CHECK_POINTERS").source != env::Source::Default;
+  if (!(comm->isHost ? checkHost : checkDevice)) return ncclSuccess;
+  DeviceRuntime* rt = deviceRuntime();
+  if (!rt) return ncclSuccess;  // no CUDA: nothing can be device memory
+  bool isDevice = false;
+  GYRE_CHECK(rt->isDevicePointer(ptr, &isDevice));
+  if (!comm->isHost && !isDevice)
+    return fail(ncclInvalidArgument, "%s: %s %p is not device memory (a host pointer on the communicator of device "
+                "%d; NCCL_CHECK_POINTERS=0 skips this check)", caller, name, ptr, comm->cudaDev);
+  if (comm->isHost && isDevice)
+    return fail(ncclInvalidArgument, "%s: %s %p is device memory, but this is a host-memory communicator "
+                "(gyreCommInitRankHost); use ncclCommInitRank for device buffers", caller, name, ptr);
   return ncclSuccess;
 }
 

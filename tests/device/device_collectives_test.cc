@@ -327,6 +327,41 @@ TEST_CASE("collectives captured into a (fake) CUDA graph run at every launch of 
   CHECK(result.allOk());
 }
 
+TEST_CASE("a host buffer passed to a device communicator is refused naming it, unless NCCL_CHECK_POINTERS=0",
+          "[device][badinput]") {
+  for (const char* check : {"default", "0"}) {
+    RankOptions o = deviceOptions();
+    if (std::string(check) == "0") o.env.push_back({"NCCL_CHECK_POINTERS", "0"});
+    else o.env.push_back({"NCCL_CHECK_POINTERS", std::nullopt});
+    const bool checked = std::string(check) == "default";
+    RunResult result = runRanks(
+        1,
+        [checked](int rank, int n, const ncclUniqueId& id) {
+          ncclComm_t comm = nullptr;
+          if (initDeviceComm(&comm, rank, n, id) != 0) return 1;
+          void* pinned = nullptr;  // the fake's page-locked host memory: not device memory
+          RANK_CHECK(gyre::deviceRuntime()->allocHost(4096, &pinned) == ncclSuccess, "allocHost");
+          std::vector<float> device(1024, 1.f);  // the fake's device memory
+          ncclResult_t r = ncclAllReduce(pinned, device.data(), 1024, ncclFloat32, ncclSum, comm, fakeStream(50));
+          if (checked) {
+            RANK_CHECK(r == ncclInvalidArgument, "a host sendbuff was accepted (%d)", int(r));
+            std::string text = ncclGetLastError(comm);
+            RANK_CHECK(text.find("sendbuff") != std::string::npos && text.find("not device memory") != std::string::npos,
+                       "error does not name sendbuff as host memory: %s", text.c_str());
+          } else {
+            RANK_CHECK(r == ncclSuccess, "NCCL_CHECK_POINTERS=0 still refused: %s", lastError().c_str());
+            gyre::deviceRuntime()->streamSynchronize(fakeStream(50));
+          }
+          gyre::deviceRuntime()->freeHost(pinned);
+          RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+          return 0;
+        },
+        o);
+    INFO("NCCL_CHECK_POINTERS " << check << ": " << result.describe());
+    CHECK(result.allOk());
+  }
+}
+
 TEST_CASE("ncclCommInitRankScalable with two ids and ncclMemAlloc'd buffers on the fake device",
           "[device][abi]") {
   RankOptions o = deviceOptions();
