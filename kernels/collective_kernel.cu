@@ -46,6 +46,26 @@ __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_c
 
 struct CudaBlock {
   __device__ bool leader() const { return threadIdx.x == 0; }
+  __device__ size_t tid() const { return threadIdx.x; }
+  __device__ size_t nthreads() const { return blockDim.x; }
+  // An LL unit {data, flag, data, flag} moves as one 16-byte access, so a
+  // reader that sees both flags sees the data stored with them.
+  __device__ void llStore(char* unit, uint64_t payload, uint32_t flag) const {
+    uint32_t lo = static_cast<uint32_t>(payload), hi = static_cast<uint32_t>(payload >> 32);
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(unit), "r"(lo), "r"(flag), "r"(hi),
+                 "r"(flag)
+                 : "memory");
+  }
+  __device__ bool llLoad(const char* unit, uint32_t flag, uint64_t* payload) const {
+    uint32_t lo, f0, hi, f1;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(lo), "=r"(f0), "=r"(hi), "=r"(f1)
+                 : "l"(unit)
+                 : "memory");
+    if (f0 != flag || f1 != flag) return false;
+    *payload = (static_cast<uint64_t>(hi) << 32) | lo;
+    return true;
+  }
   __device__ bool allAgree(bool ok) const { return __syncthreads_and(ok) != 0; }
   __device__ void sync() const { __syncthreads(); }
   __device__ void pause() const { __nanosleep(100); }

@@ -60,6 +60,7 @@ struct DeviceCall {
   int32_t nlanes;
   uint8_t coll, datatype, redop;  // CollKind, ncclDataType_t, ncclRedOp_t (custom ops: the value)
   uint8_t metaRedop;              // what SlotMeta carries (0xff for custom ops)
+  uint8_t ll;                     // 1: the LL protocol (flags in the data), 0: Simple
   void* buffers[2];               // kInputBuffer, kOutputBuffer
   uint64_t count;                 // the call's count, stamped into SlotMeta
   uint64_t opCount;

@@ -15,6 +15,21 @@ namespace {
 // host executor's own.
 struct HostBlock {
   bool leader() const { return true; }
+  size_t tid() const { return 0; }
+  size_t nthreads() const { return 1; }
+  // An LL unit as two 8-byte words {data, flag}, each stored and loaded whole.
+  void llStore(char* unit, uint64_t payload, uint32_t flag) const {
+    auto* w = reinterpret_cast<uint64_t*>(unit);
+    __atomic_store_n(&w[0], (uint64_t{flag} << 32) | (payload & 0xffffffffu), __ATOMIC_RELAXED);
+    __atomic_store_n(&w[1], (uint64_t{flag} << 32) | (payload >> 32), __ATOMIC_RELAXED);
+  }
+  bool llLoad(const char* unit, uint32_t flag, uint64_t* payload) const {
+    auto* w = reinterpret_cast<const uint64_t*>(unit);
+    uint64_t lo = __atomic_load_n(&w[0], __ATOMIC_RELAXED), hi = __atomic_load_n(&w[1], __ATOMIC_RELAXED);
+    if ((lo >> 32) != flag || (hi >> 32) != flag) return false;
+    *payload = (hi << 32) | (lo & 0xffffffffu);
+    return true;
+  }
   bool allAgree(bool ok) const { return ok; }
   void sync() const {}
   void pause() const { std::this_thread::yield(); }

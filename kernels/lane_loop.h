@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/device_work.h"
 #include "kernels/primitives/host_device.h"
@@ -98,6 +99,123 @@ GYRE_HOST_DEVICE bool sameCall(const SlotMeta& got, const DeviceCall& call) {
          got.datatype == call.datatype && got.redop == call.metaRedop;
 }
 
+// One element of an LL step with runtime pre/post flags, through the same
+// per-element primitives as every other loop.
+template <typename T, typename Op>
+GYRE_HOST_DEVICE T copyWith(const Op& op, bool pre, bool post, T v) {
+  if (pre && post) return copyOne<T, Op, true, true>(op, v);
+  if (pre) return copyOne<T, Op, true, false>(op, v);
+  if (post) return copyOne<T, Op, false, true>(op, v);
+  return v;
+}
+template <typename T, typename Op, bool LocalFirst>
+GYRE_HOST_DEVICE T reduceWith(const Op& op, bool pre, bool post, T received, T local) {
+  if (pre && post) return reduceOne<T, Op, true, true, LocalFirst>(op, received, local);
+  if (pre) return reduceOne<T, Op, true, false, LocalFirst>(op, received, local);
+  if (post) return reduceOne<T, Op, false, true, LocalFirst>(op, received, local);
+  return reduceOne<T, Op, false, false, LocalFirst>(op, received, local);
+}
+
+GYRE_HOST_DEVICE bool stepReadsLocal(StepKind k) {
+  return k == StepKind::Send || k == StepKind::CopySend || k == StepKind::RecvReduceSend ||
+         k == StepKind::RecvReduceCopySend || k == StepKind::RecvReduceCopy;
+}
+GYRE_HOST_DEVICE bool stepWritesOutput(StepKind k) {
+  return k == StepKind::CopySend || k == StepKind::Recv || k == StepKind::RecvCopySend ||
+         k == StepKind::RecvReduceCopySend || k == StepKind::RecvReduceCopy;
+}
+
+// Waits for one LL unit of `flag` (any thread); false on abort or timeout.
+template <typename Ctx>
+GYRE_HOST_DEVICE bool pollUnit(Ctx& ctx, const DeviceCall& call, const DeviceLane& lane, const char* unit,
+                               uint32_t flag, uint64_t* payload, int32_t peer, uint32_t step) {
+  return waitUntil(ctx, call, lane, [&] { return ctx.llLoad(unit, flag, payload); }, peer, step, true);
+}
+
+// One step of the LL protocol. The data carries its own flags (the
+// connection's step number + 1), so a receiver reads each unit as soon as it
+// lands instead of waiting for tail and a block barrier. The SlotMeta rides
+// in the slot's first units and is checked before any thread waits for data.
+// tail and head still advance per step: they are the connection's step
+// counters, and head is the sender's flow control.
+template <typename T, typename Op, typename Ctx>
+GYRE_HOST_DEVICE bool runLLStep(Ctx& ctx, const DeviceCall& call, const DeviceLane& lane, const Op& op, const Step& s,
+                                uint32_t i, const Fifo* in, uint64_t inAt, const Fifo* out, uint64_t outAt,
+                                const T* src, T* dst) {
+  constexpr size_t E = kLLUnitPayload / sizeof(T);
+  const bool pre = Op::kHasPre && (s.flags & kStepPreOp);
+  const bool post = Op::kHasPost && (s.flags & kStepPostOp);
+  const bool localFirst = (s.flags & kStepLocalFirst) != 0;
+  const uint32_t bytes = static_cast<uint32_t>(s.count * sizeof(T));
+  const uint32_t inFlag = static_cast<uint32_t>(inAt + 1), outFlag = static_cast<uint32_t>(outAt + 1);
+  const int32_t inPeer = in ? lane.recvPeer[s.recvConn] : -1;
+  bool ok = true;
+  if (ctx.leader()) {
+    if (out)
+      ok = waitUntil(ctx, call, lane, [&] { return outAt - ctx.loadAcquire(out->head) < uint64_t(kFifoSlots); },
+                     lane.sendPeer[s.sendConn], i, false);
+    if (ok && in) {
+      uint64_t words[kLLMetaUnits];
+      for (size_t k = 0; ok && k < kLLMetaUnits; ++k)
+        ok = pollUnit(ctx, call, lane, in->slot(inAt) + k * kLLUnitBytes, inFlag, &words[k], inPeer, i);
+      if (ok) {
+        SlotMeta got;
+        memcpy(&got, words, sizeof(got));
+        if (!sameCall(got, call) || got.bytes != bytes) {
+          reportDeviceError(ctx, call, lane, kDeviceMismatch, inPeer, i, true, &got);
+          ok = false;
+        }
+      }
+    }
+  }
+  if (!ctx.allAgree(ok)) return false;
+  const char* inUnits = in ? in->slot(inAt) + kLLMetaUnits * kLLUnitBytes : nullptr;
+  char* outUnits = out ? out->slot(outAt) + kLLMetaUnits * kLLUnitBytes : nullptr;
+  const size_t units = (s.count + E - 1) / E;
+  for (size_t u = ctx.tid(); ok && u < units; u += ctx.nthreads()) {
+    const size_t first = u * E;
+    const size_t valid = s.count - first < E ? s.count - first : E;
+    T received[E] = {}, value[E] = {};
+    if (in) {
+      uint64_t payload = 0;
+      ok = pollUnit(ctx, call, lane, inUnits + u * kLLUnitBytes, inFlag, &payload, inPeer, i);
+      if (!ok) break;
+      memcpy(received, &payload, sizeof(received));
+    }
+    for (size_t j = 0; j < valid; ++j) {
+      const T local = stepReadsLocal(s.kind) ? src[first + j] : T{};
+      if (!in) value[j] = copyWith<T, Op>(op, pre, post, local);
+      else if (s.kind == StepKind::Recv || s.kind == StepKind::RecvCopySend) value[j] = received[j];
+      else if (localFirst) value[j] = reduceWith<T, Op, true>(op, pre, post, received[j], local);
+      else value[j] = reduceWith<T, Op, false>(op, pre, post, received[j], local);
+      if (stepWritesOutput(s.kind)) dst[first + j] = value[j];
+    }
+    if (out) {
+      uint64_t payload = 0;
+      memcpy(&payload, value, valid * sizeof(T));
+      ctx.llStore(outUnits + u * kLLUnitBytes, payload, outFlag);
+    }
+  }
+  if (ok && out && ctx.leader()) {
+    SlotMeta m{};
+    m.opCount = call.opCount;
+    m.count = call.count;
+    m.bytes = bytes;
+    m.coll = call.coll;
+    m.datatype = call.datatype;
+    m.redop = call.metaRedop;
+    uint64_t words[kLLMetaUnits];
+    memcpy(words, &m, sizeof(m));
+    for (size_t k = 0; k < kLLMetaUnits; ++k) ctx.llStore(out->slot(outAt) + k * kLLUnitBytes, words[k], outFlag);
+  }
+  if (!ctx.allAgree(ok)) return false;
+  if (ctx.leader()) {
+    if (out) ctx.publish(out->tail, outAt + 1);
+    if (in) ctx.publish(in->head, inAt + 1);
+  }
+  return true;
+}
+
 // Runs one lane to the end; false when it stopped on an error (in status).
 template <typename T, typename Op, typename Ctx>
 GYRE_HOST_DEVICE bool runLane(Ctx& ctx, const DeviceCall& call, const DeviceLane& lane, const Op& op) {
@@ -111,6 +229,14 @@ GYRE_HOST_DEVICE bool runLane(Ctx& ctx, const DeviceCall& call, const DeviceLane
     const Fifo* out = stepSends(s.kind) ? &lane.send[s.sendConn] : nullptr;
     const uint64_t inAt = in ? inStep[s.recvConn] : 0, outAt = out ? outStep[s.sendConn] : 0;
     const uint32_t bytes = static_cast<uint32_t>(s.count * sizeof(T));
+    if (call.ll && (in || out)) {
+      if (!runLLStep<T, Op>(ctx, call, lane, op, s, i, in, inAt, out, outAt, buffers[s.srcBuffer] + s.srcOffset,
+                            buffers[s.dstBuffer] + s.dstOffset))
+        return false;
+      if (in) ++inStep[s.recvConn];
+      if (out) ++outStep[s.sendConn];
+      continue;
+    }
     bool ok = true;
     if (ctx.leader()) {
       if (in) {

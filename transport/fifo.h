@@ -33,6 +33,17 @@ static_assert(sizeof(SlotMeta) == 24);
 
 constexpr uint8_t kMetaAbort = 1;
 
+// The LL protocol (device kernels only) fills a slot with 16-byte units of
+// {4 data bytes, 4 flag bytes, 4 data bytes, 4 flag bytes}: a receiver polls
+// the flags of the units it reads, so data needs no separate fence and tail.
+// The slot's first kLLMetaUnits units carry the step's SlotMeta.
+constexpr size_t kLLUnitBytes = 16;
+constexpr size_t kLLUnitPayload = 8;
+constexpr size_t kLLMetaUnits = 3;  // 24 bytes of SlotMeta
+GYRE_HOST_DEVICE constexpr size_t llPayloadBytes(size_t slotBytes) {
+  return (slotBytes / kLLUnitBytes - kLLMetaUnits) * kLLUnitPayload;
+}
+
 struct Fifo {
   char* slots = nullptr;     // kFifoSlots * slotBytes
   size_t slotBytes = 0;

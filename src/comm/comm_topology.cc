@@ -142,7 +142,7 @@ ncclResult_t discoverTopology(ncclComm* comm, const Deadline& deadline, CommTopo
 ncclResult_t planRings(ncclComm* comm, const RingOptions& opts, CommTopology* out) {
   GYRE_CHECK(buildRings(out->placement, opts, &out->rings));
   if (comm->rank == 0) logRings(out->placement, out->rings);
-  buildTuningTable(out->rings, comm->nranks, comm->isHost, &out->tuning);
+  buildTuningTable(out->rings, comm->nranks, comm->isHost, comm->deviceKernels, &out->tuning);
   if (comm->rank == 0) logTuningTable(out->tuning);
   return ncclSuccess;
 }
@@ -151,8 +151,7 @@ ncclResult_t planKernelRings(ncclComm* comm, CommTopology* t) {
   RingOptions opts;
   opts.maxChannels = t->maxChannels;
   opts.minChannels = std::max(t->minChannels, std::min(t->maxChannels, kKernelMinChannels));
-  if (static_cast<int>(t->rings.channels.size()) >= opts.minChannels) return ncclSuccess;
-  return planRings(comm, opts, t);
+  return planRings(comm, opts, t);  // also the tuning table, now with LL
 }
 
 int helperNumaNode(const CommTopology& t, int rank) {

@@ -36,7 +36,8 @@ ncclResult_t discoverTopology(ncclComm* comm, const Deadline& deadline, CommTopo
 
 // Device communicators that run kernels: rings again with at least
 // kKernelMinChannels channels (a kernel moves a channel's data with one
-// thread block, so bandwidth needs many), and the tuning table for them.
+// thread block, so bandwidth needs many), and the tuning table for them
+// (which may pick the LL protocol, which only kernels run).
 ncclResult_t planKernelRings(ncclComm* comm, CommTopology* t);
 constexpr int kKernelMinChannels = 16;
 

@@ -22,7 +22,7 @@ namespace {
 // by every lane's steps.
 ncclResult_t uploadLanes(const PendingCall& c, KernelState::Lanes* out) {
   std::vector<LaneSpec> specs;
-  GYRE_CHECK(collectiveLaneSpecs(c, &specs));
+  GYRE_CHECK(collectiveLaneSpecs(c, &specs, &out->ll));
   size_t totalSteps = 0;
   for (const LaneSpec& s : specs) totalSteps += s.nsteps;
   const size_t lanesBytes = specs.size() * sizeof(DeviceLane);
@@ -91,6 +91,7 @@ DeviceCall describeCall(const PendingCall& c, const KernelState::Lanes& lanes) {
   d.datatype = static_cast<uint8_t>(c.datatype);
   d.redop = static_cast<uint8_t>(c.op);
   d.metaRedop = static_cast<uint8_t>(c.op < ncclNumOps ? c.op : 0xff);
+  d.ll = lanes.ll ? 1 : 0;
   d.buffers[kInputBuffer] = const_cast<void*>(c.input);
   d.buffers[kOutputBuffer] = c.output;
   d.count = c.count;
@@ -215,9 +216,9 @@ ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls) {
     KernelState::Lanes lanes;
     GYRE_CHECK(lanesFor(c, &lanes));
     DeviceCall d = describeCall(c, lanes);
-    GYRE_TRACE("COLL", "%s #%llu count %zu %s %s: kernel of %d lanes", collName(c.coll),
+    GYRE_TRACE("COLL", "%s #%llu count %zu %s %s: kernel of %d lanes, %s", collName(c.coll),
                static_cast<unsigned long long>(d.opCount), c.count, datatypeName(c.datatype), redOpName(c.op),
-               d.nlanes);
+               d.nlanes, d.ll ? "LL" : "Simple");
     GYRE_CHECK(rt->launchCall(d, c.stream));
     // A launch captured into a graph runs later, when the graph does; destroy
     // cannot wait for that (as with NCCL: destroy after the graph's last run).

@@ -33,6 +33,7 @@ struct KernelState {
   struct Lanes {
     void* device = nullptr;
     int count = 0;
+    bool ll = false;  // the plan's protocol
   };
   std::map<Shape, Lanes> cache;
   // The last launch on each stream, so destroy can wait for them.

@@ -319,7 +319,10 @@ ncclResult_t addSendRecv(const PendingCall& c, const Plan& plan, LaneSpec spec, 
 
 }  // namespace
 
-ncclResult_t collectiveLaneSpecs(const PendingCall& call, std::vector<LaneSpec>* out) {
+ncclResult_t collectiveLaneSpecs(const PendingCall& call, std::vector<LaneSpec>* out, bool* ll) {
+  Plan plan;
+  GYRE_CHECK(planCollective(call.comm, call.coll, call.count, datatypeSize(call.datatype), &plan));
+  *ll = plan.protocol == Protocol::LL;
   thread_local LaneSet set;
   set.reset(false);
   LaneSpec spec = baseSpec(call);

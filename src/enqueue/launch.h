@@ -21,7 +21,8 @@ bool isInPlace(const PendingCall& c);
 // The lanes one collective runs as (schedules and connections), without
 // making host lanes: what the device executor uploads. The specs' step
 // arrays stay valid until the next call on this thread.
-ncclResult_t collectiveLaneSpecs(const PendingCall& call, std::vector<LaneSpec>* out);
+// *ll: the plan picked the LL protocol.
+ncclResult_t collectiveLaneSpecs(const PendingCall& call, std::vector<LaneSpec>* out, bool* ll);
 
 // Records an argument error raised while a group is open (see group.cc).
 void noteGroupError(ncclResult_t r);

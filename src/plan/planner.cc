@@ -8,13 +8,15 @@
 #include "src/comm/comm_topology.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
+#include "src/plan/tuning.h"
 #include "src/sched/chunking.h"
+#include "transport/fifo.h"
 
 namespace gyre {
 namespace {
 
 const std::vector<std::string> kAlgorithms = {"Ring", "Tree"};
-const std::vector<std::string> kProtocols = {"Simple"};
+const std::vector<std::string> kProtocols = {"Simple", "LL"};
 
 }  // namespace
 
@@ -29,10 +31,13 @@ ncclResult_t planCollective(const ncclComm* comm, CollKind coll, size_t count, s
   // Enough bytes per channel that splitting pays for its extra steps.
   size_t perChannel = count * typeSize / kMinBytesPerChannel;
   plan->nchannels = static_cast<int>(std::clamp<size_t>(perChannel, comm->minChannels, comm->channels.size()));
-  plan->chunkElems = chunkElements(comm->slotBytes, typeSize);
   plan->alignElems = alignElements(typeSize);
   plan->algorithm = Algorithm::Ring;
   size_t bytes = collectiveBytes(coll, count, typeSize, comm->nranks);
+  if (comm->deviceKernels) plan->protocol = tunedProtocol(comm->topology->tuning, coll, bytes);
+  // An LL slot carries half its bytes as payload (the rest are flags).
+  size_t stepBytes = plan->protocol == Protocol::LL ? llPayloadBytes(comm->slotBytes) : comm->slotBytes;
+  plan->chunkElems = chunkElements(stepBytes, typeSize);
   if (comm->trees.size() == 2 && tunedAlgorithm(comm->topology->tuning, coll, bytes) == Algorithm::Tree)
     plan->algorithm = Algorithm::Tree;
   if (coll == CollKind::AllReduce && bytes <= kDoublingMaxBytes) {

@@ -15,12 +15,25 @@ int bucketOf(size_t bytes) {
   return b < kTuningBuckets ? b : kTuningBuckets - 1;
 }
 
-CostTable tableAt(const TuningTable& t, CollKind coll, size_t bytes, const std::vector<Algorithm>& algos) {
+CostTable tableAt(const TuningTable& t, CollKind coll, size_t bytes, const std::vector<Algorithm>& algos,
+                  const std::vector<Protocol>& protos) {
   CostInputs in = t.inputs;
   in.coll = coll;
   in.bytes = bytes;
-  // Only Simple runs in this build's executors; LL rows still show what it would cost.
-  return predictCosts(in, algos, {Protocol::Simple});
+  return predictCosts(in, algos, protos);
+}
+
+// What NCCL_PROTO allows among what the executors run: the host executor
+// runs Simple only; the device kernels Simple and LL.
+std::vector<Protocol> allowedProtocols(bool llAvailable) {
+  std::vector<std::string> names;
+  if (parseSelection("NCCL_PROTO", env::getString("NCCL_PROTO"), {"Simple", "LL"}, &names) != ncclSuccess)
+    names = {"Simple", "LL"};
+  std::vector<Protocol> out;
+  for (const std::string& n : names)
+    if (n == "Simple" || llAvailable) out.push_back(n == "LL" ? Protocol::LL : Protocol::Simple);
+  if (out.empty()) out.push_back(Protocol::Simple);  // NCCL_PROTO=LL where only Simple runs
+  return out;
 }
 
 // What NCCL_ALGO allows (validated at init; an unparsable value allows all).
@@ -44,19 +57,28 @@ std::string sizeText(size_t bytes) {
   return std::to_string(bytes) + " " + units[u];
 }
 
-void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, TuningTable* out) {
+void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, bool llAvailable, TuningTable* out) {
   out->inputs = costInputs(rings, CollKind::AllReduce, nranks, 0);
   out->inputs.hostMemory = hostMemory;
   std::vector<Algorithm> algos = allowedAlgorithms();
   out->algorithmForced = !env::getString("NCCL_ALGO").empty();
   out->inputs.treeForcedOnOneHost = algos.size() == 1 && algos[0] == Algorithm::Tree;
+  out->llAvailable = llAvailable;
+  std::vector<Protocol> protos = allowedProtocols(llAvailable);
   for (int c = 0; c < kTunedColls; ++c)
     for (int b = 0; b < kTuningBuckets; ++b) {
-      CostTable table = tableAt(*out, static_cast<CollKind>(c), size_t{1} << b, algos);
+      CostTable table = tableAt(*out, static_cast<CollKind>(c), size_t{1} << b, algos, protos);
       // Nothing allowed and available (one rank, or NCCL_ALGO=Tree for a
       // collective without a tree): the ring, which every collective has.
       out->pick[c][b] = table.pick >= 0 ? table.entries[table.pick].algo : Algorithm::Ring;
+      out->proto[c][b] = table.pick >= 0 ? table.entries[table.pick].proto : protos.front();
     }
+}
+
+Protocol tunedProtocol(const TuningTable& t, CollKind coll, size_t bytes) {
+  int c = static_cast<int>(coll);
+  if (c >= kTunedColls) return Protocol::Simple;
+  return t.proto[c][bucketOf(bytes)];
 }
 
 Algorithm tunedAlgorithm(const TuningTable& t, CollKind coll, size_t bytes) {
@@ -73,7 +95,7 @@ double predictedTimeUs(const TuningTable& t, CollKind coll, size_t bytes) {
     in.coll = CollKind::Broadcast;
     in.nranks = 2;
   }
-  CostTable table = predictCosts(in, {tunedAlgorithm(t, in.coll, bytes)}, {Protocol::Simple});
+  CostTable table = predictCosts(in, {tunedAlgorithm(t, in.coll, bytes)}, {tunedProtocol(t, in.coll, bytes)});
   return table.pick >= 0 ? table.entries[table.pick].timeUs : 0;
 }
 
@@ -82,13 +104,15 @@ void logTuningTable(const TuningTable& t) {
   std::vector<Algorithm> algos = allowedAlgorithms();
   for (int c = 0; c < kTunedColls; ++c) {
     CollKind coll = static_cast<CollKind>(c);
-    for (const std::string& line : formatCostTable(tableAt(t, coll, size_t{1} << 20, algos)))
+    for (const std::string& line :
+         formatCostTable(tableAt(t, coll, size_t{1} << 20, algos, allowedProtocols(t.llAvailable))))
       GYRE_INFO("TUNING", "%s", line.c_str());
     std::string ranges;
     int start = 0;
     for (int b = 1; b <= kTuningBuckets; ++b) {
-      if (b < kTuningBuckets && t.pick[c][b] == t.pick[c][start]) continue;
+      if (b < kTuningBuckets && t.pick[c][b] == t.pick[c][start] && t.proto[c][b] == t.proto[c][start]) continue;
       ranges += std::string(ranges.empty() ? "" : ", ") + algorithmName(t.pick[c][start]) +
+                (t.proto[c][start] == Protocol::LL ? "/LL" : "") +
                 (start == 0 ? "" : " above " + sizeText(size_t{1} << (start - 1))) +
                 (b == kTuningBuckets ? "" : " up to " + sizeText(size_t{1} << (b - 1)));
       start = b;

@@ -22,16 +22,20 @@ constexpr int kTuningBuckets = 48;   // message sizes 2^0 .. 2^47 bytes
 struct TuningTable {
   CostInputs inputs;  // bytes unset: shared by every entry
   Algorithm pick[kTunedColls][kTuningBuckets] = {};
+  Protocol proto[kTunedColls][kTuningBuckets] = {};
   bool algorithmForced = false;  // NCCL_ALGO restricts the choice (the planner then adds no variants)
+  bool llAvailable = false;
 };
 
-// `nranks` ranks planned on `rings`; host-memory communicators have no LL protocol.
-void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, TuningTable* out);
+// `nranks` ranks planned on `rings`. LL is a choice only for `llAvailable`
+// (device communicators that run kernels); NCCL_PROTO restricts it.
+void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, bool llAvailable, TuningTable* out);
 
 // `bytes` as nccl-tests counts them: AllGather's gathered output,
 // ReduceScatter's input, else one rank's buffer. Sizes between powers of two
 // take the choice of the next power up.
 Algorithm tunedAlgorithm(const TuningTable& t, CollKind coll, size_t bytes);
+Protocol tunedProtocol(const TuningTable& t, CollKind coll, size_t bytes);
 
 // The cost model's time (us) for the algorithm the table picks. A
 // point-to-point transfer (coll SendRecv) is costed as one hop of the ring.

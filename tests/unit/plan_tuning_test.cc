@@ -8,14 +8,15 @@ using namespace gyre;
 
 namespace {
 
-TuningTable tableFor(const char* topology, int hosts, int ranksPerHost, bool hostMemory, int minChannels = 1) {
+TuningTable tableFor(const char* topology, int hosts, int ranksPerHost, bool hostMemory, int minChannels = 1,
+                     bool llAvailable = false) {
   topo::Placement p = topo::replicate(testing::loadShipped(topology), hosts, ranksPerHost);
   RingOptions opts;
   opts.minChannels = minChannels;
   RingPlan rings;
   REQUIRE(buildRings(p, opts, &rings) == ncclSuccess);
   TuningTable t;
-  buildTuningTable(rings, static_cast<int>(p.ranks.size()), hostMemory, &t);
+  buildTuningTable(rings, static_cast<int>(p.ranks.size()), hostMemory, llAvailable, &t);
   return t;
 }
 
@@ -92,4 +93,26 @@ TEST_CASE("host memory has no LL protocol: the table says why") {
         CHECK(std::string(e.unavailableWhy).find("Simple only") != std::string::npos);
       }
   });
+}
+
+TEST_CASE("kernels on one host's GPUs: LL for small calls, Simple for large; NCCL_PROTO and host memory rule it out") {
+  withAlgo(nullptr, [] {
+    TuningTable t = tableFor("dgx_h100.xml", 1, 0, false, 16, true);
+    for (CollKind c : {CollKind::AllReduce, CollKind::Broadcast, CollKind::AllGather}) {
+      CHECK(tunedProtocol(t, c, 8) == Protocol::LL);
+      CHECK(tunedProtocol(t, c, size_t{1} << 28) == Protocol::Simple);
+    }
+    CHECK(tunedProtocol(tableFor("dgx_h100.xml", 1, 0, false, 16, false), CollKind::AllReduce, 8) ==
+          Protocol::Simple);  // staged device communicators: the host executor runs Simple only
+    CHECK(tunedProtocol(tableFor("ci_vm.xml", 1, 4, true, 2, false), CollKind::AllReduce, 8) == Protocol::Simple);
+  });
+  setenv("NCCL_PROTO", "Simple", 1);
+  env::reloadForTesting("/nonexistent");
+  CHECK(tunedProtocol(tableFor("dgx_h100.xml", 1, 0, false, 16, true), CollKind::AllReduce, 8) == Protocol::Simple);
+  setenv("NCCL_PROTO", "LL", 1);
+  env::reloadForTesting("/nonexistent");
+  CHECK(tunedProtocol(tableFor("dgx_h100.xml", 1, 0, false, 16, true), CollKind::AllReduce, size_t{1} << 28) ==
+        Protocol::LL);
+  unsetenv("NCCL_PROTO");
+  env::reloadForTesting("/nonexistent");
 }
