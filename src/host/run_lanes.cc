@@ -35,8 +35,18 @@ using Lanes = std::vector<std::unique_ptr<Lane>>;
 // bytes left to move), so only other transports need it.
 bool mustDrain(const Connection& c) { return !c.sharedCounters && !sendsDrained(c); }
 
+// Every this many passes the waiter also drives the connections its lanes do
+// not use (a peer's abort notice may arrive on any of them); it always does
+// before it sleeps.
+constexpr int kFullSweepEvery = 64;
+
 struct Waiter {
   std::vector<ncclComm*> comms;
+  // The connections the lanes use that need progress() (sockets), with
+  // their communicator: a pass drives only these, since a receive on every
+  // idle connection (other channels, trees) costs a system call each.
+  std::vector<std::pair<Connection*, ncclComm*>> active;
+  int passes = 0;
   std::vector<pollfd> fds;
   std::vector<Connection*> blocked;
   int spinsBeforeBlocking = 0;
@@ -54,11 +64,37 @@ struct Waiter {
       spinsBeforeBlocking = std::min(spinsBeforeBlocking, c->spinsBeforeBlocking);
       timeoutSeconds = std::min(timeoutSeconds, c->collTimeoutSeconds);
     }
+    active.clear();
+    passes = 0;
+    for (const auto& l : lanes) {
+      const LaneSpec& s = l->spec();
+      for (auto [list, n] : {std::pair{s.send, s.nsend}, std::pair{s.recv, s.nrecv}})
+        for (size_t i = 0; i < n; ++i)
+          if (list[i]->needsProgress &&
+              std::find_if(active.begin(), active.end(), [&](const auto& a) { return a.first == list[i]; }) ==
+                  active.end())
+            active.push_back({list[i], s.comm});
+    }
   }
 
-  // Moves bytes on every communicator's transports and wakes shared-memory
-  // peers sleeping on counters the lanes have moved.
+  // Moves bytes on the lanes' connections (every kFullSweepEvery passes on
+  // all of them) and wakes shared-memory peers sleeping on counters the
+  // lanes have moved.
   ncclResult_t progress() {
+    if (++passes % kFullSweepEvery == 0) return progressEverything();
+    for (auto [conn, comm] : active) {
+      int culprit = -1;
+      ncclResult_t r = conn->transport->progress(*conn, &culprit);
+      if (r != ncclSuccess) {
+        markCommFailed(comm, r, culprit);
+        return r;
+      }
+    }
+    wakePeers();
+    return ncclSuccess;
+  }
+
+  ncclResult_t progressEverything() {
     for (ncclComm* c : comms) {
       int culprit = -1;
       ncclResult_t r = c->progress.progressAll(&culprit);
@@ -88,6 +124,7 @@ struct Waiter {
   // awaited.
   ncclResult_t sleep(const Lanes& lanes, const Deadline& deadline, bool draining, int round) {
     if (round == 0) idleSince = std::chrono::steady_clock::now();
+    GYRE_CHECK(progressEverything());  // what arrived on the other connections (abort notices) first
     collectBlocked(lanes, draining);
     if (blocked.empty()) {  // a peer moved since the lanes looked: go round again
       sched_yield();
@@ -96,8 +133,7 @@ struct Waiter {
     size_t shared = 0;
     for (const Connection* c : blocked) shared += c->sharedCounters ? 1 : 0;
     const bool onlyShared = shared > 0 && shared == blocked.size();
-    if (shared > 0 && std::chrono::steady_clock::now() - idleSince <
-                          (spinsBeforeBlocking > 0 ? kYieldSpare : kYieldOversubscribed)) {
+    if (std::chrono::steady_clock::now() - idleSince < (spinsBeforeBlocking > 0 ? kYieldSpare : kYieldOversubscribed)) {
       sched_yield();
       return ncclSuccess;
     }
@@ -188,6 +224,10 @@ ncclResult_t runLanes(Lanes& lanes) {
   thread_local Waiter waiter;
   waiter.init(lanes);
   Deadline deadline = Deadline::afterSeconds(waiter.timeoutSeconds);
+  // The lanes' first steps go before the first transport pass: a call's
+  // sends are then on their way one system call sooner.
+  bool startedAny = false;
+  for (auto& lane : lanes) GYRE_CHECK(lane->advance(&startedAny));
   for (int idle = 0;;) {
     // Transports first, lanes second: whatever progress() just received is
     // consumed before deciding to sleep, because poll() would not report data
