@@ -43,7 +43,8 @@ enum DeviceErrorKind : int32_t {
 // the first failing lane fills in the rest (CAS on `error`).
 struct DeviceStatus {
   volatile uint32_t abort;
-  int32_t deadPeer;  // rank + 1 of a peer the host saw leave (the abort's reason), else 0
+  int32_t deadPeer;    // rank + 1 of the rank the host's watchdog blames (the abort's reason), else 0
+  int32_t noticeFrom;  // rank + 1 of the peer that reported it (0: deadPeer itself left)
   int32_t error;     // DeviceErrorKind
   int32_t peer;
   int32_t channel;

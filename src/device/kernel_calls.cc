@@ -248,6 +248,11 @@ ncclResult_t pollKernelStatus(ncclComm* comm) {
              "for %s rank %d (%s pid %d); it is stalled, dead, or not making the matching call", coll, op, st.channel,
              st.step + 1, comm->rank, comm->collTimeoutSeconds, st.waitingForData ? "data from" : "buffer space at",
              st.peer, p.host, p.pid);
+  else if (kind == kDeviceAborted && st.deadPeer > 0 && st.noticeFrom > 0)
+    r = fail(ncclRemoteError, "%s #%llu (channel %d, step %u): rank %d reported that rank %d failed or stopped "
+             "responding (a mismatched call or a stalled peer; see that rank's error) while the kernel of rank %d "
+             "waited for %s rank %d", coll, op, st.channel, st.step + 1, st.noticeFrom - 1, st.deadPeer - 1,
+             comm->rank, st.waitingForData ? "data from" : "buffer space at", st.peer);
   else if (kind == kDeviceAborted && st.deadPeer > 0) {
     const PeerInfo& gone = comm->bootstrap->peers()[st.deadPeer - 1];
     r = fail(ncclRemoteError, "%s #%llu (channel %d, step %u): rank %d (%s pid %d) closed its connections (it died, "

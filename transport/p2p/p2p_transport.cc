@@ -139,17 +139,27 @@ class P2PTransport final : public Transport {
     return ncclSuccess;
   }
 
-  // Nothing moves on the host; only notice a peer process that went away.
-  ncclResult_t progress(Connection& conn, int*) override {
+  // Nothing moves on the host; the socket tells that the peer process went
+  // away (EOF) or gave up (an abort notice: the rank it blames).
+  ncclResult_t progress(Connection& conn, int* culprit) override {
     auto* s = static_cast<P2PConn*>(conn.state);
     if (conn.peerClosed || s->socket.fd() < 0) return ncclSuccess;
-    char byte;
-    ssize_t n = recv(s->socket.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    int32_t notice = -1;
+    ssize_t n = recv(s->socket.fd(), &notice, sizeof(notice), MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) conn.peerClosed = true;
-    return ncclSuccess;
+    if (n != static_cast<ssize_t>(sizeof(notice))) return ncclSuccess;
+    (void)::recv(s->socket.fd(), &notice, sizeof(notice), MSG_DONTWAIT);
+    *culprit = notice;
+    return fail(ncclRemoteError, "rank %d failed or stopped responding (reported by rank %d)", notice, conn.peer);
   }
   bool pollRequest(const Connection&, pollfd*) const override { return false; }
-  void sendAbortNotice(Connection&, int) override {}
+  // Best effort: the peer's watchdog reads it (progress above).
+  void sendAbortNotice(Connection& conn, int culprit) override {
+    auto* s = static_cast<P2PConn*>(conn.state);
+    if (!s || s->socket.fd() < 0) return;
+    int32_t notice = culprit;
+    (void)::send(s->socket.fd(), &notice, sizeof(notice), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
 
   void close(Connection& conn) override {
     auto* s = static_cast<P2PConn*>(conn.state);
