@@ -94,6 +94,18 @@ GYRE_HOST_DEVICE void elementsOfStep(Ctx& ctx, const Op& op, const Step& s, cons
   }
 }
 
+// What this rank's sends say about the call (checked by the receiver).
+GYRE_HOST_DEVICE SlotMeta slotMetaOf(const DeviceCall& call, uint32_t bytes) {
+  SlotMeta m{};
+  m.opCount = call.opCount;
+  m.count = call.count;
+  m.bytes = bytes;
+  m.coll = call.coll;
+  m.datatype = call.datatype;
+  m.redop = call.metaRedop;
+  return m;
+}
+
 GYRE_HOST_DEVICE bool sameCall(const SlotMeta& got, const DeviceCall& call) {
   return got.opCount == call.opCount && got.count == call.count && got.coll == call.coll &&
          got.datatype == call.datatype && got.redop == call.metaRedop;
@@ -197,13 +209,7 @@ GYRE_HOST_DEVICE bool runLLStep(Ctx& ctx, const DeviceCall& call, const DeviceLa
     }
   }
   if (ok && out && ctx.leader()) {
-    SlotMeta m{};
-    m.opCount = call.opCount;
-    m.count = call.count;
-    m.bytes = bytes;
-    m.coll = call.coll;
-    m.datatype = call.datatype;
-    m.redop = call.metaRedop;
+    const SlotMeta m = slotMetaOf(call, bytes);
     uint64_t words[kLLMetaUnits];
     memcpy(words, &m, sizeof(m));
     for (size_t k = 0; k < kLLMetaUnits; ++k) ctx.llStore(out->slot(outAt) + k * kLLUnitBytes, words[k], outFlag);
@@ -263,14 +269,7 @@ GYRE_HOST_DEVICE bool runLane(Ctx& ctx, const DeviceCall& call, const DeviceLane
     ctx.sync();  // every thread's share is written (and its received share read)
     if (ctx.leader()) {
       if (out) {
-        SlotMeta m{};
-        m.opCount = call.opCount;
-        m.count = call.count;
-        m.bytes = bytes;
-        m.coll = call.coll;
-        m.datatype = call.datatype;
-        m.redop = call.metaRedop;
-        ctx.storeMeta(&out->metaOf(outAt), m);
+        ctx.storeMeta(&out->metaOf(outAt), slotMetaOf(call, bytes));
         ctx.publish(out->tail, outAt + 1);
       }
       if (in) ctx.publish(in->head, inAt + 1);
