@@ -20,6 +20,10 @@ struct PeerInfo {
   int64_t buffSize;      // NCCL_BUFFSIZE; must agree across ranks
   int32_t numaNode;      // NUMA node of the rank's CPU affinity (-1: several or unknown)
   int32_t pad;
+  // The GPU's PCI address (domain << 32 | bus << 16 | device << 8 | function),
+  // which names one GPU in every process (ordinals depend on
+  // CUDA_VISIBLE_DEVICES); -1 for host-memory communicators.
+  int64_t busId;
 };
 
 // Rank -> root: "I am rank r of n", proving the secret.

@@ -12,6 +12,7 @@
 #include "src/comm/comm.h"
 #include "src/comm/connect_channels.h"
 #include "src/comm/cuda_device.h"
+#include "src/device/runtime.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
@@ -90,6 +91,8 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   gethostname(self.host, sizeof(self.host) - 1);
   self.hostHash = hostHash(self.host);
   self.cudaDev = comm->cudaDev;
+  self.busId = -1;
+  if (!comm->isHost) GYRE_CHECK(deviceRuntime()->busIdOf(comm->cudaDev, &self.busId));
   self.isHostComm = comm->isHost ? 1 : 0;
   self.buffSize = buffSize;
   self.numaNode = topo::processNumaNode();

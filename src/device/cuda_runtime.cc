@@ -133,6 +133,29 @@ class CudaRuntime final : public DeviceRuntime {
     }
     return can != 0;
   }
+  ncclResult_t busIdOf(int device, int64_t* busId) override {
+    int domain = 0, bus = 0, dev = 0;
+    GYRE_CHECK(check(cudaDeviceGetAttribute(&domain, cudaDevAttrPciDomainId, device), "cudaDeviceGetAttribute"));
+    GYRE_CHECK(check(cudaDeviceGetAttribute(&bus, cudaDevAttrPciBusId, device), "cudaDeviceGetAttribute"));
+    GYRE_CHECK(check(cudaDeviceGetAttribute(&dev, cudaDevAttrPciDeviceId, device), "cudaDeviceGetAttribute"));
+    *busId = (static_cast<int64_t>(domain) << 32) | (static_cast<int64_t>(bus) << 16) | (dev << 8);
+    return ncclSuccess;
+  }
+  bool deviceAtBusId(int64_t busId, int* device) override {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    for (int d = 0; d < count; ++d) {
+      int64_t id = -1;
+      if (busIdOf(d, &id) == ncclSuccess && id == busId) {
+        *device = d;
+        return true;
+      }
+    }
+    return false;
+  }
   ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) override {
     int err = launchCollectiveKernel(call, stream);
     if (err < 0) return fail(ncclInvalidArgument, "no collective kernel for datatype %d with op %d", call.datatype,

@@ -277,6 +277,17 @@ class FakeRuntime final : public DeviceRuntime {
     opened_.erase(it);
   }
   bool canAccessPeer(int, int) override { return true; }
+  // Fake device d sits at "bus" d + 1 in every process.
+  ncclResult_t busIdOf(int device, int64_t* busId) override {
+    *busId = (device + 1) << 16;
+    return ncclSuccess;
+  }
+  bool deviceAtBusId(int64_t busId, int* device) override {
+    int d = static_cast<int>(busId >> 16) - 1;
+    if (d < 0 || d >= kDevices) return false;
+    *device = d;
+    return true;
+  }
   // The kernel, as host threads (kernels/host_emulation.h) in stream order.
   ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) override {
     stream_(stream).push([call] { runCallOnHostThreads(call); });

@@ -142,7 +142,7 @@ bool sharesGpuWithAnotherProcess(const ncclComm* comm) {
   const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
   const PeerInfo& self = peers[comm->rank];
   for (const PeerInfo& p : peers)
-    if (p.hostHash == self.hostHash && p.cudaDev == self.cudaDev && p.pid != self.pid) return true;
+    if (p.hostHash == self.hostHash && p.busId == self.busId && p.pid != self.pid) return true;
   return false;
 }
 

@@ -63,6 +63,10 @@ class DeviceRuntime {
   virtual void ipcCloseHandle(void* p) = 0;
   // Whether kernels on `device` can read and write `peerDevice`'s memory.
   virtual bool canAccessPeer(int device, int peerDevice) = 0;
+  // A device's PCI address as PeerInfo::busId packs it, and the ordinal this
+  // process gives the device at such an address (false: not visible here).
+  virtual ncclResult_t busIdOf(int device, int64_t* busId) = 0;
+  virtual bool deviceAtBusId(int64_t busId, int* device) = 0;
   // Enqueues the collective kernel (one block per lane) on the stream.
   virtual ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) = 0;
   // Tests only (GYRE_FAKE_CUDA=2): every collective call waits for its

@@ -75,12 +75,15 @@ class P2PTransport final : public Transport {
  public:
   const char* name() const override { return "p2p"; }
 
-  // Same host, both device ranks, and the GPUs reach each other (trivially
-  // when they are one GPU).
+  // Same host, both device ranks, and the GPUs reach each other: trivially
+  // when they are one GPU (same PCI address), else when this process sees the
+  // peer's GPU and has peer access to it.
   bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
     DeviceRuntime* rt = deviceRuntime();
-    return rt && self.hostHash == peer.hostHash && !self.isHostComm && !peer.isHostComm &&
-           rt->canAccessPeer(self.cudaDev, peer.cudaDev);
+    if (!rt || self.hostHash != peer.hostHash || self.isHostComm || peer.isHostComm) return false;
+    if (self.busId == peer.busId) return true;
+    int peerDevice = -1;
+    return rt->deviceAtBusId(peer.busId, &peerDevice) && rt->canAccessPeer(self.cudaDev, peerDevice);
   }
 
   ncclResult_t connectSend(const ConnectContext& ctx, int peer, Connection* out) override {
