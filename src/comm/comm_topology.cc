@@ -1,5 +1,6 @@
 #include "src/comm/comm_topology.h"
 
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -74,10 +75,26 @@ ncclResult_t gatherTopologies(ncclComm* comm, const std::string& mine, const Dea
 // Where rank r sits on its host: its GPU, or for host memory the NUMA node
 // its CPU affinity names. A site the host's topology lacks (a topology file
 // describing other hardware) falls back to the host's first CPU.
+// The topology's GPU at the rank's PCI address (ordinals differ between
+// processes under CUDA_VISIBLE_DEVICES), else its CUDA ordinal.
+int gpuOfRank(const PeerInfo& peer, const topo::Topology& t) {
+  if (peer.isHostComm) return -1;
+  if (peer.busId >= 0) {
+    char bus[32];
+    snprintf(bus, sizeof(bus), "%04llx:%02llx:%02llx.%llx", static_cast<unsigned long long>(peer.busId >> 32),
+             static_cast<unsigned long long>((peer.busId >> 16) & 0xff),
+             static_cast<unsigned long long>((peer.busId >> 8) & 0xff),
+             static_cast<unsigned long long>(peer.busId & 0xff));
+    for (int g : t.ofKind(topo::NodeKind::Gpu))
+      if (t.nodes[g].busId == bus) return t.nodes[g].index;
+  }
+  return peer.cudaDev;
+}
+
 topo::RankSite rankSite(const PeerInfo& peer, int host, const topo::Topology& t) {
   topo::RankSite s;
   s.host = host;
-  s.gpu = peer.isHostComm ? -1 : peer.cudaDev;
+  s.gpu = gpuOfRank(peer, t);
   s.cpu = peer.numaNode;
   if (s.gpu >= 0 && t.gpuByDevice(s.gpu) < 0) {
     GYRE_WARN("rank %d uses CUDA device %d, which the topology of %s does not list; planning it as host memory",
