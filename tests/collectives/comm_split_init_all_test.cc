@@ -110,9 +110,10 @@ int runSplit(ncclComm_t comm, int rank, int nranks, const SplitPlan& plan, const
     RANK_CHECK(sub != nullptr, "rank %d: %s: ncclCommSplit gave NULL for color %d", rank, label.c_str(),
                plan.color[size_t(rank)]);
     int isHost = -1;
-    RANK_CHECK(gyreCommIsHost(sub, &isHost) == ncclSuccess && isHost == 1,
-               "rank %d: %s: a split of a host communicator is not a host communicator (%d)", rank, label.c_str(),
-               isHost);
+    const int parentIsHost = testDeviceComms() ? 0 : 1;  // a split keeps its parent's kind
+    RANK_CHECK(gyreCommIsHost(sub, &isHost) == ncclSuccess && isHost == parentIsHost,
+               "rank %d: %s: a split of a %s communicator is not one (%d)", rank, label.c_str(),
+               parentIsHost ? "host" : "device", isHost);
     if (!checkSubComm(sub, rank, members, label)) return 1;
   }
   if (!checkParent(comm, rank, nranks, label)) return 1;
