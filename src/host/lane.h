@@ -9,9 +9,12 @@
 #pragma once
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/primitives/reduce_copy.h"
+#include "kernels/primitives/reduce_op.h"
+#include "src/host/half_simd.h"
 #include "src/comm/coll_kind.h"
 #include "src/comm/comm.h"
 #include "src/debug/error.h"
@@ -96,6 +99,23 @@ class Lane {
   }
 };
 
+// The F16C float16 loops (half_simd.h) for the operators they cover; false
+// sends the caller to the portable loop.
+template <typename Op>
+bool reduceHalfFast(const Op&, bool, const Half*, const Half*, Half*, Half*, size_t) {
+  return false;
+}
+inline bool reduceHalfFast(const OpSum<Half>&, bool, const Half* r, const Half* l, Half* d0, Half* d1, size_t n) {
+  return halfReduceSimd(HalfSimdOp::Sum, r, l, d0, d1, n, nullptr);
+}
+inline bool reduceHalfFast(const OpProd<Half>&, bool, const Half* r, const Half* l, Half* d0, Half* d1, size_t n) {
+  return halfReduceSimd(HalfSimdOp::Prod, r, l, d0, d1, n, nullptr);
+}
+inline bool reduceHalfFast(const OpPreMulSum<Half>& op, bool pre, const Half* r, const Half* l, Half* d0, Half* d1,
+                           size_t n) {
+  return halfReduceSimd(HalfSimdOp::Sum, r, l, d0, d1, n, pre ? &op.scalar : nullptr);
+}
+
 SlotMeta makeSlotMeta(const LaneSpec& spec, uint32_t bytes);
 // Both ranks must run the same call with the same arguments; otherwise the
 // bytes would be silently misinterpreted.
@@ -157,6 +177,8 @@ class TypedLane final : public Lane {
   }
 
   void copy(bool pre, bool post, const T* src, T* dst0, T* dst1, size_t n) {
+    if constexpr (std::is_same_v<Op, OpPreMulSum<Half>>)
+      if (pre && !post && halfScaleSimd(src, dst0, dst1, n, op_.scalar)) return;
     if (pre && post) copyElements<T, Op, true, true>(op_, src, dst0, dst1, n);
     else if (pre) copyElements<T, Op, true, false>(op_, src, dst0, dst1, n);
     else if (post) copyElements<T, Op, false, true>(op_, src, dst0, dst1, n);
@@ -170,9 +192,13 @@ class TypedLane final : public Lane {
     }
   }
 
-  // LocalFirst: op(local, received) (kStepLocalFirst).
+  // LocalFirst: op(local, received) (kStepLocalFirst); float16 sum and
+  // product commute bit for bit (NaNs are made canonical), so the F16C loop
+  // serves both orders.
   template <bool LocalFirst = false>
   void reduce(bool pre, bool post, const T* received, const T* local, T* dst0, T* dst1, size_t n) {
+    if constexpr (std::is_same_v<T, Half>)
+      if (!post && reduceHalfFast(op_, pre, received, local, dst0, dst1, n)) return;
     if (pre && post) reduceElements<T, Op, true, true, LocalFirst>(op_, received, local, dst0, dst1, n);
     else if (pre) reduceElements<T, Op, true, false, LocalFirst>(op_, received, local, dst0, dst1, n);
     else if (post) reduceElements<T, Op, false, true, LocalFirst>(op_, received, local, dst0, dst1, n);
