@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "kernels/collective_kernel.h"
 #endif
@@ -94,13 +96,23 @@ class CudaRuntime final : public DeviceRuntime {
 
   // Set-up work may run while the application captures a graph on another
   // stream: relaxed mode keeps such calls from invalidating that capture.
+  // It goes on a private non-blocking stream: cudaMemcpy on the legacy
+  // stream would wait for every blocking stream, including one whose kernel
+  // waits for a peer this thread has yet to launch (a group over two
+  // communicators of one process).
   ncclResult_t copySync(void* dst, const void* src, size_t bytes) override {
     RelaxedCapture relaxed;
-    return check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+    cudaStream_t s = nullptr;
+    GYRE_CHECK(privateStream(&s));
+    GYRE_CHECK(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), "cudaMemcpyAsync"));
+    return check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   }
   ncclResult_t memsetSync(void* dst, int value, size_t bytes) override {
     RelaxedCapture relaxed;
-    return check(cudaMemset(dst, value, bytes), "cudaMemset");
+    cudaStream_t s = nullptr;
+    GYRE_CHECK(privateStream(&s));
+    GYRE_CHECK(check(cudaMemsetAsync(dst, value, bytes, s), "cudaMemsetAsync"));
+    return check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   }
   ncclResult_t allocMapped(size_t bytes, void** host, void** device) override {
     RelaxedCapture relaxed;
@@ -164,6 +176,20 @@ class CudaRuntime final : public DeviceRuntime {
   }
 
  private:
+  // One per device, created on first use and kept for the process's life.
+  ncclResult_t privateStream(cudaStream_t* out) {
+    int device = 0;
+    GYRE_CHECK(check(cudaGetDevice(&device), "cudaGetDevice"));
+    std::lock_guard<std::mutex> lock(mutex_);
+    cudaStream_t& s = privateStreams_[device];
+    if (!s) GYRE_CHECK(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"));
+    *out = s;
+    return ncclSuccess;
+  }
+
+  std::mutex mutex_;
+  std::map<int, cudaStream_t> privateStreams_;
+
   struct RelaxedCapture {
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }

@@ -18,6 +18,25 @@
 namespace gyre {
 namespace {
 
+constexpr size_t kArenaChunkBytes = 4 << 20;
+
+// `bytes` of device memory from the communicator's lane arena (16-byte aligned).
+ncclResult_t carveLanes(KernelState& k, size_t bytes, void** out) {
+  bytes = (bytes + 15) & ~size_t{15};
+  if (k.arena.empty() || k.arena.back().size - k.arena.back().used < bytes) {
+    KernelState::Chunk chunk;
+    chunk.size = std::max(kArenaChunkBytes, bytes);
+    void* p = nullptr;
+    GYRE_CHECK(deviceRuntime()->deviceAlloc(chunk.size, &p));
+    chunk.base = static_cast<char*>(p);
+    k.arena.push_back(chunk);
+    if (k.arena.size() > 1) GYRE_INFO("COLL", "lane arena grows to %zu chunks", k.arena.size());
+  }
+  *out = k.arena.back().base + k.arena.back().used;
+  k.arena.back().used += bytes;
+  return ncclSuccess;
+}
+
 // Builds the call's lanes in device memory: the DeviceLane array followed
 // by every lane's steps.
 ncclResult_t uploadLanes(const PendingCall& c, KernelState::Lanes* out) {
@@ -29,15 +48,13 @@ ncclResult_t uploadLanes(const PendingCall& c, KernelState::Lanes* out) {
   std::vector<char> image(lanesBytes + totalSteps * sizeof(Step));
   void* device = nullptr;
   DeviceRuntime* rt = deviceRuntime();
-  GYRE_CHECK(rt->deviceAlloc(image.size(), &device));
+  GYRE_CHECK(carveLanes(*c.comm->kernels, image.size(), &device));
   size_t stepAt = lanesBytes;
   for (size_t i = 0; i < specs.size(); ++i) {
     const LaneSpec& s = specs[i];
-    if (s.nsend > static_cast<size_t>(kMaxLaneConns) || s.nrecv > static_cast<size_t>(kMaxLaneConns)) {
-      rt->deviceFree(device);
+    if (s.nsend > static_cast<size_t>(kMaxLaneConns) || s.nrecv > static_cast<size_t>(kMaxLaneConns))
       return fail(ncclInternalError, "%s: a lane uses %zu send and %zu receive connections; the kernel takes %d",
                   collName(c.coll), s.nsend, s.nrecv, kMaxLaneConns);
-    }
     DeviceLane lane{};
     lane.steps = reinterpret_cast<const Step*>(static_cast<char*>(device) + stepAt);
     lane.nsteps = static_cast<uint32_t>(s.nsteps);
@@ -56,11 +73,7 @@ ncclResult_t uploadLanes(const PendingCall& c, KernelState::Lanes* out) {
     memcpy(image.data() + stepAt, s.steps, s.nsteps * sizeof(Step));
     stepAt += s.nsteps * sizeof(Step);
   }
-  ncclResult_t r = rt->copySync(device, image.data(), image.size());
-  if (r != ncclSuccess) {
-    rt->deviceFree(device);
-    return r;
-  }
+  GYRE_CHECK(rt->copySync(device, image.data(), image.size()));
   out->device = device;
   out->count = static_cast<int>(specs.size());
   return ncclSuccess;
@@ -193,6 +206,8 @@ ncclResult_t chooseDeviceExecutor(ncclComm* comm, const Deadline& deadline) {
   GYRE_CHECK(rt->allocMapped(sizeof(DeviceStatus), &host, &device));
   comm->kernels->statusHost = static_cast<DeviceStatus*>(host);
   comm->kernels->statusDevice = static_cast<DeviceStatus*>(device);
+  void* first = nullptr;  // the arena's first chunk, now rather than inside a call
+  GYRE_CHECK(carveLanes(*comm->kernels, 0, &first));
   return ncclSuccess;
 }
 
@@ -203,7 +218,17 @@ void startKernelWatchdog(ncclComm* comm) {
 ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls) {
   GYRE_CHECK(checkStreams(calls));
   DeviceRuntime* rt = deviceRuntime();
-  for (const PendingCall& c : calls) {
+  // Every call's lanes are in device memory before the first kernel starts:
+  // an upload waits for its copy, and a kernel already running could be
+  // waiting for a communicator of this group whose kernel comes later.
+  std::vector<KernelState::Lanes> lanesOf(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const PendingCall& c = calls[i];
+    if (c.count == 0 || (c.comm->nranks == 1 && c.op < ncclNumOps)) continue;
+    GYRE_CHECK(lanesFor(c, &lanesOf[i]));
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const PendingCall& c = calls[i];
     if (c.count == 0) continue;
     if (c.comm->nranks == 1 && c.op < ncclNumOps) {
       // One rank: every collective is its input (avg divides by 1), so a
@@ -213,9 +238,7 @@ ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls) {
         GYRE_CHECK(rt->copyAsync(c.output, c.input, c.count * datatypeSize(c.datatype), c.stream));
       continue;
     }
-    KernelState::Lanes lanes;
-    GYRE_CHECK(lanesFor(c, &lanes));
-    DeviceCall d = describeCall(c, lanes);
+    DeviceCall d = describeCall(c, lanesOf[i]);
     GYRE_TRACE("COLL", "%s #%llu count %zu %s %s: kernel of %d lanes, %s", collName(c.coll),
                static_cast<unsigned long long>(d.opCount), c.count, datatypeName(c.datatype), redOpName(c.op),
                d.nlanes, d.ll ? "LL" : "Simple");
@@ -300,7 +323,7 @@ bool drainKernels(ncclComm* comm, bool abort, double seconds) {
   k.watchdog.stop();  // its reads of the connections end before they close
   pollKernelStatus(comm);
   for (auto& [stream, e] : k.lastLaunch) rt->eventDestroy(e);
-  for (auto& [shape, lanes] : k.cache) rt->deviceFree(lanes.device);
+  for (KernelState::Chunk& chunk : k.arena) rt->deviceFree(chunk.base);
   rt->freeMapped(k.statusHost);
   comm->kernels.reset();
   return true;

@@ -36,6 +36,13 @@ struct KernelState {
     bool ll = false;  // the plan's protocol
   };
   std::map<Shape, Lanes> cache;
+  // Device memory the cached lanes are carved from: chunks allocated at init
+  // and when full, never per call (cudaMalloc may synchronize the device).
+  struct Chunk {
+    char* base = nullptr;
+    size_t size = 0, used = 0;
+  };
+  std::vector<Chunk> arena;
   // The last launch on each stream, so destroy can wait for them.
   std::vector<std::pair<cudaStream_t, void*>> lastLaunch;
   bool errorReported = false;
