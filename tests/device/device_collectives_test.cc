@@ -293,6 +293,42 @@ TEST_CASE("device allreduces whose counts differ between ranks fail on both, the
   CHECK(result.allOk());
 }
 
+TEST_CASE("NCCL_P2P_DISABLE sends device collectives through host memory; forcing kernels then fails at init",
+          "[device][settings]") {
+  for (const char* path : {"auto", "kernels"}) {
+    RankOptions o = deviceOptions();
+    o.env.push_back({"NCCL_P2P_DISABLE", "1"});
+    o.env.push_back({"GYRE_DEVICE_PATH", path});
+    const bool forced = std::string(path) == "kernels";
+    RunResult result = runRanks(
+        2,
+        [forced](int rank, int n, const ncclUniqueId& id) {
+          ncclComm_t comm = nullptr;
+          ncclResult_t r = ncclCommInitRank(&comm, n, id, rank);
+          if (forced) {
+            std::string text = lastError();
+            RANK_CHECK(r != ncclSuccess, "rank %d: kernels were forced without p2p and init succeeded", rank);
+            RANK_CHECK(text.find("GYRE_DEVICE_PATH=kernels") != std::string::npos, "rank %d: unclear error: %s",
+                       rank, text.c_str());
+            return 0;
+          }
+          RANK_CHECK(r == ncclSuccess, "rank %d: init: %s", rank, lastError().c_str());
+          RANK_CHECK(!comm->deviceKernels, "rank %d: kernels run although NCCL_P2P_DISABLE=1", rank);
+          std::vector<float> buf(1000, float(rank + 1));
+          RANK_CHECK(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, fakeStream(60)) ==
+                         ncclSuccess,
+                     "allreduce: %s", lastError().c_str());
+          gyre::deviceRuntime()->streamSynchronize(fakeStream(60));
+          RANK_CHECK(buf[0] == 3.f && buf[999] == 3.f, "rank %d: staged result %g", rank, buf[0]);
+          RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+          return 0;
+        },
+        o);
+    INFO("GYRE_DEVICE_PATH=" << path << ": " << result.describe());
+    CHECK(result.allOk());
+  }
+}
+
 TEST_CASE("ncclCommInitRankScalable with two ids and ncclMemAlloc'd buffers on the fake device",
           "[device][abi]") {
   RankOptions o = deviceOptions();
