@@ -37,14 +37,15 @@ enum DeviceErrorKind : int32_t {
   kDeviceAborted = 1,   // ncclCommAbort set the abort word
   kDeviceTimeout = 2,   // a peer did not move within the timeout
   kDeviceMismatch = 3,  // a peer's SlotMeta disagrees with this call
+  kDevicePeerGone = 4,  // the lane waited on a peer whose process closed its connections
 };
 
 // Page-locked host memory mapped into the device: the host sets `abort`,
 // the first failing lane fills in the rest (CAS on `error`).
 struct DeviceStatus {
   volatile uint32_t abort;
-  int32_t deadPeer;    // rank + 1 of the rank the host's watchdog blames (the abort's reason), else 0
-  int32_t noticeFrom;  // rank + 1 of the peer that reported it (0: deadPeer itself left)
+  int32_t deadPeer;    // rank + 1 of the rank a peer's abort notice blames (the abort's reason), else 0
+  int32_t noticeFrom;  // rank + 1 of the peer that sent the notice
   int32_t error;     // DeviceErrorKind
   int32_t peer;
   int32_t channel;
@@ -70,6 +71,10 @@ struct DeviceCall {
   unsigned char scalar[8];
   const void* scalarPtr;          // device memory (ncclScalarDevice), or null
   DeviceStatus* status;           // device view of the communicator's status
+  // Per rank, set by the watchdog when its process closed its connections: a
+  // lane waiting on such a peer stops. A peer that left after its part of
+  // the call is no error (its data is already in this rank's memory).
+  const volatile uint32_t* peerGone;
   uint64_t timeoutNs;             // a wait longer than this fails the lane
 };
 

@@ -57,6 +57,10 @@ GYRE_HOST_DEVICE bool waitUntil(Ctx& ctx, const DeviceCall& call, const DeviceLa
       return false;
     }
     if (call.status->error != kDeviceOk) return false;  // another lane failed: the call is over
+    if (peer >= 0 && call.peerGone[peer]) {
+      reportDeviceError(ctx, call, lane, kDevicePeerGone, peer, step, waitingForData, nullptr);
+      return false;
+    }
     uint64_t now = ctx.nowNs();
     if (start == 0) start = now;
     else if (now - start > call.timeoutNs) {

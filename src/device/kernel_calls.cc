@@ -117,6 +117,7 @@ DeviceCall describeCall(const PendingCall& c, const KernelState::Lanes& lanes) {
     else memcpy(d.scalar, custom.value, datatypeSize(c.datatype));
   }
   d.status = comm->kernels->statusDevice;
+  d.peerGone = comm->kernels->peerGoneDevice;
   d.timeoutNs = static_cast<uint64_t>(comm->collTimeoutSeconds * 1e9);
   return d;
 }
@@ -163,6 +164,7 @@ const char* describeKind(int32_t kind) {
   switch (kind) {
     case kDeviceAborted: return "aborted";
     case kDeviceTimeout: return "timeout";
+    case kDevicePeerGone: return "peer gone";
     default: return "mismatch";
   }
 }
@@ -203,9 +205,12 @@ ncclResult_t chooseDeviceExecutor(ncclComm* comm, const Deadline& deadline) {
   comm->kernels = std::make_unique<KernelState>();
   void* host = nullptr;
   void* device = nullptr;
-  GYRE_CHECK(rt->allocMapped(sizeof(DeviceStatus), &host, &device));
+  const size_t statusBytes = (sizeof(DeviceStatus) + 15) & ~size_t{15};
+  GYRE_CHECK(rt->allocMapped(statusBytes + sizeof(uint32_t) * comm->nranks, &host, &device));
   comm->kernels->statusHost = static_cast<DeviceStatus*>(host);
   comm->kernels->statusDevice = static_cast<DeviceStatus*>(device);
+  comm->kernels->peerGoneHost = reinterpret_cast<uint32_t*>(static_cast<char*>(host) + statusBytes);
+  comm->kernels->peerGoneDevice = reinterpret_cast<const uint32_t*>(static_cast<char*>(device) + statusBytes);
   void* first = nullptr;  // the arena's first chunk, now rather than inside a call
   GYRE_CHECK(carveLanes(*comm->kernels, 0, &first));
   return ncclSuccess;
@@ -276,13 +281,11 @@ ncclResult_t pollKernelStatus(ncclComm* comm) {
              "responding (a mismatched call or a stalled peer; see that rank's error) while the kernel of rank %d "
              "waited for %s rank %d", coll, op, st.channel, st.step + 1, st.noticeFrom - 1, st.deadPeer - 1,
              comm->rank, st.waitingForData ? "data from" : "buffer space at", st.peer);
-  else if (kind == kDeviceAborted && st.deadPeer > 0) {
-    const PeerInfo& gone = comm->bootstrap->peers()[st.deadPeer - 1];
+  else if (kind == kDevicePeerGone)
     r = fail(ncclRemoteError, "%s #%llu (channel %d, step %u): rank %d (%s pid %d) closed its connections (it died, "
-             "aborted or left the communicator) while the kernel of rank %d waited for %s rank %d", coll, op,
-             st.channel, st.step + 1, st.deadPeer - 1, gone.host, gone.pid, comm->rank,
-             st.waitingForData ? "data from" : "buffer space at", st.peer);
-  } else if (kind == kDeviceAborted)
+             "aborted or left the communicator) while the kernel of rank %d waited for %s it", coll, op, st.channel,
+             st.step + 1, st.peer, p.host, p.pid, comm->rank, st.waitingForData ? "data from" : "buffer space at");
+  else if (kind == kDeviceAborted)
     r = fail(ncclInvalidUsage, "%s #%llu (channel %d, step %u): the communicator of rank %d was aborted "
              "(ncclCommAbort) while its kernel waited for rank %d", coll, op, st.channel, st.step + 1, comm->rank,
              st.peer);
@@ -293,6 +296,7 @@ ncclResult_t pollKernelStatus(ncclComm* comm) {
              static_cast<unsigned long long>(st.seen.count), st.seen.datatype, st.seen.redop, coll, op,
              static_cast<unsigned long long>(st.count), st.datatype, st.redop);
   GYRE_WARN("collective kernel stopped (%s): %s", describeKind(kind), lastErrorText());
+  announceKernelFailure(comm);
   markCommFailed(comm, r, st.deadPeer > 0 ? st.deadPeer - 1 : st.peer);
   return r;
 }

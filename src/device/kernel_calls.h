@@ -11,6 +11,7 @@
 // turned into the communicator's async error by pollKernelStatus().
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -27,6 +28,8 @@ namespace gyre {
 struct KernelState {
   DeviceStatus* statusHost = nullptr;    // mapped host memory ...
   DeviceStatus* statusDevice = nullptr;  // ... and its device address
+  uint32_t* peerGoneHost = nullptr;      // nranks flags after the status (DeviceCall::peerGone)
+  const uint32_t* peerGoneDevice = nullptr;
   std::mutex mutex;
   // (coll, count, datatype, root, in place) -> lanes in device memory.
   using Shape = std::tuple<int, size_t, int, int, bool>;
@@ -46,6 +49,7 @@ struct KernelState {
   // The last launch on each stream, so destroy can wait for them.
   std::vector<std::pair<cudaStream_t, void*>> lastLaunch;
   bool errorReported = false;
+  std::atomic<bool> announced{false};  // announceKernelFailure ran
   KernelWatchdog watchdog;
 };
 

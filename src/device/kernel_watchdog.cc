@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "src/comm/comm.h"
+#include "src/device/kernel_calls.h"
 #include "src/debug/log.h"
 #include "transport/p2p/p2p_transport.h"
 
@@ -27,8 +28,7 @@ bool anyP2P(ncclComm* comm, Fn fn) {
   return false;
 }
 
-// Stops this rank's kernels because of `culprit`, as `reporter` (a peer's
-// notice, or -1: the peer itself left) says.
+// Stops this rank's kernels because of `culprit`, as `reporter`'s notice says.
 void abortFor(ncclComm* comm, int culprit, int reporter) {
   DeviceStatus* st = comm->kernels->statusHost;
   st->deadPeer = culprit + 1;
@@ -38,6 +38,20 @@ void abortFor(ncclComm* comm, int culprit, int reporter) {
 }
 
 }  // namespace
+
+void announceKernelFailure(ncclComm* comm) {
+  KernelState& k = *comm->kernels;
+  const DeviceStatus* st = k.statusHost;
+  int32_t kind = __atomic_load_n(&st->error, __ATOMIC_ACQUIRE);
+  int culprit = -1;
+  if (kind == kDeviceTimeout || kind == kDeviceMismatch || kind == kDevicePeerGone) culprit = st->peer;
+  else if (kind == kDeviceAborted && st->deadPeer > 0 && st->noticeFrom > 0) culprit = st->deadPeer - 1;  // pass it on
+  if (culprit < 0 || k.announced.exchange(true)) return;
+  anyP2P(comm, [&](Connection* c) {
+    c->transport->sendAbortNotice(*c, culprit);
+    return false;
+  });
+}
 
 void KernelWatchdog::start(ncclComm* comm) {
   stopping_ = false;
@@ -56,19 +70,9 @@ void KernelWatchdog::stop() {
 void KernelWatchdog::run(ncclComm* comm) {
   ScopedLogRank logRank(comm->rank);
   std::unique_lock<std::mutex> lock(mutex_);
-  bool announced = false;
   while (!wake_.wait_for(lock, kWatchInterval, [&] { return stopping_; })) {
     DeviceStatus* st = comm->kernels->statusHost;
-    // This rank's kernel gave up on a peer (timeout, mismatch): tell every
-    // peer, so kernels waiting on this rank stop now instead of timing out.
-    int32_t kind = __atomic_load_n(&st->error, __ATOMIC_ACQUIRE);
-    if (!announced && (kind == kDeviceTimeout || kind == kDeviceMismatch)) {
-      announced = true;
-      anyP2P(comm, [&](Connection* c) {
-        c->transport->sendAbortNotice(*c, st->peer);
-        return false;
-      });
-    }
+    announceKernelFailure(comm);
     if (st->abort) continue;
     anyP2P(comm, [&](Connection* c) {
       int culprit = -1;
@@ -77,10 +81,13 @@ void KernelWatchdog::run(ncclComm* comm) {
         abortFor(comm, culprit, c->peer);
         return true;
       }
-      if (!c->peerClosed) return false;
-      GYRE_INFO("COLL", "rank %d closed its p2p connection; kernels waiting on it stop", c->peer);
-      abortFor(comm, c->peer, -1);
-      return true;
+      // Gone is not failed: a peer may leave once its part is done. Only a
+      // lane that still waits on it stops (DeviceCall::peerGone).
+      if (c->peerClosed && !comm->kernels->peerGoneHost[c->peer]) {
+        GYRE_INFO("COLL", "rank %d closed its p2p connection; kernels that wait on it stop", c->peer);
+        __atomic_store_n(&comm->kernels->peerGoneHost[c->peer], 1u, __ATOMIC_RELEASE);
+      }
+      return false;
     });
   }
 }

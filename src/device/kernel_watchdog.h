@@ -1,11 +1,10 @@
 // Watches the peers of a communicator that runs collective kernels. A kernel
 // spins on FIFO counters in device memory and cannot see that the process
 // which should move them is gone; the p2p connections' sockets can (EOF),
-// and carry abort notices (the rank a failing peer blames). On either, the
-// watchdog sets the status block's abort word and names the rank, so a
-// kernel waiting on it stops and the error (pollKernelStatus) says who,
-// instead of a GYRE_TIMEOUT later. When this rank's own kernel fails (timeout,
-// mismatch), it sends that notice to every peer. A peer that finished and left normally costs nothing: kernels only
+// and carry abort notices (the rank a failing peer blames). A closed peer is
+// flagged per rank (DeviceCall::peerGone: only a lane still waiting on it
+// stops); a notice sets the abort word naming the blamed rank. Either way the
+// error (pollKernelStatus) says who, instead of a GYRE_TIMEOUT later. A peer that finished and left normally costs nothing: kernels only
 // look at the abort word while they wait for something that is not there.
 #pragma once
 
@@ -17,6 +16,13 @@
 struct ncclComm;
 
 namespace gyre {
+
+// Once per communicator: when this rank's kernel gave up on a peer (timeout,
+// mismatch, a peer that left, or a notice it received), sends every peer an
+// abort notice blaming that rank. Called by the watchdog and by
+// pollKernelStatus, so the notice leaves before the application, seeing the
+// error, aborts and closes the connections.
+void announceKernelFailure(ncclComm* comm);
 
 class KernelWatchdog {
  public:

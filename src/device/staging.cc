@@ -24,6 +24,9 @@ struct StagedCall {
   void* stageOut = nullptr;
   size_t inCapacity = 0;     // real sizes of the staging buffers (for the pool)
   size_t outCapacity = 0;
+  const void* deviceScalar = nullptr;  // an ncclScalarDevice operator's scalar, copied ...
+  void* stageScalar = nullptr;         // ... here with the input
+  size_t scalarCapacity = 0;
 };
 
 struct StagedJob {
@@ -122,6 +125,7 @@ void finishJob(void* arg) {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.freeBuffers.push_back({c.inCapacity, c.stageIn});
     s.freeBuffers.push_back({c.outCapacity, c.stageOut});
+    if (c.stageScalar) s.freeBuffers.push_back({c.scalarCapacity, c.stageScalar});
   }
   for (ncclComm* comm : job->comms) {
     StagingState& s = *comm->staging;
@@ -129,6 +133,14 @@ void finishJob(void* arg) {
     --s.jobsInFlight;
     s.idle.notify_all();
   }
+}
+
+// The call's device input (and device-resident scalar) to its host buffers.
+ncclResult_t copyInputs(DeviceRuntime* rt, const StagedCall& s) {
+  if (s.inBytes) GYRE_CHECK(rt->copyAsync(s.stageIn, s.deviceInput, s.inBytes, s.host.stream));
+  if (s.deviceScalar)
+    GYRE_CHECK(rt->copyAsync(s.stageScalar, s.deviceScalar, datatypeSize(s.host.datatype), s.host.stream));
+  return ncclSuccess;
 }
 
 // Makes `waiter` wait for all work issued so far on `signaler`.
@@ -172,7 +184,7 @@ ncclResult_t launchCapturedJob(DeviceRuntime* rt, std::unique_ptr<StagedJob> job
   }
   GYRE_CHECK(rt->hostFunc(driver, beginCapturedJob, raw));
   for (const StagedCall& s : raw->calls)
-    if (s.inBytes) GYRE_CHECK(rt->copyAsync(s.stageIn, s.deviceInput, s.inBytes, s.host.stream));
+    GYRE_CHECK(copyInputs(rt, s));
   GYRE_CHECK(joinOthers(rt, streams, driver, true));
   GYRE_CHECK(rt->hostFunc(driver, runJob, raw));
   GYRE_CHECK(enqueueOutputs(rt, *raw, streams, driver));
@@ -204,6 +216,11 @@ ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls) {
     GYRE_CHECK(takeBuffer(c.comm, need, &s.stageOut, &s.outCapacity));
     s.host.input = s.stageIn;
     s.host.output = s.stageOut;
+    if (c.op >= ncclNumOps && c.coll != CollKind::SendRecv && c.comm->customOps[c.op - ncclNumOps].scalarPtr) {
+      s.deviceScalar = c.comm->customOps[c.op - ncclNumOps].scalarPtr;
+      GYRE_CHECK(takeBuffer(c.comm, datatypeSize(c.datatype), &s.stageScalar, &s.scalarCapacity));
+      s.host.stagedScalar = s.stageScalar;
+    }
     job->calls.push_back(s);
     if (std::find(job->comms.begin(), job->comms.end(), c.comm) == job->comms.end()) job->comms.push_back(c.comm);
     if (std::find(streams.begin(), streams.end(), c.stream) == streams.end()) streams.push_back(c.stream);
@@ -211,7 +228,7 @@ ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls) {
   StreamHandle driver = calls.front().stream;
   if (job->captured) return launchCapturedJob(rt, std::move(job), streams, driver);
   for (const StagedCall& s : job->calls)
-    if (s.inBytes) GYRE_CHECK(rt->copyAsync(s.stageIn, s.deviceInput, s.inBytes, s.host.stream));
+    GYRE_CHECK(copyInputs(rt, s));
   GYRE_CHECK(joinOthers(rt, streams, driver, true));
   for (ncclComm* comm : job->comms) {
     std::lock_guard<std::mutex> lock(comm->staging->mutex);

@@ -24,6 +24,9 @@ struct PendingCall {
   int root;              // Broadcast/Reduce root, or the Send/Recv peer
   bool isSend;           // SendRecv only: true for ncclSend
   cudaStream_t stream = nullptr;  // device communicators: where the work is ordered
+  // Staged device calls: a host copy of an ncclScalarDevice operator's scalar
+  // (the device pointer cannot be read by the host executor).
+  const void* stagedScalar = nullptr;
 };
 
 // Runs the call now, or queues it if a group is open on this thread.

@@ -224,7 +224,8 @@ LaneSpec baseSpec(const PendingCall& c) {
   if (c.op >= ncclNumOps && c.coll != CollKind::SendRecv) {
     const CustomRedOp& custom = c.comm->customOps[c.op - ncclNumOps];
     spec.hasScalar = true;
-    memcpy(spec.scalar, custom.scalarPtr ? custom.scalarPtr : custom.value, datatypeSize(c.datatype));
+    const void* scalar = c.stagedScalar ? c.stagedScalar : custom.scalarPtr ? custom.scalarPtr : custom.value;
+    memcpy(spec.scalar, scalar, datatypeSize(c.datatype));
   }
   return spec;
 }
