@@ -132,6 +132,22 @@ void markCommFailed(ncclComm* comm, ncclResult_t code, int culprit);
 // Closes every connection and the bootstrap; safe to call twice.
 void releaseCommResources(ncclComm* comm);
 
+// Calls fn on each connection made at init (rings, trees, doubling; not the
+// send/recv ones made on first use) until it returns true; says whether one did.
+template <typename Fn>
+bool anyInitConnection(ncclComm* comm, Fn fn) {
+  for (Channel& ch : comm->channels)
+    for (auto* list : {&ch.sendPtrs, &ch.recvPtrs})
+      for (Connection* c : *list)
+        if (fn(c)) return true;
+  for (CommTree& t : comm->trees)
+    for (auto& c : t.storage)
+      if (fn(c.get())) return true;
+  for (auto& c : comm->doubling.storage)
+    if (fn(c.get())) return true;
+  return false;
+}
+
 // Frees what ncclCommRegister / ncclCommWindowRegister left registered.
 void releaseRegistrations(ncclComm* comm);
 

@@ -88,13 +88,9 @@ ncclResult_t connectTrees(ncclComm* comm, const Deadline& deadline) {
 }
 
 ncclResult_t finishConnections(ncclComm* comm) {
-  for (Channel& ch : comm->channels)
-    for (auto* list : {&ch.sendPtrs, &ch.recvPtrs})
-      for (Connection* c : *list) GYRE_CHECK(c->transport->finishConnect(*c));
-  for (CommTree& t : comm->trees)
-    for (auto& c : t.storage) GYRE_CHECK(c->transport->finishConnect(*c));
-  for (auto& c : comm->doubling.storage) GYRE_CHECK(c->transport->finishConnect(*c));
-  return ncclSuccess;
+  ncclResult_t r = ncclSuccess;
+  anyInitConnection(comm, [&](Connection* c) { return (r = c->transport->finishConnect(*c)) != ncclSuccess; });
+  return r;
 }
 
 ncclResult_t connectDoubling(ncclComm* comm, const Deadline& deadline) {

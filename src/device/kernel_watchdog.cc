@@ -15,17 +15,7 @@ constexpr auto kWatchInterval = std::chrono::milliseconds(100);
 // Calls fn on every p2p connection of the communicator until it returns true.
 template <typename Fn>
 bool anyP2P(ncclComm* comm, Fn fn) {
-  auto visit = [&](Connection* c) { return c && c->transport == p2pTransport() && c->state && fn(c); };
-  for (Channel& ch : comm->channels)
-    for (auto* list : {&ch.sendPtrs, &ch.recvPtrs})
-      for (Connection* c : *list)
-        if (visit(c)) return true;
-  for (CommTree& t : comm->trees)
-    for (auto& c : t.storage)
-      if (visit(c.get())) return true;
-  for (auto& c : comm->doubling.storage)
-    if (visit(c.get())) return true;
-  return false;
+  return anyInitConnection(comm, [&](Connection* c) { return c->transport == p2pTransport() && c->state && fn(c); });
 }
 
 // Stops this rank's kernels because of `culprit`, as `reporter`'s notice says.

@@ -212,7 +212,10 @@ class LaneSet {
 thread_local LaneSet tlsLaneSet;
 thread_local std::vector<ncclComm*> tlsComms;
 
-LaneSpec baseSpec(const PendingCall& c) {
+// `withScalar`: copy a PreMulSum operator's scalar into the spec (the host
+// executor). The device executor takes it per call, and an ncclScalarDevice
+// scalar must not be read on the host.
+LaneSpec baseSpec(const PendingCall& c, bool withScalar = true) {
   LaneSpec spec;
   spec.comm = c.comm;
   spec.coll = c.coll;
@@ -221,7 +224,7 @@ LaneSpec baseSpec(const PendingCall& c) {
   spec.count = c.count;
   spec.buffers[kInputBuffer] = const_cast<void*>(c.input);
   spec.buffers[kOutputBuffer] = c.output;
-  if (c.op >= ncclNumOps && c.coll != CollKind::SendRecv) {
+  if (withScalar && c.op >= ncclNumOps && c.coll != CollKind::SendRecv) {
     const CustomRedOp& custom = c.comm->customOps[c.op - ncclNumOps];
     spec.hasScalar = true;
     const void* scalar = c.stagedScalar ? c.stagedScalar : custom.scalarPtr ? custom.scalarPtr : custom.value;
@@ -297,9 +300,7 @@ ncclResult_t addRingCollective(const PendingCall& c, const Plan& plan, LaneSpec 
 }
 
 // A collective's lanes, by the algorithm its plan picks.
-ncclResult_t addCollective(const PendingCall& c, LaneSpec spec, LaneSet* set) {
-  Plan plan;
-  GYRE_CHECK(planCollective(c.comm, c.coll, c.count, datatypeSize(c.datatype), &plan));
+ncclResult_t addCollective(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
   GYRE_TRACE("COLL", "%s count %zu %s %s root %d: %s/%s", collName(c.coll), c.count, datatypeName(c.datatype),
              redOpName(c.op), c.root, plan.doubling ? "Doubling" : algorithmName(plan.algorithm),
              protocolName(plan.protocol));
@@ -326,10 +327,7 @@ ncclResult_t collectiveLaneSpecs(const PendingCall& call, std::vector<LaneSpec>*
   *ll = plan.protocol == Protocol::LL;
   thread_local LaneSet set;
   set.reset(false);
-  LaneSpec spec = baseSpec(call);
-  spec.scalar[0] = 0;  // the device executor takes the scalar per call
-  spec.hasScalar = false;
-  GYRE_CHECK(addCollective(call, spec, &set));
+  GYRE_CHECK(addCollective(call, plan, baseSpec(call, false), &set));
   *out = set.specs();
   return ncclSuccess;
 }
@@ -378,14 +376,14 @@ ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
     if (c.count == 0) continue;
     bool p2p = c.coll == CollKind::SendRecv;
     if (p2p && c.root == c.comm->rank) continue;  // copied above
+    Plan plan;
+    GYRE_CHECK(planCollective(c.comm, c.coll, c.count, datatypeSize(c.datatype), &plan));
     LaneSpec spec = baseSpec(c);
     if (p2p) {
-      Plan plan;
-      GYRE_CHECK(planCollective(c.comm, c.coll, c.count, datatypeSize(c.datatype), &plan));
       GYRE_CHECK(addSendRecv(c, plan, spec, &set));
     } else {
       spec.opCount = ++c.comm->opCount;
-      GYRE_CHECK(addCollective(c, spec, &set));
+      GYRE_CHECK(addCollective(c, plan, spec, &set));
     }
     set.endCall();
   }
