@@ -54,6 +54,9 @@ const std::vector<VarSpec>& registry() {
       {"GYRE_DEVICE_PATH", Type::Choice, "auto", "auto,kernels,staged",
        "device communicators: collective kernels over p2p connections (kernels), staging through host memory over "
        "shm/socket (staged), or kernels whenever every rank pair can use p2p (auto)"},
+      {"GYRE_STAGING_PIECE_BYTES", Type::Int, "1048576", "1..1073741824",
+       "staged device collectives: bytes of a rank's block per pipeline piece (larger calls overlap their host "
+       "copies with the transfer; at most 64 pieces per call; same value on every rank)", 1, 1073741824},
       {"GYRE_INIT_TIMEOUT", Type::Int, "120", "1..86400",
        "seconds a rank waits for all ranks to join at communicator init", 1, 86400},
       {"GYRE_TIMEOUT", Type::Int, "300", "1..86400",

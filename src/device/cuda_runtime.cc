@@ -62,6 +62,15 @@ class CudaRuntime final : public DeviceRuntime {
   ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
     return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync");
   }
+  ncclResult_t copy2DAsync(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width, size_t rows,
+                           StreamHandle stream) override {
+    return check(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width, rows, cudaMemcpyDefault, stream),
+                 "cudaMemcpy2DAsync");
+  }
+  ncclResult_t streamCreate(StreamHandle* out) override {
+    return check(cudaStreamCreateWithFlags(out, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  }
+  void streamDestroy(StreamHandle stream) override { cudaStreamDestroy(stream); }
   ncclResult_t hostFunc(StreamHandle stream, void (*fn)(void*), void* arg) override {
     return check(cudaLaunchHostFunc(stream, fn, arg), "cudaLaunchHostFunc");
   }

@@ -162,6 +162,33 @@ class FakeRuntime final : public DeviceRuntime {
     stream_(stream).push([=] { memmove(dst, src, bytes); });
     return ncclSuccess;
   }
+  ncclResult_t copy2DAsync(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width, size_t rows,
+                           StreamHandle stream) override {
+    stream_(stream).push([=] {
+      for (size_t r = 0; r < rows; ++r)
+        memmove(static_cast<char*>(dst) + r * dstPitch, static_cast<const char*>(src) + r * srcPitch, width);
+    });
+    return ncclSuccess;
+  }
+  // A fresh address names a fresh stream; destroying one lets its queued
+  // work finish first, as CUDA does (without blocking the caller there).
+  ncclResult_t streamCreate(StreamHandle* out) override {
+    *out = reinterpret_cast<StreamHandle>(new char);
+    return ncclSuccess;
+  }
+  void streamDestroy(StreamHandle stream) override {
+    std::unique_ptr<FakeStream> s;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = streams_.find(stream);
+      if (it != streams_.end()) {
+        s = std::move(it->second);
+        streams_.erase(it);
+      }
+    }
+    if (s) s->synchronize();
+    delete reinterpret_cast<char*>(stream);
+  }
   ncclResult_t hostFunc(StreamHandle stream, void (*fn)(void*), void* arg) override {
     stream_(stream).push([=] { fn(arg); });
     return ncclSuccess;

@@ -38,6 +38,13 @@ class DeviceRuntime {
   virtual void freeHost(void* p) = 0;
   // Stream-ordered work. A host function must not call the runtime.
   virtual ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) = 0;
+  // `rows` rows of `width` bytes, each row starting a pitch further on.
+  virtual ncclResult_t copy2DAsync(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width,
+                                   size_t rows, StreamHandle stream) = 0;
+  // A non-blocking stream on the current device (no implicit sync with the
+  // legacy stream), for work the library spreads over streams of its own.
+  virtual ncclResult_t streamCreate(StreamHandle* out) = 0;
+  virtual void streamDestroy(StreamHandle stream) = 0;
   virtual ncclResult_t hostFunc(StreamHandle stream, void (*fn)(void*), void* arg) = 0;
   virtual ncclResult_t eventCreate(EventHandle* out) = 0;
   virtual void eventDestroy(EventHandle e) = 0;

@@ -10,47 +10,96 @@
 #include "src/device/runtime.h"
 #include "src/enqueue/launch.h"
 #include "src/enqueue/arg_checks.h"
+#include "src/config/env.h"
 
 namespace gyre {
 namespace {
+
+// Calls of at least two pieces are pipelined: while the host executor runs
+// piece j, the copy engines bring piece j+1 in and take piece j-1 out.
+constexpr size_t kDefaultPieceBytes = 1 << 20;
+constexpr size_t kMaxPieces = 64;  // bounds the events and host functions of one call
 
 struct StagedCall {
   PendingCall host;          // the call on staging buffers, as the host executor runs it
   const void* deviceInput;
   void* deviceOutput;
-  size_t inBytes = 0;        // copied device -> host before the job
-  size_t outBytes = 0;       // copied host -> device after it
+  bool movesInput = false;   // whether this rank reads the input / writes the output at all
+  bool movesOutput = false;
+  size_t pieceCount = 1;     // elements per piece (the last may be shorter)
+  size_t pieces = 1;
   void* stageIn = nullptr;
   void* stageOut = nullptr;
   size_t inCapacity = 0;     // real sizes of the staging buffers (for the pool)
   size_t outCapacity = 0;
   const void* deviceScalar = nullptr;  // an ncclScalarDevice operator's scalar, copied ...
-  void* stageScalar = nullptr;         // ... here with the input
+  void* stageScalar = nullptr;         // ... here with the first piece's input
   size_t scalarCapacity = 0;
+};
+
+struct StagedJob;
+struct PieceRun {
+  StagedJob* job;
+  size_t piece;
 };
 
 struct StagedJob {
   std::vector<StagedCall> calls;
   std::vector<ncclComm*> comms;  // distinct, each counted in its jobsInFlight
+  size_t pieces = 1;             // the most pieces of any call
+  std::vector<PieceRun> runs;    // one host function argument per piece
+  std::atomic<bool> failed{false};  // later pieces skip the executor
   // Captured into a CUDA graph: runs once per graph launch, so it keeps its
   // buffers and lives until its communicators are destroyed.
   bool captured = false;
 };
 
-// Bytes each side of a call moves (input read, output written) on this rank.
-void stagedSizes(const PendingCall& c, size_t* in, size_t* out) {
-  size_t bytes = c.count * datatypeSize(c.datatype);
-  size_t n = static_cast<size_t>(c.comm->nranks);
+// The streams a job's stages run on: all the user's first stream for a
+// single piece or a graph capture, else the communicator's own three.
+struct JobStreams {
+  StreamHandle in, run, out;
+};
+
+size_t pieceBytesSetting() {
+  static const size_t bytes = [] {
+    int64_t v = static_cast<int64_t>(kDefaultPieceBytes);
+    return env::getInt("GYRE_STAGING_PIECE_BYTES", &v) == ncclSuccess ? static_cast<size_t>(v) : kDefaultPieceBytes;
+  }();
+  return bytes;
+}
+
+// A call's own data is its count of elements; AllGather's output and
+// ReduceScatter's input hold one such block per rank ("rows"). A piece takes
+// the same element range of every row, so peers, which share count and
+// type, cut their calls alike.
+void planPieces(StagedCall* s) {
+  const PendingCall& c = s->host;
+  size_t elementSize = datatypeSize(c.datatype);
+  size_t byBytes = std::max<size_t>(1, pieceBytesSetting() / elementSize);
+  size_t byLimit = (c.count + kMaxPieces - 1) / kMaxPieces;
+  s->pieceCount = std::max(byBytes, byLimit);
+  s->pieces = c.count == 0 ? 1 : (c.count + s->pieceCount - 1) / s->pieceCount;
+}
+
+size_t inputRows(const PendingCall& c) { return c.coll == CollKind::ReduceScatter ? c.comm->nranks : 1; }
+size_t outputRows(const PendingCall& c) { return c.coll == CollKind::AllGather ? c.comm->nranks : 1; }
+
+// Which side of the call this rank moves at all.
+void stagedSides(const PendingCall& c, bool* in, bool* out) {
   bool root = c.comm->rank == c.root;
+  *in = *out = true;
   switch (c.coll) {
-    case CollKind::AllReduce: *in = bytes; *out = bytes; return;
-    case CollKind::Broadcast: *in = root ? bytes : 0; *out = bytes; return;  // sendbuff is read only at the root
-    case CollKind::Reduce: *in = bytes; *out = root ? bytes : 0; return;      // recvbuff is written only at the root
-    case CollKind::AllGather: *in = bytes; *out = bytes * n; return;
-    case CollKind::ReduceScatter: *in = bytes * n; *out = bytes; return;
-    case CollKind::SendRecv: *in = c.isSend ? bytes : 0; *out = c.isSend ? 0 : bytes; return;
+    case CollKind::Broadcast: *in = root; return;  // sendbuff is read only at the root
+    case CollKind::Reduce: *out = root; return;    // recvbuff is written only at the root
+    case CollKind::SendRecv: *in = c.isSend; *out = !c.isSend; return;
+    default: return;
   }
-  *in = *out = 0;
+}
+
+// Element range [first, first + count) of piece `piece`.
+void pieceRange(const StagedCall& s, size_t piece, size_t* first, size_t* count) {
+  *first = std::min(piece * s.pieceCount, s.host.count);
+  *count = std::min(s.pieceCount, s.host.count - *first);
 }
 
 // A host buffer of at least `bytes` from the communicator's pool; `capacity`
@@ -77,16 +126,29 @@ ncclResult_t takeBuffer(ncclComm* comm, size_t bytes, void** out, size_t* capaci
 }
 
 // Host functions may not call the runtime: these only touch host state.
-void runJob(void* arg) {
-  auto* job = static_cast<StagedJob*>(arg);
+// One piece of every call of the job, run together on the host executor.
+void runPiece(void* arg) {
+  auto* run = static_cast<PieceRun*>(arg);
+  StagedJob* job = run->job;
+  if (job->failed.load()) return;  // an earlier piece failed and said why; do not wait out timeouts again
   std::vector<std::unique_lock<std::mutex>> locks;
   std::vector<ncclComm*> order = job->comms;
   std::sort(order.begin(), order.end());  // a fixed order, so two jobs never lock crosswise
   for (ncclComm* c : order) locks.emplace_back(c->staging->executorMutex);
   std::vector<PendingCall> calls;
-  for (const StagedCall& c : job->calls) calls.push_back(c.host);
+  for (const StagedCall& s : job->calls) {
+    size_t first = 0, count = 0;
+    pieceRange(s, run->piece, &first, &count);
+    size_t elementSize = datatypeSize(s.host.datatype);
+    PendingCall c = s.host;
+    c.count = count;  // 0 past this call's last piece: the executor skips it
+    c.input = static_cast<const char*>(s.host.input) + inputRows(c) * first * elementSize;
+    c.output = static_cast<char*>(s.host.output) + outputRows(c) * first * elementSize;
+    calls.push_back(c);
+  }
   ncclResult_t r = runHostCalls(calls);
   if (r != ncclSuccess) {
+    job->failed.store(true);
     // The failing rank already marked its communicators; make sure each one
     // of this job reports the error through ncclCommGetAsyncError.
     std::string why = lastErrorText();
@@ -103,7 +165,9 @@ void runJob(void* arg) {
 
 // Each run of a captured job counts as in flight from its first node on.
 void beginCapturedJob(void* arg) {
-  for (ncclComm* comm : static_cast<StagedJob*>(arg)->comms) {
+  auto* job = static_cast<StagedJob*>(arg);
+  job->failed.store(false);  // each graph launch starts afresh
+  for (ncclComm* comm : job->comms) {
     std::lock_guard<std::mutex> lock(comm->staging->mutex);
     ++comm->staging->jobsInFlight;
   }
@@ -135,16 +199,29 @@ void finishJob(void* arg) {
   }
 }
 
-// The call's device input (and device-resident scalar) to its host buffers.
-ncclResult_t copyInputs(DeviceRuntime* rt, const StagedCall& s) {
-  if (s.inBytes) GYRE_CHECK(rt->copyAsync(s.stageIn, s.deviceInput, s.inBytes, s.host.stream));
-  if (s.deviceScalar)
-    GYRE_CHECK(rt->copyAsync(s.stageScalar, s.deviceScalar, datatypeSize(s.host.datatype), s.host.stream));
-  return ncclSuccess;
+// One piece between device and host: `rows` rows of the piece's elements,
+// a call's count apart on the device and back to back on the host.
+ncclResult_t copyPiece(DeviceRuntime* rt, const StagedCall& s, size_t piece, bool toHost, StreamHandle stream) {
+  size_t first = 0, count = 0;
+  pieceRange(s, piece, &first, &count);
+  if (count == 0) return ncclSuccess;
+  size_t elementSize = datatypeSize(s.host.datatype);
+  size_t rows = toHost ? inputRows(s.host) : outputRows(s.host);
+  size_t width = count * elementSize, devicePitch = s.host.count * elementSize;
+  char* host = static_cast<char*>(toHost ? s.stageIn : s.stageOut) + rows * first * elementSize;
+  if (toHost) {
+    const char* device = static_cast<const char*>(s.deviceInput) + first * elementSize;
+    if (rows == 1) return rt->copyAsync(host, device, width, stream);
+    return rt->copy2DAsync(host, width, device, devicePitch, width, rows, stream);
+  }
+  char* device = static_cast<char*>(s.deviceOutput) + first * elementSize;
+  if (rows == 1) return rt->copyAsync(device, host, width, stream);
+  return rt->copy2DAsync(device, devicePitch, host, width, width, rows, stream);
 }
 
 // Makes `waiter` wait for all work issued so far on `signaler`.
 ncclResult_t joinStreams(DeviceRuntime* rt, StreamHandle signaler, StreamHandle waiter) {
+  if (signaler == waiter) return ncclSuccess;
   EventHandle e = nullptr;
   GYRE_CHECK(rt->eventCreate(&e));
   ncclResult_t r = rt->eventRecord(e, signaler);
@@ -161,34 +238,69 @@ ncclResult_t joinOthers(DeviceRuntime* rt, const std::vector<StreamHandle>& stre
   return ncclSuccess;
 }
 
-// After the job: the output copies on each call's stream, then, on the
-// driver once every stream's copies are done, the buffers' return.
-ncclResult_t enqueueOutputs(DeviceRuntime* rt, const StagedJob& job, const std::vector<StreamHandle>& streams,
-                            StreamHandle driver) {
-  GYRE_CHECK(joinOthers(rt, streams, driver, false));
-  for (const StagedCall& s : job.calls)
-    if (s.outBytes) GYRE_CHECK(rt->copyAsync(s.deviceOutput, s.stageOut, s.outBytes, s.host.stream));
-  return joinOthers(rt, streams, driver, true);
+// The pipeline, from the moment the driver holds every stream's prior work
+// to the moment it holds the job's last output copy:
+//   in:  copy in 0 | copy in 1 | copy in 2 ...
+//   run:             run 0     | run 1     | run 2 ...
+//   out:                         copy out 0| copy out 1 ...
+// `queuedRun` says whether a host function holding the job was queued.
+ncclResult_t enqueuePieces(DeviceRuntime* rt, StagedJob* job, const JobStreams& js, StreamHandle driver,
+                           bool* queuedRun) {
+  GYRE_CHECK(joinStreams(rt, driver, js.in));
+  for (size_t piece = 0; piece < job->pieces; ++piece) {
+    for (const StagedCall& s : job->calls) {
+      if (s.movesInput) GYRE_CHECK(copyPiece(rt, s, piece, true, js.in));
+      if (piece == 0 && s.deviceScalar)
+        GYRE_CHECK(rt->copyAsync(s.stageScalar, s.deviceScalar, datatypeSize(s.host.datatype), js.in));
+    }
+    GYRE_CHECK(joinStreams(rt, js.in, js.run));
+    GYRE_CHECK(rt->hostFunc(js.run, runPiece, &job->runs[piece]));
+    *queuedRun = true;
+    GYRE_CHECK(joinStreams(rt, js.run, js.out));
+    for (const StagedCall& s : job->calls)
+      if (s.movesOutput) GYRE_CHECK(copyPiece(rt, s, piece, false, js.out));
+  }
+  return joinStreams(rt, js.out, driver);
 }
 
-// The same nodes into a graph being captured, bracketed by begin/end nodes
-// that count each launch in flight; the job (and its buffers, never returned
-// to the pool) belongs to its communicators from now on.
-ncclResult_t launchCapturedJob(DeviceRuntime* rt, std::unique_ptr<StagedJob> job,
-                               const std::vector<StreamHandle>& streams, StreamHandle driver) {
-  StagedJob* raw = job.get();
-  std::shared_ptr<StagedJob> owned(job.release());
-  for (ncclComm* comm : raw->comms) {
-    std::lock_guard<std::mutex> lock(comm->staging->mutex);
-    comm->staging->capturedJobs.push_back(owned);
+// The communicator's own streams, made on its device at first use.
+ncclResult_t pipelineStreams(ncclComm* comm, JobStreams* js) {
+  StagingState& s = *comm->staging;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.ownStreams[0]) {
+    DeviceRuntime* rt = deviceRuntime();
+    int previous = 0;
+    GYRE_CHECK(rt->currentDevice(&previous));
+    GYRE_CHECK(rt->setDevice(comm->cudaDev));
+    ncclResult_t r = ncclSuccess;
+    for (StreamHandle& stream : s.ownStreams)
+      if (r == ncclSuccess) r = rt->streamCreate(&stream);
+    rt->setDevice(previous);
+    GYRE_CHECK(r);
   }
-  GYRE_CHECK(rt->hostFunc(driver, beginCapturedJob, raw));
-  for (const StagedCall& s : raw->calls)
-    GYRE_CHECK(copyInputs(rt, s));
-  GYRE_CHECK(joinOthers(rt, streams, driver, true));
-  GYRE_CHECK(rt->hostFunc(driver, runJob, raw));
-  GYRE_CHECK(enqueueOutputs(rt, *raw, streams, driver));
-  return rt->hostFunc(driver, endCapturedJob, raw);
+  *js = {s.ownStreams[0], s.ownStreams[1], s.ownStreams[2]};
+  return ncclSuccess;
+}
+
+ncclResult_t prepareCall(const PendingCall& c, StagedCall* s) {
+  s->host = c;
+  s->deviceInput = c.input;
+  s->deviceOutput = c.output;
+  stagedSides(c, &s->movesInput, &s->movesOutput);
+  planPieces(s);
+  // Both buffers get the larger side's size: the executor wants valid
+  // pointers even where a side moves no bytes (a Broadcast's non-root input).
+  size_t need = c.count * datatypeSize(c.datatype) * std::max(inputRows(c), outputRows(c));
+  GYRE_CHECK(takeBuffer(c.comm, need, &s->stageIn, &s->inCapacity));
+  GYRE_CHECK(takeBuffer(c.comm, need, &s->stageOut, &s->outCapacity));
+  s->host.input = s->stageIn;
+  s->host.output = s->stageOut;
+  if (c.op >= ncclNumOps && c.coll != CollKind::SendRecv && c.comm->customOps[c.op - ncclNumOps].scalarPtr) {
+    s->deviceScalar = c.comm->customOps[c.op - ncclNumOps].scalarPtr;
+    GYRE_CHECK(takeBuffer(c.comm, datatypeSize(c.datatype), &s->stageScalar, &s->scalarCapacity));
+    s->host.stagedScalar = s->stageScalar;
+  }
+  return ncclSuccess;
 }
 
 }  // namespace
@@ -197,54 +309,55 @@ ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls) {
   DeviceRuntime* rt = deviceRuntime();
   if (!rt) return fail(ncclInvalidUsage, "device collectives need the CUDA runtime, which this build lacks");
   auto job = std::make_unique<StagedJob>();
+  std::vector<StreamHandle> streams;
   for (const PendingCall& c : calls) {
     bool capturing = false;
     GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
     job->captured |= capturing;
-  }
-  std::vector<StreamHandle> streams;
-  for (const PendingCall& c : calls) {
-    StagedCall s;
-    s.host = c;
-    s.deviceInput = c.input;
-    s.deviceOutput = c.output;
-    stagedSizes(c, &s.inBytes, &s.outBytes);
-    // Both buffers get the larger side's size: the executor wants valid
-    // pointers even where a side moves no bytes (a Broadcast's non-root input).
-    size_t need = std::max(s.inBytes, s.outBytes);
-    GYRE_CHECK(takeBuffer(c.comm, need, &s.stageIn, &s.inCapacity));
-    GYRE_CHECK(takeBuffer(c.comm, need, &s.stageOut, &s.outCapacity));
-    s.host.input = s.stageIn;
-    s.host.output = s.stageOut;
-    if (c.op >= ncclNumOps && c.coll != CollKind::SendRecv && c.comm->customOps[c.op - ncclNumOps].scalarPtr) {
-      s.deviceScalar = c.comm->customOps[c.op - ncclNumOps].scalarPtr;
-      GYRE_CHECK(takeBuffer(c.comm, datatypeSize(c.datatype), &s.stageScalar, &s.scalarCapacity));
-      s.host.stagedScalar = s.stageScalar;
-    }
-    job->calls.push_back(s);
+    job->calls.emplace_back();
+    GYRE_CHECK(prepareCall(c, &job->calls.back()));
+    job->pieces = std::max(job->pieces, job->calls.back().pieces);
     if (std::find(job->comms.begin(), job->comms.end(), c.comm) == job->comms.end()) job->comms.push_back(c.comm);
     if (std::find(streams.begin(), streams.end(), c.stream) == streams.end()) streams.push_back(c.stream);
   }
   StreamHandle driver = calls.front().stream;
-  if (job->captured) return launchCapturedJob(rt, std::move(job), streams, driver);
-  for (const StagedCall& s : job->calls)
-    GYRE_CHECK(copyInputs(rt, s));
+  // A captured graph stays on the user's stream (forking capture onto our
+  // streams would tie them to the graph); it runs its pieces one after another.
+  JobStreams js{driver, driver, driver};
+  if (job->pieces > 1 && !job->captured) GYRE_CHECK(pipelineStreams(job->comms.front(), &js));
+  for (size_t piece = 0; piece < job->pieces; ++piece) job->runs.push_back({job.get(), piece});
+
+  bool queuedRun = false;
   GYRE_CHECK(joinOthers(rt, streams, driver, true));
+  if (job->captured) {
+    // The job (and its buffers, never returned to the pool) belongs to its
+    // communicators from now on; begin/end nodes count each launch in flight.
+    StagedJob* raw = job.get();
+    std::shared_ptr<StagedJob> owned(job.release());
+    for (ncclComm* comm : raw->comms) {
+      std::lock_guard<std::mutex> lock(comm->staging->mutex);
+      comm->staging->capturedJobs.push_back(owned);
+    }
+    GYRE_CHECK(rt->hostFunc(driver, beginCapturedJob, raw));
+    GYRE_CHECK(enqueuePieces(rt, raw, js, driver, &queuedRun));
+    GYRE_CHECK(rt->hostFunc(driver, endCapturedJob, raw));
+    return joinOthers(rt, streams, driver, false);
+  }
   for (ncclComm* comm : job->comms) {
     std::lock_guard<std::mutex> lock(comm->staging->mutex);
     ++comm->staging->jobsInFlight;
   }
   StagedJob* raw = job.release();
-  ncclResult_t r = rt->hostFunc(driver, runJob, raw);
-  if (r != ncclSuccess) {
+  ncclResult_t r = enqueuePieces(rt, raw, js, driver, &queuedRun);
+  if (r != ncclSuccess && !queuedRun) {
     finishJob(raw);
     return r;
   }
-  // finishJob is queued even when an output copy could not be: the job is
-  // on the stream, and its communicators count it until finishJob runs.
-  ncclResult_t outputs = enqueueOutputs(rt, *raw, streams, driver);
+  // finishJob is queued even when a later copy could not be: the job is on
+  // a stream, and its communicators count it until finishJob runs.
   ncclResult_t finish = rt->hostFunc(driver, finishJob, raw);
-  return outputs != ncclSuccess ? outputs : finish;
+  ncclResult_t joined = joinOthers(rt, streams, driver, false);
+  return r != ncclSuccess ? r : finish != ncclSuccess ? finish : joined;
 }
 
 bool drainStaging(ncclComm* comm, double seconds) {
@@ -259,6 +372,9 @@ bool drainStaging(ncclComm* comm, double seconds) {
   s.allBuffers.clear();
   s.freeBuffers.clear();
   s.capturedJobs.clear();  // their graphs must not run again (as with NCCL, destroy after the graphs)
+  for (StreamHandle& stream : s.ownStreams)
+    if (stream && rt) rt->streamDestroy(stream);
+  for (StreamHandle& stream : s.ownStreams) stream = nullptr;
   return true;
 }
 

@@ -1,9 +1,12 @@
 // Collectives on device communicators, staged through page-locked host
-// memory: each call copies its device input to a host buffer on the user's
-// stream, a host function on that stream runs the call on the host executor
-// (the same schedules and transports as host communicators), and the result
-// is copied back on the stream. The call returns at once; the work completes
-// in stream order, as with NCCL. Collectives take this path when some pair of
+// memory: each call copies its device input to a host buffer, a host
+// function runs the call on the host executor (the same schedules and
+// transports as host communicators), and the result is copied back. Calls
+// above GYRE_STAGING_PIECE_BYTES are cut into pieces (the same element range
+// of every rank's block) that flow through three streams of the
+// communicator, so copies in and out overlap the transfer of other pieces;
+// smaller calls stay on the user's stream. The call returns at once; the
+// work completes in stream order, as with NCCL. Collectives take this path when some pair of
 // ranks cannot use p2p (other hosts, NCCL_P2P_DISABLE, GYRE_DEVICE_PATH=staged),
 // and send/recv always do; otherwise collectives run as kernels
 // (kernel_calls.h).
@@ -27,6 +30,7 @@
 
 #include "include/gyre.h"
 #include "src/enqueue/enqueue.h"
+#include "src/device/runtime.h"
 
 namespace gyre {
 
@@ -39,6 +43,9 @@ struct StagingState {
   int jobsInFlight = 0;
   std::vector<std::shared_ptr<void>> capturedJobs;  // jobs recorded into CUDA graphs (staging.cc)
   std::mutex executorMutex;  // one job at a time drives a communicator's connections
+  // Copy-in, host-run and copy-out streams of pipelined jobs (staging.cc),
+  // made at first use and destroyed with the buffers.
+  StreamHandle ownStreams[3] = {nullptr, nullptr, nullptr};
 };
 
 // Enqueues the calls (all on device communicators) on their streams.
