@@ -3,6 +3,7 @@
 #ifdef GYRE_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -17,8 +18,25 @@ namespace gyre {
 #ifdef GYRE_HAVE_CUDA
 namespace {
 
+std::atomic<bool> stickyErrorSeen{false};
+
+// The errors after which CUDA fails every call of the process (CUDA's
+// documentation: "the process must be terminated and relaunched").
+bool isSticky(cudaError_t err) {
+  switch (err) {
+    case cudaErrorIllegalAddress: case cudaErrorLaunchFailure: case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress: case cudaErrorInvalidAddressSpace: case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError: case cudaErrorAssert: case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable: case cudaErrorUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
 ncclResult_t check(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return ncclSuccess;
+  if (isSticky(err)) stickyErrorSeen.store(true);
   return fail(ncclUnhandledCudaError, "%s failed: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
 }
 
@@ -177,6 +195,7 @@ class CudaRuntime final : public DeviceRuntime {
     }
     return false;
   }
+  bool contextBroken() override { return stickyErrorSeen.load(); }
   ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) override {
     int err = launchCollectiveKernel(call, stream);
     if (err < 0) return fail(ncclInvalidArgument, "no collective kernel for datatype %d with op %d", call.datatype,

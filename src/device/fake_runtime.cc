@@ -1,3 +1,4 @@
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <algorithm>
@@ -159,11 +160,13 @@ class FakeRuntime final : public DeviceRuntime {
   }
 
   ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("cudaMemcpyAsync");
     stream_(stream).push([=] { memmove(dst, src, bytes); });
     return ncclSuccess;
   }
   ncclResult_t copy2DAsync(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width, size_t rows,
                            StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("cudaMemcpy2DAsync");
     stream_(stream).push([=] {
       for (size_t r = 0; r < rows; ++r)
         memmove(static_cast<char*>(dst) + r * dstPitch, static_cast<const char*>(src) + r * srcPitch, width);
@@ -190,6 +193,7 @@ class FakeRuntime final : public DeviceRuntime {
     delete reinterpret_cast<char*>(stream);
   }
   ncclResult_t hostFunc(StreamHandle stream, void (*fn)(void*), void* arg) override {
+    if (broken_.load()) return brokenContext("cudaLaunchHostFunc");
     stream_(stream).push([=] { fn(arg); });
     return ncclSuccess;
   }
@@ -201,6 +205,7 @@ class FakeRuntime final : public DeviceRuntime {
   }
   void eventDestroy(EventHandle e) override { delete static_cast<std::shared_ptr<FakeEvent>*>(e); }
   ncclResult_t eventRecord(EventHandle e, StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("cudaEventRecord");
     std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
     uint64_t generation;
     {
@@ -215,6 +220,7 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   ncclResult_t streamWaitEvent(StreamHandle stream, EventHandle e) override {
+    if (broken_.load()) return brokenContext("cudaStreamWaitEvent");
     std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
     uint64_t generation;
     {
@@ -228,6 +234,7 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   ncclResult_t eventQuery(EventHandle e, bool* done) override {
+    if (broken_.load()) return brokenContext("cudaEventQuery");
     std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
     std::lock_guard<std::mutex> lock(ev->mutex);
     *done = ev->completed >= ev->recorded;
@@ -245,6 +252,7 @@ class FakeRuntime final : public DeviceRuntime {
     for (const auto& op : graph.ops) stream_(stream).push(op);
   }
   ncclResult_t streamSynchronize(StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("cudaStreamSynchronize");
     stream_(stream).synchronize();
     return ncclSuccess;
   }
@@ -317,12 +325,31 @@ class FakeRuntime final : public DeviceRuntime {
   }
   // The kernel, as host threads (kernels/host_emulation.h) in stream order.
   ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("collective kernel launch");
     stream_(stream).push([call] { runCallOnHostThreads(call); });
     return ncclSuccess;
   }
 
  private:
   static constexpr int kDevices = 8;
+
+  // fakeBreakContext: every later stream-ordered call fails with its text.
+  ncclResult_t brokenContext(const char* call) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fail(ncclUnhandledCudaError, "%s failed: %s", call, brokenText_.c_str());
+  }
+
+ public:
+  bool contextBroken() override { return broken_.load(); }
+  void breakContext(const char* text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    brokenText_ = text;
+    broken_.store(true);
+  }
+
+ private:
+  std::atomic<bool> broken_{false};
+  std::string brokenText_;
 
   // Any handle names a stream (tests make them up); streams live as long as the process.
   FakeStream& stream_(StreamHandle h) {
@@ -362,6 +389,7 @@ FakeRuntime* theFake();
 void fakeBeginCapture(cudaStream_t stream, FakeGraph* graph) { theFake()->beginCapture(stream, graph); }
 void fakeEndCapture(cudaStream_t stream) { theFake()->endCapture(stream); }
 void fakeLaunchGraph(const FakeGraph& graph, cudaStream_t stream) { theFake()->launchGraph(graph, stream); }
+void fakeBreakContext(const char* cudaErrorText) { theFake()->breakContext(cudaErrorText); }
 
 namespace {
 int64_t fakeMode() {

@@ -259,6 +259,7 @@ ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls) {
 
 ncclResult_t pollKernelStatus(ncclComm* comm) {
   if (!comm->kernels || !comm->kernels->statusHost) return ncclSuccess;
+  checkDeviceFault(comm);
   const DeviceStatus& st = *comm->kernels->statusHost;
   int32_t kind = __atomic_load_n(&st.error, __ATOMIC_ACQUIRE);
   if (kind == kDeviceOk) return ncclSuccess;
@@ -276,6 +277,11 @@ ncclResult_t pollKernelStatus(ncclComm* comm) {
              "for %s rank %d (%s pid %d); it is stalled, dead, or not making the matching call", coll, op, st.channel,
              st.step + 1, comm->rank, comm->collTimeoutSeconds, st.waitingForData ? "data from" : "buffer space at",
              st.peer, p.host, p.pid);
+  else if (kind == kDeviceAborted && st.deadPeer > 0 && st.deadPeer == st.noticeFrom)
+    r = fail(ncclRemoteError, "%s #%llu (channel %d, step %u): rank %d reported its own failure (see that rank's "
+             "error: a CUDA error or a failed call) while the kernel of rank %d waited for %s rank %d", coll, op,
+             st.channel, st.step + 1, st.noticeFrom - 1, comm->rank, st.waitingForData ? "data from" : "buffer space at",
+             st.peer);
   else if (kind == kDeviceAborted && st.deadPeer > 0 && st.noticeFrom > 0)
     r = fail(ncclRemoteError, "%s #%llu (channel %d, step %u): rank %d reported that rank %d failed or stopped "
              "responding (a mismatched call or a stalled peer; see that rank's error) while the kernel of rank %d "

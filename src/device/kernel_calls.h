@@ -49,7 +49,8 @@ struct KernelState {
   // The last launch on each stream, so destroy can wait for them.
   std::vector<std::pair<cudaStream_t, void*>> lastLaunch;
   bool errorReported = false;
-  std::atomic<bool> announced{false};  // announceKernelFailure ran
+  std::atomic<bool> announced{false};  // a failure was announced to the peers
+  std::atomic<bool> faulted{false};    // checkDeviceFault found a sticky CUDA error
   KernelWatchdog watchdog;
 };
 

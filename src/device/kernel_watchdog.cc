@@ -1,10 +1,13 @@
 #include "src/device/kernel_watchdog.h"
 
 #include <chrono>
+#include <string>
 
 #include "src/comm/comm.h"
 #include "src/device/kernel_calls.h"
+#include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/device/runtime.h"
 #include "transport/p2p/p2p_transport.h"
 
 namespace gyre {
@@ -29,18 +32,50 @@ void abortFor(ncclComm* comm, int culprit, int reporter) {
 
 }  // namespace
 
-void announceKernelFailure(ncclComm* comm) {
-  KernelState& k = *comm->kernels;
-  const DeviceStatus* st = k.statusHost;
-  int32_t kind = __atomic_load_n(&st->error, __ATOMIC_ACQUIRE);
-  int culprit = -1;
-  if (kind == kDeviceTimeout || kind == kDeviceMismatch || kind == kDevicePeerGone) culprit = st->peer;
-  else if (kind == kDeviceAborted && st->deadPeer > 0 && st->noticeFrom > 0) culprit = st->deadPeer - 1;  // pass it on
-  if (culprit < 0 || k.announced.exchange(true)) return;
+void announceCulprit(ncclComm* comm, int culprit) {
+  if (culprit < 0 || comm->kernels->announced.exchange(true)) return;
   anyP2P(comm, [&](Connection* c) {
     c->transport->sendAbortNotice(*c, culprit);
     return false;
   });
+}
+
+void announceKernelFailure(ncclComm* comm) {
+  const DeviceStatus* st = comm->kernels->statusHost;
+  int32_t kind = __atomic_load_n(&st->error, __ATOMIC_ACQUIRE);
+  int culprit = -1;
+  if (kind == kDeviceTimeout || kind == kDeviceMismatch || kind == kDevicePeerGone) culprit = st->peer;
+  else if (kind == kDeviceAborted && st->deadPeer > 0 && st->noticeFrom > 0) culprit = st->deadPeer - 1;  // pass it on
+  announceCulprit(comm, culprit);
+}
+
+void failOnDeviceError(ncclComm* comm, ncclResult_t code) {
+  markCommFailed(comm, code, comm->rank);  // tells host-executor peers (staged calls)
+  if (comm->kernels) announceCulprit(comm, comm->rank);
+}
+
+void checkDeviceFault(ncclComm* comm) {
+  KernelState& k = *comm->kernels;
+  if (k.faulted.load()) return;
+  DeviceRuntime* rt = deviceRuntime();
+  bool broken = false;
+  {
+    std::lock_guard<std::mutex> lock(k.mutex);
+    for (auto& [stream, e] : k.lastLaunch) {
+      bool done = false;
+      if (rt->eventQuery(e, &done) != ncclSuccess) {
+        broken = true;
+        break;
+      }
+    }
+  }
+  if (!broken || k.faulted.exchange(true)) return;
+  std::string why = lastErrorText();
+  ncclResult_t r = fail(ncclUnhandledCudaError, "rank %d: the GPU (device %d) reports a sticky CUDA error after a "
+                        "collective kernel: %s; this process can no longer use it", comm->rank, comm->cudaDev,
+                        why.c_str());
+  GYRE_WARN("%s", lastErrorText());
+  failOnDeviceError(comm, r);
 }
 
 void KernelWatchdog::start(ncclComm* comm) {
@@ -62,6 +97,7 @@ void KernelWatchdog::run(ncclComm* comm) {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, kWatchInterval, [&] { return stopping_; })) {
     DeviceStatus* st = comm->kernels->statusHost;
+    checkDeviceFault(comm);
     announceKernelFailure(comm);
     if (st->abort) continue;
     anyP2P(comm, [&](Connection* c) {

@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include "include/gyre.h"
+
 struct ncclComm;
 
 namespace gyre {
@@ -23,6 +25,17 @@ namespace gyre {
 // pollKernelStatus, so the notice leaves before the application, seeing the
 // error, aborts and closes the connections.
 void announceKernelFailure(ncclComm* comm);
+
+// This rank hit a CUDA error it cannot get past (the error text is set): the
+// communicator fails with `code` and every peer is told this rank is the
+// culprit, so their kernels or staged calls stop now, naming it.
+void failOnDeviceError(ncclComm* comm, ncclResult_t code);
+
+// A kernel that faulted (an illegal address, say) leaves a sticky error in
+// the context and never writes its status block; the events of the last
+// launches report it. Then failOnDeviceError with ncclUnhandledCudaError and
+// the CUDA text. Called by the watchdog and by pollKernelStatus.
+void checkDeviceFault(ncclComm* comm);
 
 class KernelWatchdog {
  public:

@@ -76,6 +76,9 @@ class DeviceRuntime {
   virtual bool deviceAtBusId(int64_t busId, int* device) = 0;
   // Enqueues the collective kernel (one block per lane) on the stream.
   virtual ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) = 0;
+  // Whether a call has failed with a sticky error (a kernel's illegal
+  // address, say): the context then fails every call until the process ends.
+  virtual bool contextBroken() = 0;
   // Tests only (GYRE_FAKE_CUDA=2): every collective call waits for its
   // streams before returning, so host-memory test programs, which read
   // results right after the call, run unchanged on device communicators.

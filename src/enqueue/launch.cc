@@ -9,6 +9,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/kernel_calls.h"
+#include "src/device/kernel_watchdog.h"
 #include "src/device/runtime.h"
 #include "src/device/staging.h"
 #include "src/enqueue/arg_checks.h"
@@ -348,8 +349,14 @@ ncclResult_t launchCalls(std::vector<PendingCall>& calls) {
   std::vector<PendingCall> kernelCalls, stagedCalls;
   for (const PendingCall& c : calls)
     (c.comm->deviceKernels && c.coll != CollKind::SendRecv ? kernelCalls : stagedCalls).push_back(c);
-  if (!kernelCalls.empty()) GYRE_CHECK(launchKernelCalls(kernelCalls));
-  if (!stagedCalls.empty()) GYRE_CHECK(launchStagedCalls(stagedCalls));
+  ncclResult_t r = kernelCalls.empty() ? ncclSuccess : launchKernelCalls(kernelCalls);
+  if (r == ncclSuccess && !stagedCalls.empty()) r = launchStagedCalls(stagedCalls);
+  if (r == ncclUnhandledCudaError && deviceRuntime()->contextBroken()) {
+    // The context is broken (CUDA errors are sticky): the communicators
+    // cannot run again, and peers waiting on this rank should hear it now.
+    for (const PendingCall& c : calls) failOnDeviceError(c.comm, r);
+  }
+  GYRE_CHECK(r);
   if (DeviceRuntime* rt = deviceRuntime(); rt && rt->synchronousForTests()) {
     for (const PendingCall& c : calls) GYRE_CHECK(rt->streamSynchronize(c.stream));
     for (const PendingCall& c : calls) GYRE_CHECK(checkUsable(c.comm, c.coll));

@@ -256,6 +256,58 @@ TEST_CASE("a device collective whose peer is killed fails naming it, long before
   CHECK(result.allOk());
 }
 
+TEST_CASE("a sticky CUDA error fails the communicator with ncclUnhandledCudaError; the peer is told at once",
+          "[device][faults]") {
+  RankOptions o = deviceOptions(60);
+  o.env.push_back({"GYRE_TIMEOUT", "60"});  // only the failing rank's notice can end the peer's wait in time
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initDeviceComm(&comm, rank, n, id) != 0) return 1;
+        std::vector<float> buf(4096, 1.f);
+        cudaStream_t stream = fakeStream(40 + rank);
+        RANK_CHECK(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, stream) ==
+                       ncclSuccess, "first allreduce: %s", lastError().c_str());
+        gyre::deviceRuntime()->streamSynchronize(stream);
+        RANK_CHECK(buf[0] == 2.f, "rank %d: first allreduce gave %g", rank, buf[0]);
+        if (rank == 0) {
+          // As a kernel's illegal address leaves the context: every later call fails.
+          gyre::fakeBreakContext("an illegal memory access was encountered (cudaErrorIllegalAddress)");
+          ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, stream);
+          std::string text = ncclGetLastError(comm);
+          RANK_CHECK(r == ncclUnhandledCudaError, "rank 0: a call on a broken context returned %d (%s)", int(r),
+                     text.c_str());
+          RANK_CHECK(text.find("illegal memory access") != std::string::npos,
+                     "rank 0: the error does not carry CUDA's text: %s", text.c_str());
+          ncclResult_t async = ncclSuccess;
+          ncclCommGetAsyncError(comm, &async);
+          RANK_CHECK(async == ncclUnhandledCudaError, "rank 0: ncclCommGetAsyncError says %d", int(async));
+          // Stay connected: the peer must learn from the notice, not from a close.
+          std::this_thread::sleep_for(std::chrono::seconds(12));
+          RANK_CHECK(ncclCommAbort(comm) == ncclSuccess, "rank 0: abort on a broken context: %s",
+                     lastError().c_str());
+          return 0;
+        }
+        double start = monotonicSeconds();
+        RANK_CHECK(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, stream) ==
+                       ncclSuccess, "enqueue: %s", lastError().c_str());
+        gyre::deviceRuntime()->streamSynchronize(stream);
+        double waited = monotonicSeconds() - start;
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(comm, &async);
+        std::string text = ncclGetLastError(comm);
+        RANK_CHECK(async != ncclSuccess, "rank 1: the failed peer went unnoticed");
+        RANK_CHECK(text.find("rank 0") != std::string::npos, "rank 1: error does not name rank 0: %s", text.c_str());
+        RANK_CHECK(waited < 10, "rank 1: took %.1f s to learn of the failure (GYRE_TIMEOUT is 60)", waited);
+        ncclCommAbort(comm);
+        return 0;
+      },
+      o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
 TEST_CASE("device allreduces whose counts differ between ranks fail on both, the peer told at once",
           "[device][faults]") {
   RankOptions o = deviceOptions(60);
