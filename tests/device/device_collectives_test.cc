@@ -121,6 +121,26 @@ bool checkCase(ncclComm_t comm, int rank, int nranks, ncclDataType_t type, ncclR
   return true;
 }
 
+// An AllReduce some peer cannot complete: enqueues it, waits for the
+// stream, and reports how long that took and the error the rank then has.
+struct FailedCall {
+  double waited = 0;
+  ncclResult_t async = ncclSuccess;
+  std::string text;
+};
+
+int awaitFailedAllReduce(ncclComm_t comm, int rank, float* buf, size_t count, cudaStream_t stream, FailedCall* out) {
+  double start = monotonicSeconds();
+  RANK_CHECK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, stream) == ncclSuccess,
+             "rank %d: enqueue: %s", rank, lastError().c_str());
+  gyre::deviceRuntime()->streamSynchronize(stream);
+  out->waited = monotonicSeconds() - start;
+  ncclCommGetAsyncError(comm, &out->async);
+  out->text = ncclGetLastError(comm);
+  RANK_CHECK(out->async != ncclSuccess, "rank %d: the failure went unnoticed", rank);
+  return 0;
+}
+
 }  // namespace
 
 TEST_CASE("device communicators on one fake GPU: every collective returns at once and is right in stream order",
@@ -235,19 +255,11 @@ TEST_CASE("a device collective whose peer is killed fails naming it, long before
           std::this_thread::sleep_for(std::chrono::seconds(30));
           return 1;
         }
-        double start = monotonicSeconds();
-        RANK_CHECK(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, stream) ==
-                       ncclSuccess,
-                   "enqueue: %s", lastError().c_str());
-        gyre::deviceRuntime()->streamSynchronize(stream);
-        double waited = monotonicSeconds() - start;
-        ncclResult_t async = ncclSuccess;
-        ncclCommGetAsyncError(comm, &async);
-        RANK_CHECK(async != ncclSuccess, "rank %d: the killed peer went unnoticed", rank);
-        std::string text = ncclGetLastError(comm);
-        RANK_CHECK(text.find("rank 2") != std::string::npos, "rank %d: error does not name rank 2: %s", rank,
-                   text.c_str());
-        RANK_CHECK(waited < 20, "rank %d: took %.1f s to notice (GYRE_TIMEOUT is 60)", rank, waited);
+        FailedCall f;
+        if (awaitFailedAllReduce(comm, rank, buf.data(), buf.size(), stream, &f) != 0) return 1;
+        RANK_CHECK(f.text.find("rank 2") != std::string::npos, "rank %d: error does not name rank 2: %s", rank,
+                   f.text.c_str());
+        RANK_CHECK(f.waited < 20, "rank %d: took %.1f s to notice (GYRE_TIMEOUT is 60)", rank, f.waited);
         ncclCommAbort(comm);
         return 0;
       },
@@ -289,17 +301,11 @@ TEST_CASE("a sticky CUDA error fails the communicator with ncclUnhandledCudaErro
                      lastError().c_str());
           return 0;
         }
-        double start = monotonicSeconds();
-        RANK_CHECK(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, stream) ==
-                       ncclSuccess, "enqueue: %s", lastError().c_str());
-        gyre::deviceRuntime()->streamSynchronize(stream);
-        double waited = monotonicSeconds() - start;
-        ncclResult_t async = ncclSuccess;
-        ncclCommGetAsyncError(comm, &async);
-        std::string text = ncclGetLastError(comm);
-        RANK_CHECK(async != ncclSuccess, "rank 1: the failed peer went unnoticed");
-        RANK_CHECK(text.find("rank 0") != std::string::npos, "rank 1: error does not name rank 0: %s", text.c_str());
-        RANK_CHECK(waited < 10, "rank 1: took %.1f s to learn of the failure (GYRE_TIMEOUT is 60)", waited);
+        FailedCall f;
+        if (awaitFailedAllReduce(comm, rank, buf.data(), buf.size(), stream, &f) != 0) return 1;
+        RANK_CHECK(f.text.find("rank 0") != std::string::npos, "rank 1: error does not name rank 0: %s",
+                   f.text.c_str());
+        RANK_CHECK(f.waited < 10, "rank 1: took %.1f s to learn of the failure (GYRE_TIMEOUT is 60)", f.waited);
         ncclCommAbort(comm);
         return 0;
       },
@@ -320,15 +326,10 @@ TEST_CASE("device allreduces whose counts differ between ranks fail on both, the
         std::vector<float> buf(2048, 1.f);
         cudaStream_t stream = fakeStream(30 + rank);
         const size_t count = rank == 1 ? 1024 : 2048;
-        double start = monotonicSeconds();
-        RANK_CHECK(ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, stream) == ncclSuccess,
-                   "enqueue: %s", lastError().c_str());
-        gyre::deviceRuntime()->streamSynchronize(stream);
-        double waited = monotonicSeconds() - start;
-        ncclResult_t async = ncclSuccess;
-        ncclCommGetAsyncError(comm, &async);
-        std::string text = ncclGetLastError(comm);
-        RANK_CHECK(async != ncclSuccess, "rank %d: the mismatch went unnoticed", rank);
+        FailedCall f;
+        if (awaitFailedAllReduce(comm, rank, buf.data(), count, stream, &f) != 0) return 1;
+        const std::string& text = f.text;
+        const double waited = f.waited;
         // A rank that receives from the odd one out says "mismatched"; the
         // others learn of it from its notice (or see it leave) and name a peer.
         const bool detector = text.find("mismatched") != std::string::npos;
