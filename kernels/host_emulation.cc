@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/direct_work.h"
 #include "kernels/lane_loop.h"
 #include "kernels/op_dispatch.h"
 
@@ -84,6 +85,22 @@ ncclResult_t runCallOnHostThreads(const DeviceCall& call) {
                           runLane<typename Op::Elem, Op>(ctx, call, call.lanes[0], op);
                         }
                         for (std::thread& t : blocks) t.join();
+                        return ncclSuccess;
+                      });
+}
+
+}  // namespace gyre
+
+namespace gyre {
+
+ncclResult_t runDirectOnHost(const DirectCall& call) {
+  if (call.abort && *call.abort) return ncclSuccess;
+  OpParams params{call.nranks, call.hasScalar != 0, call.scalar};
+  return visitTypedOp(static_cast<ncclDataType_t>(call.datatype), static_cast<ncclRedOp_t>(call.redop), params,
+                      [&](auto op) {
+                        using Op = decltype(op);
+                        loadScalar(op, call.scalarPtr);
+                        directElements<typename Op::Elem, Op>(call, op, 0, 1);
                         return ncclSuccess;
                       });
 }

@@ -6,11 +6,15 @@
 
 #include "include/gyre.h"
 #include "kernels/device_work.h"
+#include "kernels/direct_work.h"
 
 namespace gyre {
 
 // Runs every lane of `call` to the end (lanes in parallel); errors land in
 // call.status as on the device. Fails only for an unsupported type/op.
 ncclResult_t runCallOnHostThreads(const DeviceCall& call);
+
+// The direct executor's kernel (kernels/direct_work.h) on the calling thread.
+ncclResult_t runDirectOnHost(const DirectCall& call);
 
 }  // namespace gyre

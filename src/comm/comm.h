@@ -15,6 +15,7 @@
 #include "include/gyre.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/comm_topology.h"
+#include "src/device/direct_calls.h"
 #include "src/device/kernel_calls.h"
 #include "src/device/staging.h"
 #include "src/host/progress.h"
@@ -97,6 +98,9 @@ struct ncclComm {
   // collectives as kernels (src/device/kernel_calls.h); send/recv stay staged.
   bool deviceKernels = false;
   std::unique_ptr<gyre::KernelState> kernels;
+  // GYRE_DEVICE_PATH=direct: collectives over IPC-mapped buffers of ranks
+  // sharing one GPU (src/device/direct_calls.h); the rest staged.
+  std::unique_ptr<gyre::DirectState> direct;
   std::vector<gyre::Channel> channels;   // ring channels made at init
   int minChannels = 1;                    // NCCL_MIN_NCHANNELS: the planner uses at least this many
   std::vector<gyre::CommTree> trees;  // the two trees of the double binary tree

@@ -6,6 +6,7 @@
 #include "src/comm/comm_init.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/device/direct_calls.h"
 #include "src/device/kernel_calls.h"
 #include "src/device/staging.h"
 
@@ -22,9 +23,12 @@ ncclResult_t drainStagedJobs(ncclComm_t comm, bool abort) {
   if (!comm->staging) return ncclSuccess;
   if (abort) comm->abortFlag.store(true);
   double wait = abort ? kAbortDrainSeconds : comm->collTimeoutSeconds;
-  if (drainStaging(comm, wait) && drainKernels(comm, abort, wait)) return ncclSuccess;
+  if (drainDirect(comm, abort, wait) && drainStaging(comm, wait) && drainKernels(comm, abort, wait))
+    return ncclSuccess;
   comm->abortFlag.store(true);
-  if (drainStaging(comm, kAbortDrainSeconds) && drainKernels(comm, true, kAbortDrainSeconds)) return ncclSuccess;
+  if (drainDirect(comm, true, kAbortDrainSeconds) && drainStaging(comm, kAbortDrainSeconds) &&
+      drainKernels(comm, true, kAbortDrainSeconds))
+    return ncclSuccess;
   return fail(ncclInternalError, "%s: collectives are still queued on a stream that does not advance; the "
                                  "communicator of rank %d is left allocated",
               abort ? "ncclCommAbort" : "ncclCommDestroy", comm->rank);
@@ -44,6 +48,7 @@ void markCommFailed(ncclComm* comm, ncclResult_t code, int culprit) {
 
 void releaseCommResources(ncclComm* comm) {
   drainKernels(comm, true, kAbortDrainSeconds);  // a no-op after destroy's drain; frees a failed init's state
+  drainDirect(comm, true, kAbortDrainSeconds);
   comm->progress.clear();
   // A connection whose set-up failed half way has no state to close.
   auto close = [](Connection& c) {

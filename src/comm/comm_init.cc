@@ -107,6 +107,7 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   comm->topology = std::make_unique<CommTopology>();
   GYRE_CHECK(discoverTopology(comm, deadline, comm->topology.get()));
   GYRE_CHECK(chooseDeviceExecutor(comm, deadline));
+  GYRE_CHECK(setupDirect(comm, deadline));
   if (comm->deviceKernels) GYRE_CHECK(planKernelRings(comm, comm->topology.get()));
   int nchannels = static_cast<int>(comm->topology->rings.channels.size());
   comm->minChannels = std::min(comm->topology->minChannels, nchannels);

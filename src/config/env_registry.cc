@@ -51,9 +51,10 @@ const std::vector<VarSpec>& registry() {
       {"GYRE_FAKE_CUDA", Type::Int, "0", "0..2",
        "tests only: device communicators run on a fake CUDA runtime (host memory as device memory, a thread per "
        "stream; 2: each collective call also waits for its streams)", 0, 2},
-      {"GYRE_DEVICE_PATH", Type::Choice, "auto", "auto,kernels,staged",
+      {"GYRE_DEVICE_PATH", Type::Choice, "auto", "auto,kernels,staged,direct",
        "device communicators: collective kernels over p2p connections (kernels), staging through host memory over "
-       "shm/socket (staged), or kernels whenever every rank pair can use p2p (auto)"},
+       "shm/socket (staged), kernels whenever every rank pair can use p2p (auto), or, for ranks of different "
+       "processes sharing one GPU, one pass over each other's buffers mapped by CUDA IPC (direct)"},
       {"GYRE_STAGING_PIECE_BYTES", Type::Int, "1048576", "1..1073741824",
        "staged device collectives: bytes of a rank's block per pipeline piece (larger calls overlap their host "
        "copies with the transfer; at most 64 pieces per call; same value on every rank)", 1, 1073741824},

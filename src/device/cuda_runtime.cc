@@ -8,7 +8,10 @@
 #include <map>
 #include <mutex>
 
+#include <cuda.h>
+
 #include "kernels/collective_kernel.h"
+#include "kernels/direct_kernel.h"
 #endif
 
 #include "src/debug/error.h"
@@ -196,6 +199,33 @@ class CudaRuntime final : public DeviceRuntime {
     return false;
   }
   bool contextBroken() override { return stickyErrorSeen.load(); }
+
+  ncclResult_t allocationOf(const void* p, void** base, size_t* size) override {
+    GYRE_CHECK(loadDriverCalls());
+    CUdeviceptr b = 0;
+    CUresult r = driver_.memGetAddressRange(&b, size, reinterpret_cast<CUdeviceptr>(p));
+    if (r != CUDA_SUCCESS) return driverFailure(r, "cuMemGetAddressRange");
+    *base = reinterpret_cast<void*>(b);
+    return ncclSuccess;
+  }
+  ncclResult_t streamWaitFlag(StreamHandle stream, const uint32_t* flag, uint32_t value) override {
+    GYRE_CHECK(loadDriverCalls());
+    CUresult r = driver_.waitValue32(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(flag), value,
+                                     CU_STREAM_WAIT_VALUE_GEQ);
+    return r == CUDA_SUCCESS ? ncclSuccess : driverFailure(r, "cuStreamWaitValue32");
+  }
+  ncclResult_t streamWriteFlag(StreamHandle stream, uint32_t* flag, uint32_t value) override {
+    GYRE_CHECK(loadDriverCalls());
+    CUresult r = driver_.writeValue32(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(flag), value,
+                                      CU_STREAM_WRITE_VALUE_DEFAULT);
+    return r == CUDA_SUCCESS ? ncclSuccess : driverFailure(r, "cuStreamWriteValue32");
+  }
+  ncclResult_t launchDirect(const DirectCall& call, StreamHandle stream) override {
+    int err = launchDirectKernel(call, stream);
+    if (err < 0) return fail(ncclInvalidArgument, "no direct kernel for datatype %d with op %d", call.datatype,
+                             call.redop);
+    return check(static_cast<cudaError_t>(err), "direct kernel launch");
+  }
   ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) override {
     int err = launchCollectiveKernel(call, stream);
     if (err < 0) return fail(ncclInvalidArgument, "no collective kernel for datatype %d with op %d", call.datatype,
@@ -217,6 +247,36 @@ class CudaRuntime final : public DeviceRuntime {
 
   std::mutex mutex_;
   std::map<int, cudaStream_t> privateStreams_;
+
+  // Driver calls the runtime API lacks, found through the runtime (so
+  // libgyre needs no link against libcuda, which machines without a GPU lack).
+  struct DriverCalls {
+    CUresult (*memGetAddressRange)(CUdeviceptr*, size_t*, CUdeviceptr) = nullptr;
+    CUresult (*waitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
+    CUresult (*writeValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
+  } driver_;
+  bool driverLoaded_ = false;
+
+  ncclResult_t loadDriverCalls() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (driverLoaded_) return ncclSuccess;
+    auto find = [](const char* name, void** fn) {
+      cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+      cudaError_t err = cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &found);
+      if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || !*fn)
+        return fail(ncclUnhandledCudaError, "the CUDA driver does not provide %s (%s)", name,
+                    err != cudaSuccess ? cudaGetErrorString(err) : "symbol not found");
+      return ncclSuccess;
+    };
+    GYRE_CHECK(find("cuMemGetAddressRange", reinterpret_cast<void**>(&driver_.memGetAddressRange)));
+    GYRE_CHECK(find("cuStreamWaitValue32", reinterpret_cast<void**>(&driver_.waitValue32)));
+    GYRE_CHECK(find("cuStreamWriteValue32", reinterpret_cast<void**>(&driver_.writeValue32)));
+    driverLoaded_ = true;
+    return ncclSuccess;
+  }
+  static ncclResult_t driverFailure(CUresult r, const char* what) {
+    return fail(ncclUnhandledCudaError, "%s failed: CUDA driver error %d", what, static_cast<int>(r));
+  }
 
   struct RelaxedCapture {
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;

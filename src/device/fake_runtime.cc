@@ -1,4 +1,5 @@
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <algorithm>
@@ -131,7 +132,7 @@ class FakeRuntime final : public DeviceRuntime {
       return fail(ncclSystemError, "fake CUDA: cannot map %zu bytes of device memory: %s", size, strerror(err));
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    allocations_[p] = {fd, size};
+    allocations_[p] = {fd, size, ++allocationSerial_};
     *out = p;
     return ncclSuccess;
   }
@@ -279,7 +280,7 @@ class FakeRuntime final : public DeviceRuntime {
     if (it == allocations_.end())
       return fail(ncclInvalidArgument, "fake CUDA: cudaIpcGetMemHandle of %p, which is not a device allocation",
                   devicePtr);
-    FakeIpc h{{'G', 'Y', 'R', 'E', 'F', 'I', 'P', 'C'}, getpid(), it->second.fd, it->second.size};
+    FakeIpc h{{'G', 'Y', 'R', 'E', 'F', 'I', 'P', 'C'}, getpid(), it->second.fd, it->second.size, it->second.serial};
     memset(out, 0, sizeof(*out));
     memcpy(out->bytes, &h, sizeof(h));
     return ncclSuccess;
@@ -323,6 +324,37 @@ class FakeRuntime final : public DeviceRuntime {
     *device = d;
     return true;
   }
+  ncclResult_t allocationOf(const void* p, void** base, size_t* size) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = allocations_.upper_bound(const_cast<void*>(p));
+    if (it != allocations_.begin()) {
+      --it;
+      if (static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second.size) {
+        *base = it->first;
+        *size = it->second.size;
+        return ncclSuccess;
+      }
+    }
+    return fail(ncclInvalidArgument, "fake CUDA: %p is not in a device allocation (cuMemGetAddressRange)", p);
+  }
+  ncclResult_t streamWaitFlag(StreamHandle stream, const uint32_t* flag, uint32_t value) override {
+    if (broken_.load()) return brokenContext("cuStreamWaitValue32");
+    stream_(stream).push([flag, value] {
+      while (static_cast<int32_t>(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - value) < 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    });
+    return ncclSuccess;
+  }
+  ncclResult_t streamWriteFlag(StreamHandle stream, uint32_t* flag, uint32_t value) override {
+    if (broken_.load()) return brokenContext("cuStreamWriteValue32");
+    stream_(stream).push([flag, value] { __atomic_store_n(flag, value, __ATOMIC_RELEASE); });
+    return ncclSuccess;
+  }
+  ncclResult_t launchDirect(const DirectCall& call, StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("direct kernel launch");
+    stream_(stream).push([call] { runDirectOnHost(call); });
+    return ncclSuccess;
+  }
   // The kernel, as host threads (kernels/host_emulation.h) in stream order.
   ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("collective kernel launch");
@@ -349,6 +381,7 @@ class FakeRuntime final : public DeviceRuntime {
 
  private:
   std::atomic<bool> broken_{false};
+  uint64_t allocationSerial_ = 0;
   std::string brokenText_;
 
   // Any handle names a stream (tests make them up); streams live as long as the process.
@@ -362,12 +395,14 @@ class FakeRuntime final : public DeviceRuntime {
   struct Allocation {
     int fd;
     size_t size;
+    uint64_t serial;  // unique per allocation: fd numbers are reused, handles must not be
   };
   struct FakeIpc {
     char magic[8];
     int32_t pid;
     int32_t fd;
     uint64_t size;
+    uint64_t serial;
   };
   static_assert(sizeof(FakeIpc) <= sizeof(IpcHandle));
 

@@ -175,6 +175,7 @@ ncclResult_t chooseDeviceExecutor(ncclComm* comm, const Deadline& deadline) {
   if (comm->isHost) return ncclSuccess;
   std::string mode = env::getString("GYRE_DEVICE_PATH");
   if (mode.empty()) mode = "auto";
+  if (mode == "direct") return ncclSuccess;  // setupDirect; collectives it cannot run are staged
   DeviceRuntime* rt = deviceRuntime();
   // Per rank: {every edge may be p2p, shares its GPU with another process}.
   std::vector<std::array<int32_t, 2>> facts(comm->nranks, {0, 0});

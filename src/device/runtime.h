@@ -10,6 +10,7 @@
 
 #include "include/gyre.h"
 #include "kernels/device_work.h"
+#include "kernels/direct_work.h"
 
 namespace gyre {
 
@@ -76,6 +77,16 @@ class DeviceRuntime {
   virtual bool deviceAtBusId(int64_t busId, int* device) = 0;
   // Enqueues the collective kernel (one block per lane) on the stream.
   virtual ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) = 0;
+
+  // For the direct executor (src/device/direct_calls.h).
+  // The allocation (cudaMalloc'd range) that holds `p`.
+  virtual ncclResult_t allocationOf(const void* p, void** base, size_t* size) = 0;
+  // Stream memory operations on a 32-bit flag in device memory: the stream
+  // waits until (int32_t)(*flag - value) >= 0, or stores `value` — without a
+  // kernel, so waits across processes sharing a GPU cost no SM time slices.
+  virtual ncclResult_t streamWaitFlag(StreamHandle stream, const uint32_t* flag, uint32_t value) = 0;
+  virtual ncclResult_t streamWriteFlag(StreamHandle stream, uint32_t* flag, uint32_t value) = 0;
+  virtual ncclResult_t launchDirect(const DirectCall& call, StreamHandle stream) = 0;
   // Whether a call has failed with a sticky error (a kernel's illegal
   // address, say): the context then fails every call until the process ends.
   virtual bool contextBroken() = 0;

@@ -8,6 +8,7 @@
 #include "src/comm/comm.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/device/direct_calls.h"
 #include "src/device/kernel_calls.h"
 #include "src/device/kernel_watchdog.h"
 #include "src/device/runtime.h"
@@ -346,10 +347,15 @@ ncclResult_t launchCalls(std::vector<PendingCall>& calls) {
   // executor first; everything else (send/recv, staged communicators) is
   // staged after them on the same streams, so every rank orders a mixed group
   // the same way.
-  std::vector<PendingCall> kernelCalls, stagedCalls;
-  for (const PendingCall& c : calls)
-    (c.comm->deviceKernels && c.coll != CollKind::SendRecv ? kernelCalls : stagedCalls).push_back(c);
+  std::vector<PendingCall> kernelCalls, directCalls, stagedCalls;
+  for (const PendingCall& c : calls) {
+    bool collective = c.coll != CollKind::SendRecv;
+    (collective && c.comm->deviceKernels ? kernelCalls : collective && c.comm->direct ? directCalls : stagedCalls)
+        .push_back(c);
+  }
   ncclResult_t r = kernelCalls.empty() ? ncclSuccess : launchKernelCalls(kernelCalls);
+  // Direct calls every rank could not take join the staged ones (all ranks agree which).
+  if (r == ncclSuccess && !directCalls.empty()) r = launchDirectCalls(directCalls, &stagedCalls);
   if (r == ncclSuccess && !stagedCalls.empty()) r = launchStagedCalls(stagedCalls);
   if (r == ncclUnhandledCudaError && deviceRuntime()->contextBroken()) {
     // The context is broken (CUDA errors are sticky): the communicators

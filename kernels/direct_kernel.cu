@@ -1,0 +1,90 @@
+// The direct executor's kernel (kernels/direct_work.h): a grid-stride pass
+// over this rank's share, 16-byte vectors where every buffer is aligned.
+// Peer buffers are IPC mappings of the same GPU's memory, written by other
+// processes' kernels that finished before this one started (the stream waited
+// on their flags), so plain loads are fresh.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/direct_kernel.h"
+#include "kernels/op_dispatch.h"
+
+namespace gyre {
+namespace {
+
+constexpr int kDirectThreads = 512;
+constexpr int kDirectMaxBlocks = 264;  // two per SM on an H100; more only queue
+
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kElems = 16 / sizeof(T);
+  T e[kElems];
+};
+
+__device__ bool allAligned16(const DirectCall& c) {
+  uintptr_t bits = 0;
+  for (int k = 0; k < c.nsrc; ++k) bits |= reinterpret_cast<uintptr_t>(c.src[k]);
+  for (int k = 0; k < c.ndst; ++k) bits |= reinterpret_cast<uintptr_t>(c.dst[k]);
+  return (bits & 15) == 0;
+}
+
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kDirectThreads) directKernel(DirectCall c, Op op) {
+  if (c.abort && *c.abort) return;  // a peer died: its mappings may be gone
+  loadScalar(op, c.scalarPtr);
+  const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t done = 0;
+  if (allAligned16(c)) {
+    using P = Pack<T>;
+    const size_t packs = c.count / P::kElems;
+    for (size_t i = first; i < packs; i += stride) {
+      P v = reinterpret_cast<const P*>(c.src[0])[i];
+      if (c.reduce) {
+#pragma unroll
+        for (int j = 0; j < P::kElems; ++j) v.e[j] = op.pre(v.e[j]);
+        for (int k = 1; k < c.nsrc; ++k) {
+          P w = reinterpret_cast<const P*>(c.src[k])[i];
+#pragma unroll
+          for (int j = 0; j < P::kElems; ++j) v.e[j] = op.apply(v.e[j], op.pre(w.e[j]));
+        }
+#pragma unroll
+        for (int j = 0; j < P::kElems; ++j) v.e[j] = op.post(v.e[j]);
+      }
+      for (int k = 0; k < c.ndst; ++k) reinterpret_cast<P*>(c.dst[k])[i] = v;
+    }
+    done = packs * P::kElems;
+  }
+  // The tail (or everything, unaligned): element by element.
+  DirectCall tail = c;
+  for (int k = 0; k < c.nsrc; ++k) tail.src[k] = static_cast<const T*>(c.src[k]) + done;
+  for (int k = 0; k < c.ndst; ++k) tail.dst[k] = static_cast<T*>(c.dst[k]) + done;
+  tail.count = c.count - done;
+  directElements<T, Op>(tail, op, first, stride);
+}
+
+}  // namespace
+
+int launchDirectKernel(const DirectCall& call, cudaStream_t stream) {
+  if (call.count == 0) return 0;
+  OpParams params{call.nranks, call.hasScalar != 0, call.scalar};
+  cudaError_t err = cudaSuccess;
+  ncclResult_t r = visitTypedOp(static_cast<ncclDataType_t>(call.datatype), static_cast<ncclRedOp_t>(call.redop),
+                                params, [&](auto op) {
+                                  using Op = decltype(op);
+                                  using T = typename Op::Elem;
+                                  size_t packs = (call.count * sizeof(T) + 15) / 16;
+                                  size_t blocks = std::min<size_t>(kDirectMaxBlocks,
+                                                                   (packs + kDirectThreads - 1) / kDirectThreads);
+                                  directKernel<T, Op><<<static_cast<unsigned>(std::max<size_t>(blocks, 1)),
+                                                        kDirectThreads, 0, stream>>>(call, op);
+                                  err = cudaGetLastError();
+                                  return ncclSuccess;
+                                });
+  if (r != ncclSuccess) return -1;
+  return static_cast<int>(err);
+}
+
+}  // namespace gyre

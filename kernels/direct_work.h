@@ -1,0 +1,53 @@
+// The direct executor's one kernel: ranks of different processes that share
+// one GPU map each other's buffers (CUDA IPC), and each rank's kernel does its
+// share of the call in one pass: out = post(pre(src[0]) op ... op pre(src[n-1]))
+// written to every destination (a copy when there is one source and no op).
+// AllReduce: share r of every input into share r of every output; Reduce:
+// into the root's output; ReduceScatter: block r of every input into this
+// rank's output; AllGather: this rank's input into block r of every output;
+// Broadcast: share r of the root's input into every output. Each element is
+// computed by exactly one rank, so every rank ends with the same bits.
+// The loop is written once for the CUDA kernel and its host emulation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/primitives/host_device.h"
+
+namespace gyre {
+
+constexpr int kMaxDirectRanks = 8;
+
+struct DirectCall {
+  const void* src[kMaxDirectRanks];
+  void* dst[kMaxDirectRanks];
+  int32_t nsrc = 0;
+  int32_t ndst = 0;
+  uint64_t count = 0;       // elements of this rank's share
+  uint8_t datatype = 0, redop = 0;
+  uint8_t reduce = 0;       // 0: copy src[0] as is
+  int32_t nranks = 1;       // for avg
+  int32_t hasScalar = 0;    // PreMulSum: scalar below, or read from scalarPtr
+  unsigned char scalar[8] = {};
+  const void* scalarPtr = nullptr;
+  const volatile uint32_t* abort = nullptr;  // mapped host memory: set when a peer died, skip the work
+};
+
+// Elements [first, count) stepping by `stride` (a thread's grid-stride slice).
+template <typename T, typename Op>
+GYRE_HOST_DEVICE void directElements(const DirectCall& c, const Op& op, size_t first, size_t stride) {
+  const T* const* src = reinterpret_cast<const T* const*>(c.src);
+  T* const* dst = reinterpret_cast<T* const*>(c.dst);
+  for (size_t i = first; i < c.count; i += stride) {
+    T v = src[0][i];
+    if (c.reduce) {
+      v = op.pre(v);
+      for (int k = 1; k < c.nsrc; ++k) v = op.apply(v, op.pre(src[k][i]));
+      v = op.post(v);
+    }
+    for (int k = 0; k < c.ndst; ++k) dst[k][i] = v;
+  }
+}
+
+}  // namespace gyre

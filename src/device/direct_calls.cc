@@ -1,0 +1,395 @@
+#include "src/device/direct_calls.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "src/comm/comm.h"
+#include "src/config/env.h"
+#include "src/debug/deadline.h"
+#include "src/debug/error.h"
+#include "src/debug/log.h"
+#include "src/enqueue/arg_checks.h"
+
+namespace gyre {
+namespace {
+
+constexpr int kReady = 0;
+constexpr int kDone = 1;
+constexpr size_t kMaxMappings = 128;  // peer allocations kept mapped; past this, calls stage
+constexpr auto kWatchInterval = std::chrono::milliseconds(100);
+constexpr uint32_t kReleaseAhead = 1u << 30;  // a generation every pending wait is satisfied by
+
+// What each rank says of a call before any rank runs it directly.
+struct CallInfo {
+  uint64_t callSeq = 0;
+  uint64_t count = 0;
+  int32_t root = 0;
+  uint8_t coll = 0, datatype = 0, redop = 0;
+  uint8_t usable = 0;  // this rank can run it directly
+  IpcHandle input{}, output{};
+  uint64_t inputOffset = 0, outputOffset = 0;
+};
+
+bool sameCall(const CallInfo& a, const CallInfo& b) {
+  bool customA = a.redop >= ncclNumOps, customB = b.redop >= ncclNumOps;
+  return a.callSeq == b.callSeq && a.count == b.count && a.coll == b.coll && a.datatype == b.datatype &&
+         a.root == b.root && (customA ? customB : a.redop == b.redop);
+}
+
+// Which of a rank's buffers its peers read or write.
+bool inputShared(const PendingCall& c, int rank) {
+  switch (c.coll) {
+    case CollKind::AllReduce: case CollKind::Reduce: case CollKind::ReduceScatter: return true;
+    case CollKind::Broadcast: return rank == c.root;
+    default: return false;
+  }
+}
+bool outputShared(const PendingCall& c, int rank) {
+  switch (c.coll) {
+    case CollKind::AllReduce: case CollKind::Broadcast: case CollKind::AllGather: return true;
+    case CollKind::Reduce: return rank == c.root;
+    default: return false;
+  }
+}
+
+size_t inputBytes(const PendingCall& c) {
+  size_t bytes = c.count * datatypeSize(c.datatype);
+  return c.coll == CollKind::ReduceScatter ? bytes * c.comm->nranks : bytes;
+}
+size_t outputBytes(const PendingCall& c) {
+  size_t bytes = c.count * datatypeSize(c.datatype);
+  return c.coll == CollKind::AllGather ? bytes * c.comm->nranks : bytes;
+}
+
+// The allocation holding [p, p + bytes) as a handle peers can open, or false
+// (not cudaMalloc'd memory: then the call stages).
+bool describeBuffer(const void* p, size_t bytes, IpcHandle* handle, uint64_t* offset) {
+  DeviceRuntime* rt = deviceRuntime();
+  void* base = nullptr;
+  size_t size = 0;
+  if (rt->allocationOf(p, &base, &size) != ncclSuccess) return false;
+  *offset = static_cast<uint64_t>(static_cast<const char*>(p) - static_cast<const char*>(base));
+  if (*offset + bytes > size) return false;
+  // Asked every call: a freed and reallocated range gets a new handle.
+  return rt->ipcGetHandle(base, handle) == ncclSuccess;
+}
+
+CallInfo describeCall(const PendingCall& c, bool capturing) {
+  ncclComm* comm = c.comm;
+  CallInfo info;
+  info.callSeq = ++comm->direct->callSeq;
+  info.count = c.count;
+  info.root = c.root;
+  info.coll = static_cast<uint8_t>(c.coll);
+  info.datatype = static_cast<uint8_t>(c.datatype);
+  info.redop = static_cast<uint8_t>(c.op);
+  bool ok = !capturing && comm->direct->mappings.size() < kMaxMappings;
+  if (ok && inputShared(c, comm->rank)) ok = describeBuffer(c.input, inputBytes(c), &info.input, &info.inputOffset);
+  if (ok && outputShared(c, comm->rank))
+    ok = describeBuffer(c.output, outputBytes(c), &info.output, &info.outputOffset);
+  info.usable = ok ? 1 : 0;
+  return info;
+}
+
+// A peer's buffer as this process addresses it (mapped once per allocation).
+ncclResult_t peerPointer(ncclComm* comm, int peer, const IpcHandle& handle, uint64_t offset, void** out) {
+  DirectState& d = *comm->direct;
+  std::array<unsigned char, sizeof(IpcHandle)> key;
+  memcpy(key.data(), handle.bytes, key.size());
+  auto it = d.mappings.find({peer, key});
+  if (it == d.mappings.end()) {
+    void* base = nullptr;
+    GYRE_CHECK(deviceRuntime()->ipcOpenHandle(handle, &base));
+    it = d.mappings.emplace(std::make_pair(peer, key), base).first;
+  }
+  *out = static_cast<char*>(it->second) + offset;
+  return ncclSuccess;
+}
+
+// Everyone's input (or output) as this rank addresses it, by rank.
+ncclResult_t buffersOf(ncclComm* comm, const std::vector<CallInfo>& infos, const PendingCall& c, bool input,
+                       std::vector<char*>* out) {
+  out->assign(comm->nranks, nullptr);
+  for (int r = 0; r < comm->nranks; ++r) {
+    bool shared = input ? inputShared(c, r) : outputShared(c, r);
+    if (r == comm->rank) {
+      (*out)[r] = static_cast<char*>(input ? const_cast<void*>(c.input) : c.output);
+    } else if (shared) {
+      void* p = nullptr;
+      GYRE_CHECK(peerPointer(comm, r, input ? infos[r].input : infos[r].output,
+                             input ? infos[r].inputOffset : infos[r].outputOffset, &p));
+      (*out)[r] = static_cast<char*>(p);
+    }
+  }
+  return ncclSuccess;
+}
+
+// This rank's share of [0, count): split in 16-byte units so shares of
+// aligned buffers stay aligned.
+void shareOf(size_t count, size_t elementSize, int rank, int nranks, size_t* first, size_t* n) {
+  size_t unit = std::max<size_t>(1, 16 / elementSize);
+  size_t units = (count + unit - 1) / unit;
+  size_t lo = units * rank / nranks * unit, hi = units * (rank + 1) / nranks * unit;
+  *first = std::min(lo, count);
+  *n = std::min(hi, count) - *first;
+}
+
+ncclResult_t buildDirectCall(const PendingCall& c, const std::vector<CallInfo>& infos, DirectCall* out) {
+  ncclComm* comm = c.comm;
+  const int n = comm->nranks, me = comm->rank;
+  const size_t es = datatypeSize(c.datatype);
+  std::vector<char*> in, outs;
+  GYRE_CHECK(buffersOf(comm, infos, c, true, &in));
+  GYRE_CHECK(buffersOf(comm, infos, c, false, &outs));
+  DirectCall d;
+  d.datatype = static_cast<uint8_t>(c.datatype);
+  d.redop = static_cast<uint8_t>(c.op);
+  d.nranks = n;
+  d.abort = comm->direct->abortDevice;
+  if (c.op >= ncclNumOps) {
+    const CustomRedOp& custom = comm->customOps[c.op - ncclNumOps];
+    d.hasScalar = 1;
+    if (custom.scalarPtr) d.scalarPtr = custom.scalarPtr;
+    else memcpy(d.scalar, custom.value, es);
+  }
+  size_t first = 0, count = 0;
+  switch (c.coll) {
+    case CollKind::AllReduce: case CollKind::Reduce: case CollKind::Broadcast: {
+      shareOf(c.count, es, me, n, &first, &count);
+      const size_t off = first * es;
+      if (c.coll == CollKind::Broadcast) {
+        d.src[d.nsrc++] = in[c.root] + off;
+      } else {
+        for (int r = 0; r < n; ++r) d.src[d.nsrc++] = in[r] + off;
+        d.reduce = 1;
+      }
+      if (c.coll == CollKind::Reduce) d.dst[d.ndst++] = outs[c.root] + off;
+      else for (int r = 0; r < n; ++r) d.dst[d.ndst++] = outs[r] + off;
+      break;
+    }
+    case CollKind::ReduceScatter:
+      count = c.count;
+      for (int r = 0; r < n; ++r) d.src[d.nsrc++] = in[r] + me * count * es;
+      d.dst[d.ndst++] = outs[me];
+      d.reduce = 1;
+      break;
+    case CollKind::AllGather:
+      count = c.count;
+      d.src[d.nsrc++] = in[me];
+      for (int r = 0; r < n; ++r) d.dst[d.ndst++] = outs[r] + me * count * es;
+      break;
+    default:
+      return fail(ncclInternalError, "direct executor: %s is not a collective it runs", collName(c.coll));
+  }
+  d.count = count;
+  *out = d;
+  return ncclSuccess;
+}
+
+std::string describeInfo(const CallInfo& i) {
+  char text[160];
+  snprintf(text, sizeof(text), "%s #%llu (count %llu, datatype %d, op %d, root %d)",
+           collName(static_cast<CollKind>(i.coll)), static_cast<unsigned long long>(i.callSeq),
+           static_cast<unsigned long long>(i.count), i.datatype, i.redop, i.root);
+  return text;
+}
+
+// Every rank sees the same table, so every rank reaches the same verdict.
+ncclResult_t checkAgreement(ncclComm* comm, const std::vector<CallInfo>& infos) {
+  for (int r = 1; r < comm->nranks; ++r) {
+    if (sameCall(infos[0], infos[r])) continue;
+    ncclResult_t res = fail(ncclInvalidUsage, "mismatched calls: rank 0 made %s while rank %d made %s",
+                            describeInfo(infos[0]).c_str(), r, describeInfo(infos[r]).c_str());
+    markCommFailed(comm, res, -1);
+    return res;
+  }
+  return ncclSuccess;
+}
+
+// Stream order: ready to every peer, wait for theirs, this rank's share,
+// done to every peer, wait for theirs.
+ncclResult_t enqueueDirect(ncclComm* comm, const DirectCall& call, StreamHandle stream) {
+  DeviceRuntime* rt = deviceRuntime();
+  DirectState& d = *comm->direct;
+  const int n = comm->nranks, me = comm->rank;
+  const uint32_t g = ++d.generation;
+  for (int phase : {kReady, kDone}) {
+    if (phase == kDone) GYRE_CHECK(rt->launchDirect(call, stream));
+    for (int p = 0; p < n; ++p)
+      if (p != me) GYRE_CHECK(rt->streamWriteFlag(stream, d.peerInbox[p] + phase * n + me, g));
+    for (int p = 0; p < n; ++p)
+      if (p != me) GYRE_CHECK(rt->streamWaitFlag(stream, d.inbox + phase * n + p, g));
+  }
+  std::lock_guard<std::mutex> lock(d.mutex);
+  auto it = std::find_if(d.lastCall.begin(), d.lastCall.end(), [&](const auto& e) { return e.first == stream; });
+  if (it == d.lastCall.end()) {
+    EventHandle e = nullptr;
+    GYRE_CHECK(rt->eventCreate(&e));
+    d.lastCall.push_back({stream, e});
+    it = d.lastCall.end() - 1;
+  }
+  GYRE_CHECK(rt->eventRecord(it->second, stream));
+  d.callsRun.fetch_add(1);
+  return ncclSuccess;
+}
+
+// Satisfies every wait this rank's streams have or will have on its inbox,
+// and keeps its kernels from touching peer memory.
+void releaseWaits(ncclComm* comm) {
+  DirectState& d = *comm->direct;
+  if (d.released.exchange(true)) return;
+  __atomic_store_n(d.abortHost, 1u, __ATOMIC_RELEASE);
+  std::vector<uint32_t> values(2 * comm->nranks, d.generation + kReleaseAhead);
+  deviceRuntime()->copySync(d.inbox, values.data(), values.size() * sizeof(uint32_t));
+}
+
+// A peer process that is gone never writes its flags: fail, naming it.
+void watchPeers(ncclComm* comm) {
+  DirectState& d = *comm->direct;
+  ScopedLogRank logRank(comm->rank);
+  std::unique_lock<std::mutex> lock(d.watchMutex);
+  while (!d.wake.wait_for(lock, kWatchInterval, [&] { return d.stopping; })) {
+    if (comm->abortFlag.load()) {
+      releaseWaits(comm);
+      continue;
+    }
+    const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+    for (int p = 0; p < comm->nranks; ++p) {
+      if (p == comm->rank || d.released.load()) continue;
+      if (kill(peers[p].pid, 0) == 0 || errno != ESRCH) continue;
+      ncclResult_t r = fail(ncclRemoteError, "rank %d (%s pid %d), which shares this GPU, died; the direct "
+                            "collectives of rank %d that wait on it stop", p, peers[p].host, peers[p].pid,
+                            comm->rank);
+      GYRE_WARN("%s", lastErrorText());
+      markCommFailed(comm, r, p);
+      releaseWaits(comm);
+    }
+  }
+}
+
+bool oneProcessPerRankOnThisGpu(const ncclComm* comm) {
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  const PeerInfo& self = peers[comm->rank];
+  for (int r = 0; r < comm->nranks; ++r) {
+    const PeerInfo& p = peers[r];
+    if (p.hostHash != self.hostHash || p.busId != self.busId) return false;
+    if (r != comm->rank && p.pid == self.pid) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ncclResult_t setupDirect(ncclComm* comm, const Deadline& deadline) {
+  if (comm->isHost || env::getString("GYRE_DEVICE_PATH") != "direct") return ncclSuccess;
+  if (comm->nranks < 2 || comm->nranks > kMaxDirectRanks || !oneProcessPerRankOnThisGpu(comm))
+    return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=direct needs 2 to %d ranks, each in its own process, all on "
+                "one GPU (rank %d of %d); unset it to stage through host memory", kMaxDirectRanks, comm->rank,
+                comm->nranks);
+  DeviceRuntime* rt = deviceRuntime();
+  comm->direct = std::make_unique<DirectState>();
+  DirectState& d = *comm->direct;
+  const size_t inboxBytes = 2 * comm->nranks * sizeof(uint32_t);
+  void* inbox = nullptr;
+  GYRE_CHECK(rt->deviceAlloc(inboxBytes, &inbox));
+  d.inbox = static_cast<uint32_t*>(inbox);
+  GYRE_CHECK(rt->memsetSync(d.inbox, 0, inboxBytes));
+  void* host = nullptr;
+  void* device = nullptr;
+  GYRE_CHECK(rt->allocMapped(sizeof(uint32_t), &host, &device));
+  d.abortHost = static_cast<uint32_t*>(host);
+  d.abortDevice = static_cast<const uint32_t*>(device);
+  std::vector<IpcHandle> handles(comm->nranks);
+  GYRE_CHECK(rt->ipcGetHandle(d.inbox, &handles[comm->rank]));
+  GYRE_CHECK(comm->bootstrap->allGather(handles.data(), sizeof(IpcHandle), deadline, &comm->abortFlag));
+  d.peerInbox.assign(comm->nranks, nullptr);
+  for (int p = 0; p < comm->nranks; ++p) {
+    if (p == comm->rank) {
+      d.peerInbox[p] = d.inbox;
+      continue;
+    }
+    void* mapped = nullptr;
+    GYRE_CHECK(rt->ipcOpenHandle(handles[p], &mapped));
+    d.peerInbox[p] = static_cast<uint32_t*>(mapped);
+  }
+  d.watchdog = std::thread([comm] { watchPeers(comm); });
+  GYRE_INFO("INIT", "device collectives run direct: %d processes share this GPU through CUDA IPC", comm->nranks);
+  return ncclSuccess;
+}
+
+ncclResult_t launchDirectCalls(const std::vector<PendingCall>& calls, std::vector<PendingCall>* staged) {
+  DeviceRuntime* rt = deviceRuntime();
+  for (const PendingCall& c : calls) {
+    if (c.count == 0) continue;
+    ncclComm* comm = c.comm;
+    bool capturing = false;
+    GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
+    std::vector<CallInfo> infos(comm->nranks);
+    infos[comm->rank] = describeCall(c, capturing);
+    Deadline deadline = Deadline::afterSeconds(comm->collTimeoutSeconds);
+    ncclResult_t r = comm->bootstrap->allGather(infos.data(), sizeof(CallInfo), deadline, &comm->abortFlag);
+    if (r != ncclSuccess) {
+      std::string why = lastErrorText();
+      r = fail(r, "%s: the ranks did not all reach this call within GYRE_TIMEOUT (%.0f s): %s", collName(c.coll),
+               comm->collTimeoutSeconds, why.c_str());
+      markCommFailed(comm, r, -1);
+      return r;
+    }
+    GYRE_CHECK(checkAgreement(comm, infos));
+    bool direct = std::all_of(infos.begin(), infos.end(), [](const CallInfo& i) { return i.usable != 0; });
+    if (!direct) {
+      staged->push_back(c);
+      continue;
+    }
+    DirectCall call;
+    GYRE_CHECK(buildDirectCall(c, infos, &call));
+    GYRE_CHECK(enqueueDirect(comm, call, c.stream));
+  }
+  return ncclSuccess;
+}
+
+bool drainDirect(ncclComm* comm, bool abort, double seconds) {
+  if (!comm->direct) return true;
+  DirectState& d = *comm->direct;
+  DeviceRuntime* rt = deviceRuntime();
+  if (abort) releaseWaits(comm);
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  bool drained = false;
+  while (!drained) {
+    drained = true;
+    std::lock_guard<std::mutex> lock(d.mutex);
+    for (auto& [stream, e] : d.lastCall) {
+      bool done = false;
+      if (rt->eventQuery(e, &done) != ncclSuccess) done = true;  // a broken context runs nothing more
+      drained &= done;
+    }
+    if (drained) break;
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  {
+    std::lock_guard<std::mutex> lock(d.watchMutex);
+    d.stopping = true;
+  }
+  d.wake.notify_all();
+  if (d.watchdog.joinable()) d.watchdog.join();
+  for (auto& [stream, e] : d.lastCall) rt->eventDestroy(e);
+  for (auto& [key, base] : d.mappings) rt->ipcCloseHandle(base);
+  for (int p = 0; p < comm->nranks; ++p)
+    if (p != comm->rank && d.peerInbox[p]) rt->ipcCloseHandle(d.peerInbox[p]);
+  // Peers write into this inbox from their streams until they drained too.
+  if (!abort) {
+    Deadline deadline = Deadline::afterSeconds(seconds);
+    comm->bootstrap->barrier(deadline, &comm->abortFlag);
+  }
+  rt->deviceFree(d.inbox);
+  rt->freeMapped(d.abortHost);
+  comm->direct.reset();
+  return true;
+}
+
+}  // namespace gyre

@@ -1,0 +1,83 @@
+// The direct executor (GYRE_DEVICE_PATH=direct): ranks of different
+// processes that share one GPU run each collective as one pass over each
+// other's buffers, mapped by CUDA IPC, instead of staging through host
+// memory. Per call:
+//   1. the ranks exchange their call and buffer handles over the bootstrap
+//      ring (so a mismatched call fails on every rank, naming it, and a call
+//      some rank cannot take directly — graph capture, memory that is not
+//      cudaMalloc'd — is staged by all of them);
+//   2. on the user's stream: tell every peer "ready" (my earlier work on
+//      this stream is done), wait for every peer's ready, run this rank's
+//      share (kernels/direct_work.h), tell every peer "done", wait for
+//      every peer's done — so no rank's later work touches its buffers
+//      while a peer still reads or writes them.
+// The signals are 32-bit generation numbers written by stream memory
+// operations into each rank's inbox (device memory every peer maps), and
+// each rank waits only on its own inbox, so a watchdog can release this
+// rank's waits (a peer died, abort) without touching its peers. Waiting by
+// stream memory operations instead of a spinning kernel matters here:
+// without MPS the GPU time-slices between processes, and a kernel that
+// spins for a peer's kernel would hold the GPU from it.
+//
+// Traffic: each rank reads its share of every input and writes it to every
+// output — 2·S per rank for AllReduce of S bytes, the minimum (ANCHORS.md).
+// Unmeasured on a GPU so far: not chosen by GYRE_DEVICE_PATH=auto.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "include/gyre.h"
+#include "src/device/runtime.h"
+#include "src/enqueue/enqueue.h"
+
+struct ncclComm;
+
+namespace gyre {
+
+class Deadline;
+
+struct DirectState {
+  // This rank's inbox in device memory: [kReady][peer], [kDone][peer].
+  uint32_t* inbox = nullptr;
+  std::vector<uint32_t*> peerInbox;  // each rank's inbox as mapped here (this rank's own included)
+  std::atomic<uint32_t> generation{0};  // calls run directly so far
+  uint64_t callSeq = 0;              // collectives offered to the direct path, checked across ranks
+  uint32_t* abortHost = nullptr;     // mapped host memory: set when the kernels must not run
+  const uint32_t* abortDevice = nullptr;
+  // Peer allocations mapped so far: (rank, handle) -> base here.
+  std::map<std::pair<int, std::array<unsigned char, sizeof(IpcHandle)>>, void*> mappings;
+  // The last call's completion on each stream, for destroy and the watchdog.
+  std::mutex mutex;
+  std::vector<std::pair<StreamHandle, EventHandle>> lastCall;
+  std::atomic<uint64_t> callsRun{0};  // for tests: calls that took the direct path
+  // Watchdog: a peer process that died releases this rank's waits.
+  std::thread watchdog;
+  std::mutex watchMutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  std::atomic<bool> released{false};
+};
+
+// At init, after the executor choice: whether the communicator runs direct
+// (GYRE_DEVICE_PATH=direct and every rank in its own process on this GPU),
+// and if so its inbox, the peers' inboxes and the watchdog. All ranks agree.
+ncclResult_t setupDirect(ncclComm* comm, const Deadline& deadline);
+
+// Runs the collectives of a direct communicator (in group order); the ones
+// every rank agreed to stage are appended to `staged`.
+ncclResult_t launchDirectCalls(const std::vector<PendingCall>& calls, std::vector<PendingCall>* staged);
+
+// Destroy/abort: waits (up to `seconds`) for the last calls, stops the
+// watchdog, unmaps the peers and frees the inbox. Without abort, the ranks
+// meet first so no peer still writes into this rank's inbox.
+bool drainDirect(ncclComm* comm, bool abort, double seconds);
+
+}  // namespace gyre

@@ -1,0 +1,240 @@
+// The direct executor (GYRE_DEVICE_PATH=direct, src/device/direct_calls.h)
+// on the fake CUDA runtime: ranks are forked processes on fake device 0,
+// buffers come from ncclMemAlloc (memfd "device memory" the peers map by
+// fake IPC handles), stream flag waits and writes are stream-thread ops and
+// the kernel is its host emulation. What runs here is the executor's
+// handshake, share split, buffer mapping, stream ordering and failure
+// handling; the CUDA kernel and the driver's stream memory operations are
+// verified only on a GPU.
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "coll_common.h"
+#include "src/comm/comm.h"
+#include "src/device/runtime.h"
+
+namespace {
+
+using namespace gyre::test;
+using namespace gyre::test::coll;
+
+cudaStream_t fakeStream(uintptr_t n) { return reinterpret_cast<cudaStream_t>(n); }
+
+RankOptions directOptions(double timeout = 120) {
+  RankOptions o;
+  o.timeout_s = timeout;
+  o.env = {{"GYRE_FAKE_CUDA", "1"}, {"GYRE_DEVICE_PATH", "direct"}, {"GYRE_TIMEOUT", "20"},
+           {"GYRE_INIT_TIMEOUT", "10"}};
+  return o;
+}
+
+int initDirectComm(ncclComm_t* comm, int rank, int nranks, const ncclUniqueId& id) {
+  RANK_CHECK(ncclCommInitRank(comm, nranks, id, rank) == ncclSuccess, "rank %d: init: %s", rank,
+             lastError().c_str());
+  RANK_CHECK((*comm)->direct != nullptr, "rank %d: GYRE_DEVICE_PATH=direct but the communicator is not direct",
+             rank);
+  return 0;
+}
+
+// Device buffers for every case: `in` and `out` of up to `bytes`, with the
+// data placed at an odd element offset so shares and handles carry offsets.
+struct DeviceBuffers {
+  char* in = nullptr;
+  char* out = nullptr;
+  size_t bytes = 0;
+};
+
+enum class Coll { AllReduce, Reduce, Broadcast, ReduceScatter, AllGather };
+const char* name(Coll c) {
+  static const char* names[] = {"allreduce", "reduce", "broadcast", "reducescatter", "allgather"};
+  return names[int(c)];
+}
+
+// One case: fills this rank's input, runs the collective on the stream,
+// waits, and checks the output against the reference (exact for copies).
+bool checkDirectCase(ncclComm_t comm, int rank, int nranks, const DeviceBuffers& b, Coll coll, ncclDataType_t type,
+                     ncclRedOp_t op, size_t count, bool inPlace, cudaStream_t stream, uint64_t id) {
+  const TypeInfo& t = typeInfo(type);
+  const size_t bytes = count * t.size;
+  const int root = nranks - 1;
+  std::string what = caseName(name(coll), type, opName(op), count, root, inPlace, id);
+  Inputs in = makeInputs(t, op, nranks, id, count * nranks);
+  char* out = b.out + t.size;  // offset: not the allocation's base
+  char* send = inPlace ? out : b.in + 3 * t.size;
+  size_t sendBytes = bytes, recvBytes = bytes;
+  if (coll == Coll::ReduceScatter) sendBytes = bytes * nranks;
+  if (coll == Coll::AllGather) recvBytes = bytes * nranks;
+  if (inPlace && coll == Coll::ReduceScatter) send = out, out = out + rank * bytes;
+  if (inPlace && coll == Coll::AllGather) send = out + rank * bytes;
+  memset(b.out, kUnwrittenByte, b.bytes);
+  memcpy(send, in.rank(rank), sendBytes);
+
+  ncclResult_t r = ncclSuccess;
+  switch (coll) {
+    case Coll::AllReduce: r = ncclAllReduce(send, out, count, type, op, comm, stream); break;
+    case Coll::Reduce: r = ncclReduce(send, out, count, type, op, root, comm, stream); break;
+    case Coll::Broadcast: r = ncclBroadcast(send, out, count, type, root, comm, stream); break;
+    case Coll::ReduceScatter: r = ncclReduceScatter(send, out, count, type, op, comm, stream); break;
+    case Coll::AllGather: r = ncclAllGather(send, out, count, type, comm, stream); break;
+  }
+  if (!callOk(r, rank, what, name(coll))) return false;
+  gyre::deviceRuntime()->streamSynchronize(stream);
+  ncclResult_t async = ncclSuccess;
+  ncclCommGetAsyncError(comm, &async);
+  if (async != ncclSuccess) {
+    caseFail("rank %d: %s: async error %d: %s", rank, what.c_str(), int(async), lastError().c_str());
+    return false;
+  }
+  std::string wrong;
+  switch (coll) {
+    case Coll::AllReduce: wrong = compareToReference(t, op, in.at(0, t.size), out, count); break;
+    case Coll::Reduce:
+      if (rank == root) wrong = compareToReference(t, op, in.at(0, t.size), out, count);
+      break;
+    case Coll::Broadcast: wrong = compareExact(t, out, in.rank(root), count); break;
+    case Coll::ReduceScatter:
+      wrong = compareToReference(t, op, in.at(size_t(rank) * count, t.size), out, count);
+      break;
+    case Coll::AllGather:
+      for (int p = 0; p < nranks && wrong.empty(); ++p) wrong = compareExact(t, out + p * bytes, in.rank(p), count);
+      break;
+  }
+  (void)recvBytes;
+  if (!wrong.empty()) caseFail("rank %d: %s: %s", rank, what.c_str(), wrong.c_str());
+  return true;
+}
+
+bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
+
+}  // namespace
+
+TEST_CASE("direct collectives between processes sharing a fake GPU: every collective, types, ops, counts, "
+          "in and out of place", "[direct]") {
+  const std::vector<ncclDataType_t> types = {ncclInt8, ncclUint32, ncclInt64, ncclFloat16, ncclBfloat16,
+                                             ncclFloat32, ncclFloat64, ncclFloat8e5m2};
+  const std::vector<size_t> counts = {1, 2, 13, 1021, 20011};
+  for (int nranks : {2, 3}) {
+    RunResult result = runRanks(
+        nranks,
+        [&](int rank, int n, const ncclUniqueId& id) {
+          ncclComm_t comm = nullptr;
+          if (initDirectComm(&comm, rank, n, id) != 0) return 1;
+          DeviceBuffers b;
+          b.bytes = 20011 * 8 * size_t(n) + 64;
+          RANK_CHECK(ncclMemAlloc(reinterpret_cast<void**>(&b.in), b.bytes) == ncclSuccess &&
+                         ncclMemAlloc(reinterpret_cast<void**>(&b.out), b.bytes) == ncclSuccess,
+                     "ncclMemAlloc: %s", lastError().c_str());
+          cudaStream_t stream = fakeStream(70 + rank);
+          size_t cases = 0;
+          for (Coll coll : {Coll::AllReduce, Coll::Reduce, Coll::Broadcast, Coll::ReduceScatter, Coll::AllGather})
+            for (ncclDataType_t type : types)
+              for (ncclRedOp_t op : builtinOps()) {
+                if (!reduces(coll) && op != ncclSum) continue;
+                for (size_t count : counts) {
+                  // Prod inputs are costly to make; the small counts cover it.
+                  if (op == ncclProd && count > 1021) continue;
+                  for (bool inPlace : {false, true}) {
+                    uint64_t id = caseId(0xd1ec7, {uint64_t(coll), uint64_t(type), uint64_t(op), count,
+                                                   uint64_t(inPlace), uint64_t(n)});
+                    if (!checkDirectCase(comm, rank, n, b, coll, type, op, count, inPlace, stream, id)) return 1;
+                    ++cases;
+                  }
+                }
+              }
+          RANK_CHECK(comm->direct->callsRun.load() == cases, "rank %d: %llu of %zu calls ran direct", rank,
+                     (unsigned long long)comm->direct->callsRun.load(), cases);
+          ncclMemFree(b.in);
+          ncclMemFree(b.out);
+          RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+          return 0;
+        },
+        directOptions(300));
+    INFO(nranks << " ranks: " << result.describe());
+    CHECK(result.allOk());
+  }
+}
+
+TEST_CASE("direct: a call on memory that is not cudaMalloc'd is staged by every rank; a mismatch fails all",
+          "[direct]") {
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initDirectComm(&comm, rank, n, id) != 0) return 1;
+        cudaStream_t stream = fakeStream(80 + rank);
+        // Rank 1's buffer is ordinary memory (the fake takes it as device
+        // memory, but it has no IPC handle): both ranks stage the call.
+        void* dev = nullptr;
+        RANK_CHECK(ncclMemAlloc(&dev, 4096) == ncclSuccess, "ncclMemAlloc: %s", lastError().c_str());
+        std::vector<float> heap(1024);
+        float* buf = rank == 0 ? static_cast<float*>(dev) : heap.data();
+        for (int i = 0; i < 1024; ++i) buf[i] = float(rank + 1);
+        RANK_CHECK(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, stream) == ncclSuccess, "allreduce: %s",
+                   lastError().c_str());
+        gyre::deviceRuntime()->streamSynchronize(stream);
+        RANK_CHECK(buf[0] == 3.f && buf[1023] == 3.f, "rank %d: staged result %g", rank, buf[0]);
+        RANK_CHECK(comm->direct->callsRun.load() == 0, "rank %d: a call ran direct on unmappable memory", rank);
+        // Counts that differ: every rank sees both in the exchange and fails now.
+        float* d = static_cast<float*>(dev);
+        ncclResult_t r = ncclAllReduce(d, d, rank == 0 ? 1024 : 512, ncclFloat32, ncclSum, comm, stream);
+        std::string text = lastError();
+        RANK_CHECK(r == ncclInvalidUsage && text.find("mismatched") != std::string::npos,
+                   "rank %d: a mismatched call returned %d: %s", rank, int(r), text.c_str());
+        ncclMemFree(dev);
+        ncclCommAbort(comm);
+        return 0;
+      },
+      directOptions(60));
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("direct: a peer killed while the others' streams wait on it fails them naming it, long before "
+          "GYRE_TIMEOUT", "[direct][faults]") {
+  RankOptions o = directOptions(60);
+  o.env.push_back({"GYRE_TIMEOUT", "60"});
+  o.killRank = 2;
+  o.killDelay_s = 0.5;
+  RunResult result = runRanks(
+      3,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initDirectComm(&comm, rank, n, id) != 0) return 1;
+        void* buf = nullptr;
+        RANK_CHECK(ncclMemAlloc(&buf, 4096) == ncclSuccess, "ncclMemAlloc: %s", lastError().c_str());
+        cudaStream_t stream = fakeStream(90 + rank);
+        if (rank == 2) {
+          // Its stream never gets to the call: the others pass the exchange
+          // and then wait on its flags until it dies.
+          static std::atomic<bool> never{false};
+          gyre::deviceRuntime()->hostFunc(
+              stream, [](void*) { while (!never.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5)); },
+              nullptr);
+        }
+        double start = monotonicSeconds();
+        RANK_CHECK(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, stream) == ncclSuccess, "enqueue: %s",
+                   lastError().c_str());
+        if (rank == 2) {
+          rankMark();  // SIGKILLed 0.5 s from now
+          std::this_thread::sleep_for(std::chrono::seconds(30));
+          return 1;
+        }
+        gyre::deviceRuntime()->streamSynchronize(stream);
+        double waited = monotonicSeconds() - start;
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(comm, &async);
+        std::string text = ncclGetLastError(comm);
+        RANK_CHECK(async == ncclRemoteError, "rank %d: async error %d after the peer died: %s", rank, int(async),
+                   text.c_str());
+        RANK_CHECK(text.find("rank 2") != std::string::npos, "rank %d: error does not name rank 2: %s", rank,
+                   text.c_str());
+        RANK_CHECK(waited < 20, "rank %d: took %.1f s (GYRE_TIMEOUT is 60)", rank, waited);
+        RANK_CHECK(ncclCommAbort(comm) == ncclSuccess, "abort: %s", lastError().c_str());
+        ncclMemFree(buf);
+        return 0;
+      },
+      o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
