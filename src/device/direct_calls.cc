@@ -1,6 +1,7 @@
 #include "src/device/direct_calls.h"
 
 #include <signal.h>
+#include <stdio.h>
 
 #include <algorithm>
 #include <chrono>
@@ -247,27 +248,98 @@ void releaseWaits(ncclComm* comm) {
   deviceRuntime()->copySync(d.inbox, values.data(), values.size() * sizeof(uint32_t));
 }
 
+void failAndRelease(ncclComm* comm, ncclResult_t r, int culprit) {
+  GYRE_WARN("%s", lastErrorText());
+  markCommFailed(comm, r, culprit);
+  releaseWaits(comm);
+}
+
+// Gone, or a zombie its parent has not reaped yet (kill(pid, 0) still works).
+bool processGone(int pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (!f) return false;
+  char state = 0;
+  int fields = fscanf(f, "%*d (%*[^)]) %c", &state);
+  fclose(f);
+  return fields == 1 && (state == 'Z' || state == 'X');
+}
+
 // A peer process that is gone never writes its flags: fail, naming it.
+bool checkPeersAlive(ncclComm* comm) {
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  for (int p = 0; p < comm->nranks; ++p) {
+    if (p == comm->rank || !processGone(peers[p].pid)) continue;
+    failAndRelease(comm, fail(ncclRemoteError, "rank %d (%s pid %d), which shares this GPU, died; the direct "
+                              "collectives of rank %d that wait on it stop", p, peers[p].host, peers[p].pid,
+                              comm->rank), p);
+    return false;
+  }
+  return true;
+}
+
+// Signals that stop moving for GYRE_TIMEOUT while a call is pending: some
+// stream (a peer's, or this rank's own) never reaches the call.
+struct StallClock {
+  uint64_t signature = 0;
+  std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+};
+
+void checkStalled(ncclComm* comm, StallClock* clock) {
+  DirectState& d = *comm->direct;
+  DeviceRuntime* rt = deviceRuntime();
+  const int n = comm->nranks, me = comm->rank;
+  const uint32_t g = d.generation.load();
+  std::vector<uint32_t> flags(2 * n);
+  uint32_t mineOut = 0;  // this rank's ready as a peer's inbox holds it
+  if (rt->copySync(flags.data(), d.inbox, flags.size() * sizeof(uint32_t)) != ncclSuccess ||
+      rt->copySync(&mineOut, d.peerInbox[me == 0 ? 1 : 0] + kReady * n + me, sizeof(uint32_t)) != ncclSuccess)
+    return;
+  auto behind = [g](uint32_t v) { return static_cast<int32_t>(v - g) < 0; };
+  uint64_t signature = mineOut;
+  bool pending = false;
+  for (int p = 0; p < n; ++p) {
+    if (p == me) continue;
+    signature = signature * 1000003 + flags[kReady * n + p] * 31 + flags[kDone * n + p];
+    pending |= behind(flags[kDone * n + p]);
+  }
+  auto now = std::chrono::steady_clock::now();
+  if (!pending || signature != clock->signature) {
+    *clock = {signature, now};
+    return;
+  }
+  if (std::chrono::duration<double>(now - clock->since).count() < comm->collTimeoutSeconds) return;
+  if (behind(mineOut)) {
+    failAndRelease(comm, fail(ncclRemoteError, "direct collective #%u: the stream of rank %d has not reached it "
+                              "after %.0f s (GYRE_TIMEOUT): earlier work on that stream does not finish", g, me,
+                              comm->collTimeoutSeconds), me);
+    return;
+  }
+  for (int phase : {kReady, kDone})
+    for (int p = 0; p < n; ++p)
+      if (p != me && behind(flags[phase * n + p])) {
+        failAndRelease(comm, fail(ncclRemoteError, "direct collective #%u: rank %d has not %s it after %.0f s "
+                                  "(GYRE_TIMEOUT): its stream is stalled or it stopped", g, p,
+                                  phase == kReady ? "reached" : "finished", comm->collTimeoutSeconds), p);
+        return;
+      }
+}
+
 void watchPeers(ncclComm* comm) {
   DirectState& d = *comm->direct;
   ScopedLogRank logRank(comm->rank);
+  deviceRuntime()->setDevice(comm->cudaDev);  // the watchdog's copies go to the communicator's GPU
+  StallClock clock;
   std::unique_lock<std::mutex> lock(d.watchMutex);
   while (!d.wake.wait_for(lock, kWatchInterval, [&] { return d.stopping; })) {
+    if (d.released.load()) continue;
     if (comm->abortFlag.load()) {
       releaseWaits(comm);
       continue;
     }
-    const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
-    for (int p = 0; p < comm->nranks; ++p) {
-      if (p == comm->rank || d.released.load()) continue;
-      if (kill(peers[p].pid, 0) == 0 || errno != ESRCH) continue;
-      ncclResult_t r = fail(ncclRemoteError, "rank %d (%s pid %d), which shares this GPU, died; the direct "
-                            "collectives of rank %d that wait on it stop", p, peers[p].host, peers[p].pid,
-                            comm->rank);
-      GYRE_WARN("%s", lastErrorText());
-      markCommFailed(comm, r, p);
-      releaseWaits(comm);
-    }
+    if (checkPeersAlive(comm)) checkStalled(comm, &clock);
   }
 }
 
@@ -346,8 +418,14 @@ ncclResult_t launchDirectCalls(const std::vector<PendingCall>& calls, std::vecto
       continue;
     }
     DirectCall call;
-    GYRE_CHECK(buildDirectCall(c, infos, &call));
-    GYRE_CHECK(enqueueDirect(comm, call, c.stream));
+    r = buildDirectCall(c, infos, &call);
+    if (r == ncclSuccess) r = enqueueDirect(comm, call, c.stream);
+    if (r != ncclSuccess) {
+      // Peers may already wait on this rank's signals: they must hear of it.
+      markCommFailed(comm, r, comm->rank);
+      releaseWaits(comm);
+      return r;
+    }
   }
   return ncclSuccess;
 }

@@ -238,3 +238,45 @@ TEST_CASE("direct: a peer killed while the others' streams wait on it fails them
   INFO(result.describe());
   CHECK(result.allOk());
 }
+
+TEST_CASE("direct: a peer whose stream never reaches the call fails both ranks after GYRE_TIMEOUT, naming it",
+          "[direct][faults]") {
+  RankOptions o = directOptions(60);
+  o.env.push_back({"GYRE_TIMEOUT", "3"});
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initDirectComm(&comm, rank, n, id) != 0) return 1;
+        void* buf = nullptr;
+        RANK_CHECK(ncclMemAlloc(&buf, 4096) == ncclSuccess, "ncclMemAlloc: %s", lastError().c_str());
+        cudaStream_t stream = fakeStream(100 + rank);
+        static std::atomic<bool> open{false};
+        if (rank == 1)
+          gyre::deviceRuntime()->hostFunc(
+              stream, [](void*) { while (!open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5)); },
+              nullptr);
+        double start = monotonicSeconds();
+        RANK_CHECK(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, stream) == ncclSuccess, "enqueue: %s",
+                   lastError().c_str());
+        ncclResult_t async = ncclSuccess;
+        while (async == ncclSuccess && monotonicSeconds() - start < 20) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          ncclCommGetAsyncError(comm, &async);
+        }
+        double waited = monotonicSeconds() - start;
+        std::string text = ncclGetLastError(comm);
+        open = true;
+        gyre::deviceRuntime()->streamSynchronize(stream);  // released: returns
+        RANK_CHECK(async == ncclRemoteError, "rank %d: async error %d: %s", rank, int(async), text.c_str());
+        RANK_CHECK(text.find("rank 1") != std::string::npos, "rank %d: error does not name rank 1: %s", rank,
+                   text.c_str());
+        RANK_CHECK(waited > 2 && waited < 15, "rank %d: failed after %.1f s (GYRE_TIMEOUT is 3)", rank, waited);
+        RANK_CHECK(ncclCommAbort(comm) == ncclSuccess, "abort: %s", lastError().c_str());
+        ncclMemFree(buf);
+        return 0;
+      },
+      o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
