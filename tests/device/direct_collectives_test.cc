@@ -105,6 +105,38 @@ bool checkDirectCase(ncclComm_t comm, int rank, int nranks, const DeviceBuffers&
   return true;
 }
 
+// Holds the stream until *release turns true: a stream stuck behind other work.
+void holdStream(cudaStream_t stream, std::atomic<bool>* release) {
+  gyre::deviceRuntime()->hostFunc(
+      stream,
+      [](void* flag) {
+        while (!static_cast<std::atomic<bool>*>(flag)->load())
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      },
+      release);
+}
+
+// An AllReduce that rank `heldRank` enqueues on a stream held until
+// *release: the others pass the exchange and then wait on its signals.
+struct HeldCall {
+  ncclComm_t comm = nullptr;
+  void* buf = nullptr;
+  cudaStream_t stream = nullptr;
+  double start = 0;
+};
+
+int enqueueWithHeldRank(int rank, int nranks, const ncclUniqueId& id, int heldRank, std::atomic<bool>* release,
+                        uintptr_t streamBase, HeldCall* out) {
+  if (initDirectComm(&out->comm, rank, nranks, id) != 0) return 1;
+  RANK_CHECK(ncclMemAlloc(&out->buf, 4096) == ncclSuccess, "ncclMemAlloc: %s", lastError().c_str());
+  out->stream = fakeStream(streamBase + rank);
+  if (rank == heldRank) holdStream(out->stream, release);
+  out->start = monotonicSeconds();
+  RANK_CHECK(ncclAllReduce(out->buf, out->buf, 1024, ncclFloat32, ncclSum, out->comm, out->stream) == ncclSuccess,
+             "rank %d: enqueue: %s", rank, lastError().c_str());
+  return 0;
+}
+
 bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
 
 }  // namespace
@@ -199,39 +231,26 @@ TEST_CASE("direct: a peer killed while the others' streams wait on it fails them
   RunResult result = runRanks(
       3,
       [](int rank, int n, const ncclUniqueId& id) {
-        ncclComm_t comm = nullptr;
-        if (initDirectComm(&comm, rank, n, id) != 0) return 1;
-        void* buf = nullptr;
-        RANK_CHECK(ncclMemAlloc(&buf, 4096) == ncclSuccess, "ncclMemAlloc: %s", lastError().c_str());
-        cudaStream_t stream = fakeStream(90 + rank);
-        if (rank == 2) {
-          // Its stream never gets to the call: the others pass the exchange
-          // and then wait on its flags until it dies.
-          static std::atomic<bool> never{false};
-          gyre::deviceRuntime()->hostFunc(
-              stream, [](void*) { while (!never.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5)); },
-              nullptr);
-        }
-        double start = monotonicSeconds();
-        RANK_CHECK(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, stream) == ncclSuccess, "enqueue: %s",
-                   lastError().c_str());
+        static std::atomic<bool> never{false};
+        HeldCall h;
+        if (enqueueWithHeldRank(rank, n, id, 2, &never, 90, &h) != 0) return 1;
         if (rank == 2) {
           rankMark();  // SIGKILLed 0.5 s from now
           std::this_thread::sleep_for(std::chrono::seconds(30));
           return 1;
         }
-        gyre::deviceRuntime()->streamSynchronize(stream);
-        double waited = monotonicSeconds() - start;
+        gyre::deviceRuntime()->streamSynchronize(h.stream);
+        double waited = monotonicSeconds() - h.start;
         ncclResult_t async = ncclSuccess;
-        ncclCommGetAsyncError(comm, &async);
-        std::string text = ncclGetLastError(comm);
+        ncclCommGetAsyncError(h.comm, &async);
+        std::string text = ncclGetLastError(h.comm);
         RANK_CHECK(async == ncclRemoteError, "rank %d: async error %d after the peer died: %s", rank, int(async),
                    text.c_str());
         RANK_CHECK(text.find("rank 2") != std::string::npos, "rank %d: error does not name rank 2: %s", rank,
                    text.c_str());
         RANK_CHECK(waited < 20, "rank %d: took %.1f s (GYRE_TIMEOUT is 60)", rank, waited);
-        RANK_CHECK(ncclCommAbort(comm) == ncclSuccess, "abort: %s", lastError().c_str());
-        ncclMemFree(buf);
+        RANK_CHECK(ncclCommAbort(h.comm) == ncclSuccess, "abort: %s", lastError().c_str());
+        ncclMemFree(h.buf);
         return 0;
       },
       o);
@@ -246,34 +265,24 @@ TEST_CASE("direct: a peer whose stream never reaches the call fails both ranks a
   RunResult result = runRanks(
       2,
       [](int rank, int n, const ncclUniqueId& id) {
-        ncclComm_t comm = nullptr;
-        if (initDirectComm(&comm, rank, n, id) != 0) return 1;
-        void* buf = nullptr;
-        RANK_CHECK(ncclMemAlloc(&buf, 4096) == ncclSuccess, "ncclMemAlloc: %s", lastError().c_str());
-        cudaStream_t stream = fakeStream(100 + rank);
         static std::atomic<bool> open{false};
-        if (rank == 1)
-          gyre::deviceRuntime()->hostFunc(
-              stream, [](void*) { while (!open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5)); },
-              nullptr);
-        double start = monotonicSeconds();
-        RANK_CHECK(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, stream) == ncclSuccess, "enqueue: %s",
-                   lastError().c_str());
+        HeldCall h;
+        if (enqueueWithHeldRank(rank, n, id, 1, &open, 100, &h) != 0) return 1;
         ncclResult_t async = ncclSuccess;
-        while (async == ncclSuccess && monotonicSeconds() - start < 20) {
+        while (async == ncclSuccess && monotonicSeconds() - h.start < 20) {
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
-          ncclCommGetAsyncError(comm, &async);
+          ncclCommGetAsyncError(h.comm, &async);
         }
-        double waited = monotonicSeconds() - start;
-        std::string text = ncclGetLastError(comm);
+        double waited = monotonicSeconds() - h.start;
+        std::string text = ncclGetLastError(h.comm);
         open = true;
-        gyre::deviceRuntime()->streamSynchronize(stream);  // released: returns
+        gyre::deviceRuntime()->streamSynchronize(h.stream);  // released: returns
         RANK_CHECK(async == ncclRemoteError, "rank %d: async error %d: %s", rank, int(async), text.c_str());
         RANK_CHECK(text.find("rank 1") != std::string::npos, "rank %d: error does not name rank 1: %s", rank,
                    text.c_str());
         RANK_CHECK(waited > 2 && waited < 15, "rank %d: failed after %.1f s (GYRE_TIMEOUT is 3)", rank, waited);
-        RANK_CHECK(ncclCommAbort(comm) == ncclSuccess, "abort: %s", lastError().c_str());
-        ncclMemFree(buf);
+        RANK_CHECK(ncclCommAbort(h.comm) == ncclSuccess, "abort: %s", lastError().c_str());
+        ncclMemFree(h.buf);
         return 0;
       },
       o);
