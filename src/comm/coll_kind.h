@@ -1,6 +1,7 @@
 // The collectives gyre knows, with the names used in messages.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace gyre {
@@ -13,6 +14,11 @@ enum class CollKind : uint8_t {
   ReduceScatter = 4,
   SendRecv = 5,
 };
+
+// How many count-sized blocks a rank's input and output hold: one per rank
+// for ReduceScatter's input and AllGather's output, else one.
+inline size_t inputBlocks(CollKind k, int nranks) { return k == CollKind::ReduceScatter ? size_t(nranks) : 1; }
+inline size_t outputBlocks(CollKind k, int nranks) { return k == CollKind::AllGather ? size_t(nranks) : 1; }
 
 inline const char* collName(CollKind k) {
   switch (k) {

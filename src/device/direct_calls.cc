@@ -13,6 +13,7 @@
 #include "src/debug/deadline.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/device/call_scalar.h"
 #include "src/enqueue/arg_checks.h"
 
 namespace gyre {
@@ -58,12 +59,10 @@ bool outputShared(const PendingCall& c, int rank) {
 }
 
 size_t inputBytes(const PendingCall& c) {
-  size_t bytes = c.count * datatypeSize(c.datatype);
-  return c.coll == CollKind::ReduceScatter ? bytes * c.comm->nranks : bytes;
+  return c.count * datatypeSize(c.datatype) * inputBlocks(c.coll, c.comm->nranks);
 }
 size_t outputBytes(const PendingCall& c) {
-  size_t bytes = c.count * datatypeSize(c.datatype);
-  return c.coll == CollKind::AllGather ? bytes * c.comm->nranks : bytes;
+  return c.count * datatypeSize(c.datatype) * outputBlocks(c.coll, c.comm->nranks);
 }
 
 // The allocation holding [p, p + bytes) as a handle peers can open, or false
@@ -151,12 +150,7 @@ ncclResult_t buildDirectCall(const PendingCall& c, const std::vector<CallInfo>& 
   d.redop = static_cast<uint8_t>(c.op);
   d.nranks = n;
   d.abort = comm->direct->abortDevice;
-  if (c.op >= ncclNumOps) {
-    const CustomRedOp& custom = comm->customOps[c.op - ncclNumOps];
-    d.hasScalar = 1;
-    if (custom.scalarPtr) d.scalarPtr = custom.scalarPtr;
-    else memcpy(d.scalar, custom.value, es);
-  }
+  setCallScalar(comm, c, &d);
   size_t first = 0, count = 0;
   switch (c.coll) {
     case CollKind::AllReduce: case CollKind::Reduce: case CollKind::Broadcast: {
@@ -225,15 +219,7 @@ ncclResult_t enqueueDirect(ncclComm* comm, const DirectCall& call, StreamHandle 
     for (int p = 0; p < n; ++p)
       if (p != me) GYRE_CHECK(rt->streamWaitFlag(stream, d.inbox + phase * n + p, g));
   }
-  std::lock_guard<std::mutex> lock(d.mutex);
-  auto it = std::find_if(d.lastCall.begin(), d.lastCall.end(), [&](const auto& e) { return e.first == stream; });
-  if (it == d.lastCall.end()) {
-    EventHandle e = nullptr;
-    GYRE_CHECK(rt->eventCreate(&e));
-    d.lastCall.push_back({stream, e});
-    it = d.lastCall.end() - 1;
-  }
-  GYRE_CHECK(rt->eventRecord(it->second, stream));
+  GYRE_CHECK(d.lastCall.note(stream));
   d.callsRun.fetch_add(1);
   return ncclSuccess;
 }
@@ -421,9 +407,7 @@ ncclResult_t launchDirectCalls(const std::vector<PendingCall>& calls, std::vecto
     r = buildDirectCall(c, infos, &call);
     if (r == ncclSuccess) r = enqueueDirect(comm, call, c.stream);
     if (r != ncclSuccess) {
-      // Peers may already wait on this rank's signals: they must hear of it.
-      markCommFailed(comm, r, comm->rank);
-      releaseWaits(comm);
+      failAndRelease(comm, r, comm->rank);  // peers may already wait on this rank's signals
       return r;
     }
   }
@@ -435,27 +419,14 @@ bool drainDirect(ncclComm* comm, bool abort, double seconds) {
   DirectState& d = *comm->direct;
   DeviceRuntime* rt = deviceRuntime();
   if (abort) releaseWaits(comm);
-  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  bool drained = false;
-  while (!drained) {
-    drained = true;
-    std::lock_guard<std::mutex> lock(d.mutex);
-    for (auto& [stream, e] : d.lastCall) {
-      bool done = false;
-      if (rt->eventQuery(e, &done) != ncclSuccess) done = true;  // a broken context runs nothing more
-      drained &= done;
-    }
-    if (drained) break;
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  if (!d.lastCall.waitAll(seconds)) return false;
   {
     std::lock_guard<std::mutex> lock(d.watchMutex);
     d.stopping = true;
   }
   d.wake.notify_all();
   if (d.watchdog.joinable()) d.watchdog.join();
-  for (auto& [stream, e] : d.lastCall) rt->eventDestroy(e);
+  d.lastCall.destroy();
   for (auto& [key, base] : d.mappings) rt->ipcCloseHandle(base);
   for (int p = 0; p < comm->nranks; ++p)
     if (p != comm->rank && d.peerInbox[p]) rt->ipcCloseHandle(d.peerInbox[p]);

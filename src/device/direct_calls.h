@@ -36,6 +36,7 @@
 
 #include "include/gyre.h"
 #include "src/device/runtime.h"
+#include "src/device/stream_completions.h"
 #include "src/enqueue/enqueue.h"
 
 struct ncclComm;
@@ -54,9 +55,7 @@ struct DirectState {
   const uint32_t* abortDevice = nullptr;
   // Peer allocations mapped so far: (rank, handle) -> base here.
   std::map<std::pair<int, std::array<unsigned char, sizeof(IpcHandle)>>, void*> mappings;
-  // The last call's completion on each stream, for destroy and the watchdog.
-  std::mutex mutex;
-  std::vector<std::pair<StreamHandle, EventHandle>> lastCall;
+  StreamCompletions lastCall;  // destroy waits for these
   std::atomic<uint64_t> callsRun{0};  // for tests: calls that took the direct path
   // Watchdog: a peer process that died releases this rank's waits.
   std::thread watchdog;

@@ -2,15 +2,14 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "src/comm/comm.h"
 #include "src/comm/comm_topology.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/device/call_scalar.h"
 #include "src/device/runtime.h"
 #include "src/enqueue/arg_checks.h"
 #include "src/enqueue/launch.h"
@@ -110,30 +109,11 @@ DeviceCall describeCall(const PendingCall& c, const KernelState::Lanes& lanes) {
   d.count = c.count;
   d.opCount = ++comm->opCount;
   d.nranks = comm->nranks;
-  if (c.op >= ncclNumOps) {
-    const CustomRedOp& custom = comm->customOps[c.op - ncclNumOps];
-    d.hasScalar = 1;
-    if (custom.scalarPtr) d.scalarPtr = custom.scalarPtr;  // read by the kernel when it starts
-    else memcpy(d.scalar, custom.value, datatypeSize(c.datatype));
-  }
+  setCallScalar(comm, c, &d);
   d.status = comm->kernels->statusDevice;
   d.peerGone = comm->kernels->peerGoneDevice;
   d.timeoutNs = static_cast<uint64_t>(comm->collTimeoutSeconds * 1e9);
   return d;
-}
-
-// Records the launch's completion on its stream for drainKernels.
-ncclResult_t noteLaunch(KernelState& k, cudaStream_t stream) {
-  DeviceRuntime* rt = deviceRuntime();
-  std::lock_guard<std::mutex> lock(k.mutex);
-  auto it = std::find_if(k.lastLaunch.begin(), k.lastLaunch.end(), [&](const auto& p) { return p.first == stream; });
-  if (it == k.lastLaunch.end()) {
-    EventHandle e = nullptr;
-    GYRE_CHECK(rt->eventCreate(&e));
-    k.lastLaunch.push_back({stream, e});
-    it = k.lastLaunch.end() - 1;
-  }
-  return rt->eventRecord(it->second, stream);
 }
 
 // Kernels of two communicators on one stream would run one after the other,
@@ -253,7 +233,7 @@ ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls) {
     // cannot wait for that (as with NCCL: destroy after the graph's last run).
     bool capturing = false;
     GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
-    if (!capturing) GYRE_CHECK(noteLaunch(*c.comm->kernels, c.stream));
+    if (!capturing) GYRE_CHECK(c.comm->kernels->lastLaunch.note(c.stream));
   }
   return ncclSuccess;
 }
@@ -319,21 +299,10 @@ bool drainKernels(ncclComm* comm, bool abort, double seconds) {
   KernelState& k = *comm->kernels;
   DeviceRuntime* rt = deviceRuntime();
   if (abort) abortKernels(comm);
-  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  for (;;) {
-    bool all = true;
-    for (auto& [stream, e] : k.lastLaunch) {
-      bool done = false;
-      if (rt->eventQuery(e, &done) != ncclSuccess) done = true;  // a broken context runs nothing more
-      all &= done;
-    }
-    if (all) break;
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  if (!k.lastLaunch.waitAll(seconds)) return false;
   k.watchdog.stop();  // its reads of the connections end before they close
   pollKernelStatus(comm);
-  for (auto& [stream, e] : k.lastLaunch) rt->eventDestroy(e);
+  k.lastLaunch.destroy();
   for (KernelState::Chunk& chunk : k.arena) rt->deviceFree(chunk.base);
   rt->freeMapped(k.statusHost);
   comm->kernels.reset();

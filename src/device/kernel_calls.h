@@ -21,6 +21,7 @@
 #include "kernels/device_work.h"
 #include "src/debug/deadline.h"
 #include "src/device/kernel_watchdog.h"
+#include "src/device/stream_completions.h"
 #include "src/enqueue/enqueue.h"
 
 namespace gyre {
@@ -46,8 +47,7 @@ struct KernelState {
     size_t size = 0, used = 0;
   };
   std::vector<Chunk> arena;
-  // The last launch on each stream, so destroy can wait for them.
-  std::vector<std::pair<cudaStream_t, void*>> lastLaunch;
+  StreamCompletions lastLaunch;  // destroy waits for these; a fault shows here
   bool errorReported = false;
   std::atomic<bool> announced{false};  // a failure was announced to the peers
   std::atomic<bool> faulted{false};    // checkDeviceFault found a sticky CUDA error

@@ -7,7 +7,6 @@
 #include "src/device/kernel_calls.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
-#include "src/device/runtime.h"
 #include "transport/p2p/p2p_transport.h"
 
 namespace gyre {
@@ -57,19 +56,7 @@ void failOnDeviceError(ncclComm* comm, ncclResult_t code) {
 void checkDeviceFault(ncclComm* comm) {
   KernelState& k = *comm->kernels;
   if (k.faulted.load()) return;
-  DeviceRuntime* rt = deviceRuntime();
-  bool broken = false;
-  {
-    std::lock_guard<std::mutex> lock(k.mutex);
-    for (auto& [stream, e] : k.lastLaunch) {
-      bool done = false;
-      if (rt->eventQuery(e, &done) != ncclSuccess) {
-        broken = true;
-        break;
-      }
-    }
-  }
-  if (!broken || k.faulted.exchange(true)) return;
+  if (!k.lastLaunch.anyFailed() || k.faulted.exchange(true)) return;
   std::string why = lastErrorText();
   ncclResult_t r = fail(ncclUnhandledCudaError, "rank %d: the GPU (device %d) reports a sticky CUDA error after a "
                         "collective kernel: %s; this process can no longer use it", comm->rank, comm->cudaDev,

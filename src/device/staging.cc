@@ -81,8 +81,8 @@ void planPieces(StagedCall* s) {
   s->pieces = c.count == 0 ? 1 : (c.count + s->pieceCount - 1) / s->pieceCount;
 }
 
-size_t inputRows(const PendingCall& c) { return c.coll == CollKind::ReduceScatter ? c.comm->nranks : 1; }
-size_t outputRows(const PendingCall& c) { return c.coll == CollKind::AllGather ? c.comm->nranks : 1; }
+size_t inputRows(const PendingCall& c) { return inputBlocks(c.coll, c.comm->nranks); }
+size_t outputRows(const PendingCall& c) { return outputBlocks(c.coll, c.comm->nranks); }
 
 // Which side of the call this rank moves at all.
 void stagedSides(const PendingCall& c, bool* in, bool* out) {

@@ -1,0 +1,60 @@
+#include "src/device/stream_completions.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "src/debug/error.h"
+
+namespace gyre {
+
+ncclResult_t StreamCompletions::note(StreamHandle stream) {
+  DeviceRuntime* rt = deviceRuntime();
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = std::find_if(events_.begin(), events_.end(), [&](const auto& e) { return e.first == stream; });
+  if (it == events_.end()) {
+    EventHandle e = nullptr;
+    GYRE_CHECK(rt->eventCreate(&e));
+    events_.push_back({stream, e});
+    it = events_.end() - 1;
+  }
+  return rt->eventRecord(it->second, stream);
+}
+
+bool StreamCompletions::waitAll(double seconds) {
+  DeviceRuntime* rt = deviceRuntime();
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    bool all = true;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& [stream, e] : events_) {
+        bool done = false;
+        if (rt->eventQuery(e, &done) != ncclSuccess) done = true;
+        all &= done;
+      }
+    }
+    if (all) return true;
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+bool StreamCompletions::anyFailed() {
+  DeviceRuntime* rt = deviceRuntime();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [stream, e] : events_) {
+    bool done = false;
+    if (rt->eventQuery(e, &done) != ncclSuccess) return true;
+  }
+  return false;
+}
+
+void StreamCompletions::destroy() {
+  DeviceRuntime* rt = deviceRuntime();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [stream, e] : events_) rt->eventDestroy(e);
+  events_.clear();
+}
+
+}  // namespace gyre
