@@ -176,16 +176,13 @@ __global__ void __launch_bounds__(kKernelThreads) collectiveKernel(DeviceCall ca
 
 int launchCollectiveKernel(const DeviceCall& call, cudaStream_t stream) {
   if (call.nlanes == 0) return 0;
-  OpParams params{call.nranks, call.hasScalar != 0, call.scalar};
   cudaError_t err = cudaSuccess;
-  ncclResult_t r = visitTypedOp(static_cast<ncclDataType_t>(call.datatype), static_cast<ncclRedOp_t>(call.redop),
-                                params, [&](auto op) {
-                                  using Op = decltype(op);
-                                  collectiveKernel<typename Op::Elem, Op><<<call.nlanes, kKernelThreads, 0, stream>>>(
-                                      call, op);
-                                  err = cudaGetLastError();
-                                  return ncclSuccess;
-                                });
+  ncclResult_t r = visitCallOp(call, [&](auto op) {
+    using Op = decltype(op);
+    collectiveKernel<typename Op::Elem, Op><<<call.nlanes, kKernelThreads, 0, stream>>>(call, op);
+    err = cudaGetLastError();
+    return ncclSuccess;
+  });
   if (r != ncclSuccess) return -1;
   return static_cast<int>(err);
 }

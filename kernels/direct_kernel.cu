@@ -69,20 +69,17 @@ __global__ void __launch_bounds__(kDirectThreads) directKernel(DirectCall c, Op 
 
 int launchDirectKernel(const DirectCall& call, cudaStream_t stream) {
   if (call.count == 0) return 0;
-  OpParams params{call.nranks, call.hasScalar != 0, call.scalar};
   cudaError_t err = cudaSuccess;
-  ncclResult_t r = visitTypedOp(static_cast<ncclDataType_t>(call.datatype), static_cast<ncclRedOp_t>(call.redop),
-                                params, [&](auto op) {
-                                  using Op = decltype(op);
-                                  using T = typename Op::Elem;
-                                  size_t packs = (call.count * sizeof(T) + 15) / 16;
-                                  size_t blocks = std::min<size_t>(kDirectMaxBlocks,
-                                                                   (packs + kDirectThreads - 1) / kDirectThreads);
-                                  directKernel<T, Op><<<static_cast<unsigned>(std::max<size_t>(blocks, 1)),
-                                                        kDirectThreads, 0, stream>>>(call, op);
-                                  err = cudaGetLastError();
-                                  return ncclSuccess;
-                                });
+  ncclResult_t r = visitCallOp(call, [&](auto op) {
+    using Op = decltype(op);
+    using T = typename Op::Elem;
+    size_t packs = (call.count * sizeof(T) + 15) / 16;
+    size_t blocks = std::min<size_t>(kDirectMaxBlocks, (packs + kDirectThreads - 1) / kDirectThreads);
+    unsigned grid = static_cast<unsigned>(std::max<size_t>(blocks, 1));
+    directKernel<T, Op><<<grid, kDirectThreads, 0, stream>>>(call, op);
+    err = cudaGetLastError();
+    return ncclSuccess;
+  });
   if (r != ncclSuccess) return -1;
   return static_cast<int>(err);
 }

@@ -69,24 +69,22 @@ struct HostBlock {
 }  // namespace
 
 ncclResult_t runCallOnHostThreads(const DeviceCall& call) {
-  OpParams params{call.nranks, call.hasScalar != 0, call.scalar};
-  return visitTypedOp(static_cast<ncclDataType_t>(call.datatype), static_cast<ncclRedOp_t>(call.redop), params,
-                      [&](auto op) {
-                        using Op = decltype(op);
-                        loadScalar(op, call.scalarPtr);
-                        std::vector<std::thread> blocks;
-                        for (int b = 1; b < call.nlanes; ++b)
-                          blocks.emplace_back([&, b] {
-                            HostBlock ctx;
-                            runLane<typename Op::Elem, Op>(ctx, call, call.lanes[b], op);
-                          });
-                        if (call.nlanes > 0) {
-                          HostBlock ctx;
-                          runLane<typename Op::Elem, Op>(ctx, call, call.lanes[0], op);
-                        }
-                        for (std::thread& t : blocks) t.join();
-                        return ncclSuccess;
-                      });
+  return visitCallOp(call, [&](auto op) {
+    using Op = decltype(op);
+    loadScalar(op, call.scalarPtr);
+    std::vector<std::thread> blocks;
+    for (int b = 1; b < call.nlanes; ++b)
+      blocks.emplace_back([&, b] {
+        HostBlock ctx;
+        runLane<typename Op::Elem, Op>(ctx, call, call.lanes[b], op);
+      });
+    if (call.nlanes > 0) {
+      HostBlock ctx;
+      runLane<typename Op::Elem, Op>(ctx, call, call.lanes[0], op);
+    }
+    for (std::thread& t : blocks) t.join();
+    return ncclSuccess;
+  });
 }
 
 }  // namespace gyre
@@ -95,14 +93,12 @@ namespace gyre {
 
 ncclResult_t runDirectOnHost(const DirectCall& call) {
   if (call.abort && *call.abort) return ncclSuccess;
-  OpParams params{call.nranks, call.hasScalar != 0, call.scalar};
-  return visitTypedOp(static_cast<ncclDataType_t>(call.datatype), static_cast<ncclRedOp_t>(call.redop), params,
-                      [&](auto op) {
-                        using Op = decltype(op);
-                        loadScalar(op, call.scalarPtr);
-                        directElements<typename Op::Elem, Op>(call, op, 0, 1);
-                        return ncclSuccess;
-                      });
+  return visitCallOp(call, [&](auto op) {
+    using Op = decltype(op);
+    loadScalar(op, call.scalarPtr);
+    directElements<typename Op::Elem, Op>(call, op, 0, 1);
+    return ncclSuccess;
+  });
 }
 
 }  // namespace gyre

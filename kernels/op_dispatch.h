@@ -69,6 +69,15 @@ ncclResult_t visitTypedOp(ncclDataType_t type, ncclRedOp_t op, const OpParams& p
   }
 }
 
+// The typed operator of a device call (DeviceCall, DirectCall): its
+// datatype, operator, rank count and scalar, as every executor reads them.
+template <typename Call, typename Visit>
+ncclResult_t visitCallOp(const Call& call, Visit&& visit) {
+  OpParams params{call.nranks, call.hasScalar != 0, call.scalar};
+  return visitTypedOp(static_cast<ncclDataType_t>(call.datatype), static_cast<ncclRedOp_t>(call.redop), params,
+                      visit);
+}
+
 // A PreMulSum whose scalar lives in device memory (ncclScalarDevice) reads
 // it when the kernel starts; other operators have no scalar.
 template <typename Op>

@@ -44,15 +44,40 @@ GYRE_HOST_DEVICE constexpr size_t llPayloadBytes(size_t slotBytes) {
   return (slotBytes / kLLUnitBytes - kLLMetaUnits) * kLLUnitPayload;
 }
 
+// Shared memory between host ranks keeps each slot's metadata in a cache line
+// of its own, with the step's sequence word and room for a small payload: a
+// receiver polls that one line instead of the tail counter, and a step of up
+// to kLineInlineBytes needs no other line (2 ranks at 8 B crossed three lines
+// per step: tail, metadata, payload).
+constexpr size_t kLineInlineBytes = 32;
+struct alignas(64) SlotLine {
+  SlotMeta meta;
+  uint64_t seq;  // the step + 1, stored (release) after the payload and meta
+  char payload[kLineInlineBytes];
+};
+static_assert(sizeof(SlotLine) == 64);
+
 struct Fifo {
   char* slots = nullptr;     // kFifoSlots * slotBytes
   size_t slotBytes = 0;
-  SlotMeta* meta = nullptr;  // kFifoSlots entries
+  SlotMeta* meta = nullptr;  // kFifoSlots entries, metaStride bytes apart
   uint64_t* tail = nullptr;  // steps produced (written by the producer)
   uint64_t* head = nullptr;  // steps consumed (written by the consumer)
+  // sizeof(SlotLine) when `meta` points into SlotLines (the shared-memory
+  // transport's host executor protocol; see SlotLine), else sizeof(SlotMeta).
+  uint32_t metaStride = sizeof(SlotMeta);
 
+  GYRE_HOST_DEVICE bool hasLines() const { return metaStride == sizeof(SlotLine); }
   GYRE_HOST_DEVICE char* slot(uint64_t step) const { return slots + (step % kFifoSlots) * slotBytes; }
-  GYRE_HOST_DEVICE SlotMeta& metaOf(uint64_t step) const { return meta[step % kFifoSlots]; }
+  GYRE_HOST_DEVICE SlotMeta& metaOf(uint64_t step) const {
+    return *reinterpret_cast<SlotMeta*>(reinterpret_cast<char*>(meta) + (step % kFifoSlots) * metaStride);
+  }
+  // Only where hasLines().
+  GYRE_HOST_DEVICE SlotLine& lineOf(uint64_t step) const { return reinterpret_cast<SlotLine&>(metaOf(step)); }
+  // Where a step of `bytes` keeps its payload.
+  GYRE_HOST_DEVICE char* payload(uint64_t step, size_t bytes) const {
+    return hasLines() && bytes <= kLineInlineBytes ? lineOf(step).payload : slot(step);
+  }
 };
 
 inline uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }

@@ -34,6 +34,9 @@ struct Connection {
   void* state = nullptr;         // owned by the transport
   uint64_t step = 0;             // executor-side count of steps posted (send) or consumed (recv)
   uint64_t callSeq = 0;          // send/recv calls made on this connection (their SlotMeta sequence number)
+  // A sender's last load of head: head only grows, so while it shows a free
+  // slot the line the peer keeps writing need not be loaded again.
+  mutable uint64_t seenHead = 0;
   // Set by the transport when the peer closed its end. Not an error by itself:
   // a peer that finished the collective may close before this rank has
   // consumed the last data it sent. It becomes one when this rank waits for

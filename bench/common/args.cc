@@ -25,9 +25,11 @@ void usage(const ArgsSpec& spec, FILE* out) {
       "  -c, --check <0|1>          verify every result (default 1)\n"
       "  -d, --datatype <type>      %s (default float)\n",
       spec.program, typeNameList().c_str());
-  if (spec.usesOp)
-    std::fprintf(out, "  -o, --op <op>              %s (default sum)\n", opNameList().c_str());
-  if (spec.usesRoot) std::fprintf(out, "  -r, --root <rank>          root rank (default 0)\n");
+  // Accepted (and checked) by every binary, as nccl-tests does, so one flag
+  // set serves a script running them all; ignored where the collective has none.
+  std::fprintf(out, "  -o, --op <op>              %s (default sum)%s\n", opNameList().c_str(),
+               spec.usesOp ? "" : "; ignored here");
+  std::fprintf(out, "  -r, --root <rank>          root rank (default 0)%s\n", spec.usesRoot ? "" : "; ignored here");
   std::fprintf(out,
       "  -a, --average <0..3>       time across ranks: 0 rank 0, 1 mean, 2 min, 3 max "
       "(default 1)\n"
@@ -111,10 +113,10 @@ int parseArgs(int argc, char** argv, const ArgsSpec& spec, BenchArgs* args) {
         args->allTypes = std::string(optarg) == "all";
         break;
       case 'o':
-        ok = spec.usesOp && parseOps(optarg, &args->ops);
+        ok = parseOps(optarg, &args->ops);
         args->allOps = std::string(optarg) == "all";
         break;
-      case 'r': ok = spec.usesRoot && parseInt(optarg, 0, INT_MAX, &v); args->root = static_cast<int>(v); break;
+      case 'r': ok = parseInt(optarg, 0, INT_MAX, &v); args->root = static_cast<int>(v); break;
       case 'a': ok = parseInt(optarg, 0, 3, &v); args->average = static_cast<int>(v); break;
       case 'p': ok = parseInt(optarg, 1, 4096, &v); args->forkRanks = static_cast<int>(v); break;
       case 'T': ok = parseInt(optarg, 0, INT_MAX, &v); args->timeoutSeconds = static_cast<int>(v); break;

@@ -6,10 +6,33 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/primitives/host_device.h"
 
 namespace gyre {
+
+// One quiet NaN for float and double results (other types pass through; the
+// narrow floats already round every NaN to one pattern). Where every rank
+// computes the same reduction itself (recursive doubling) the compiler may
+// commute an addition, and which operand's NaN payload survives depends on
+// the order (x86 keeps the first), so two ranks could hold different NaN
+// bits. Every reduction does it, so every algorithm gives the same NaN.
+template <typename T>
+GYRE_HOST_DEVICE T canonicalNan(T v) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (v == v) return v;
+    using Bits = std::conditional_t<std::is_same_v<T, float>, uint32_t, uint64_t>;
+    const Bits quiet = std::is_same_v<T, float> ? Bits(0x7fc00000u) : Bits(0x7ff8000000000000ull);
+    T nan;
+    memcpy(&nan, &quiet, sizeof nan);
+    return nan;
+  } else {
+    return v;
+  }
+}
 
 // One element of a copy: post?(pre?(v)).
 template <typename T, typename Op, bool Pre, bool Post>
@@ -26,7 +49,7 @@ GYRE_HOST_DEVICE T reduceOne(const Op& op, T received, T local) {
   if constexpr (Pre) local = op.pre(local);
   T v = LocalFirst ? op.apply(local, received) : op.apply(received, local);
   if constexpr (Post) v = op.post(v);
-  return v;
+  return canonicalNan(v);
 }
 
 // dst0[i] (and dst1[i] if non-null) = post?(pre?(src[i]))

@@ -11,8 +11,7 @@ namespace {
 constexpr double kHelloSeconds = 2.0;
 }
 
-ncclResult_t Acceptor::listen(const NetAddress& bindAddr, uint64_t secret) {
-  secret_ = secret;
+ncclResult_t Acceptor::listen(const NetAddress& bindAddr) {
   NetAddress any = bindAddr;
   any.setPort(0);
   return Socket::listenOn(any, &listener_, &address_);
@@ -25,6 +24,8 @@ void Acceptor::close() {
 
 ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadline,
                                   const std::atomic<bool>* abort, Socket* out) {
+  if (secret_ == 0) return fail(ncclInternalError, "acceptor: waiting for rank %d before the session secret is set",
+                                fromRank);
   auto key = std::make_pair(fromRank, tag);
   for (;;) {
     auto it = early_.find(key);
@@ -46,8 +47,9 @@ ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadlin
       continue;
     }
     if (hello.secret != secret_) {
-      GYRE_WARN("refused a connection from %s claiming rank %d: wrong secret (another communicator or a "
-                "stale one)", from.toString().c_str(), hello.fromRank);
+      GYRE_WARN("refused a connection from %s claiming rank %d: wrong session secret (another "
+                "communicator, a stale one, or a caller that knows only the unique id)",
+                from.toString().c_str(), hello.fromRank);
       continue;
     }
     early_[{hello.fromRank, hello.tag}] = std::move(s);

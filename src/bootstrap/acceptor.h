@@ -1,7 +1,7 @@
 // Each rank's single listening socket. Peers connect for different purposes
 // (bootstrap ring, transport channels) in any order; the acceptor checks each
-// caller's secret and hands out the connection that was asked for, keeping
-// early arrivals for later. Callers without the secret are logged and dropped.
+// caller's session secret and hands out the connection that was asked for,
+// keeping early arrivals for later. Callers without it are logged and dropped.
 #pragma once
 
 #include <atomic>
@@ -14,10 +14,14 @@ namespace gyre {
 
 class Acceptor {
  public:
-  ncclResult_t listen(const NetAddress& bindAddr, uint64_t secret);
+  // Listens before the secret is known: the address travels in the peer
+  // table, whose reply brings the session secret (setSecret).
+  ncclResult_t listen(const NetAddress& bindAddr);
+  void setSecret(uint64_t secret) { secret_ = secret; }
   const NetAddress& address() const { return address_; }
 
   // Returns the connection from `fromRank` with `tag`, accepting until it comes.
+  // Only after setSecret: no caller is checked against an unset secret.
   ncclResult_t acceptFrom(int fromRank, int tag, const Deadline& deadline, const std::atomic<bool>* abort,
                           Socket* out);
   void close();

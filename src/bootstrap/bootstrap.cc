@@ -15,20 +15,20 @@ ncclResult_t Bootstrap::create(const UniqueIdContents& id, int rank, int nranks,
   auto b = std::make_unique<Bootstrap>();
   b->rank_ = rank;
   b->nranks_ = nranks;
-  b->secret_ = id.secret;
   // Listen on the interface that reaches the root: with NCCL_COMM_ID on
   // loopback the ranks stay on loopback; otherwise NCCL_SOCKET_IFNAME decides.
   Interface itf;
   GYRE_CHECK(selectInterface(&itf));
-  GYRE_CHECK(b->acceptor_.listen(itf.address, id.secret));
+  GYRE_CHECK(b->acceptor_.listen(itf.address));
   self.listen = b->acceptor_.address().toWire();
-  GYRE_CHECK(joinRendezvous(id, rank, nranks, self, connectDeadline, deadline, abort, &b->peers_));
+  GYRE_CHECK(joinRendezvous(id, rank, nranks, self, connectDeadline, deadline, abort, &b->peers_, &b->secret_));
+  b->acceptor_.setSecret(b->secret_);
   if (nranks > 1) {
     int next = (rank + 1) % nranks;
     int prev = (rank + nranks - 1) % nranks;
     char what[64];
     snprintf(what, sizeof(what), "init: connecting the bootstrap ring to rank %d", next);
-    GYRE_CHECK(connectToPeer(NetAddress::fromWire(b->peers_[next].listen), id.secret, rank, kTagBootstrapRing,
+    GYRE_CHECK(connectToPeer(NetAddress::fromWire(b->peers_[next].listen), b->secret_, rank, kTagBootstrapRing,
                              deadline, abort, &b->ringNext_, what));
     GYRE_CHECK(b->acceptor_.acceptFrom(prev, kTagBootstrapRing, deadline, abort, &b->ringPrev_));
   }

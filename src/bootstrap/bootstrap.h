@@ -23,6 +23,8 @@ class Bootstrap {
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
+  // The session secret from the rendezvous (not the unique id's): what every
+  // rank-to-rank connection and shared-memory handshake of this communicator proves.
   uint64_t secret() const { return secret_; }
   const std::vector<PeerInfo>& peers() const { return peers_; }
   Acceptor& acceptor() { return acceptor_; }

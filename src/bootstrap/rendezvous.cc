@@ -91,8 +91,8 @@ void serveRendezvous(Socket listener, uint64_t secret, double timeoutSeconds) {
       GYRE_WARN("rendezvous root: refused rank %d from %s: its unique id's secret does not match "
                 "(stale or foreign unique id)", j.hello.rank, from.toString().c_str());
       sendReply(j.socket, kRootRefused,
-                "the rendezvous at " + from.toString() +
-                    " refused this rank: the unique id's secret does not match (stale or wrong unique id)",
+                "the rendezvous root refused rank " + std::to_string(j.hello.rank) + " (connecting from " +
+                    from.toString() + "): the unique id's secret does not match (stale or wrong unique id)",
                 helloDeadline);
       continue;
     }
@@ -133,10 +133,13 @@ void serveRendezvous(Socket listener, uint64_t secret, double timeoutSeconds) {
   } else {
     std::vector<PeerInfo> table(nranks);
     for (const Joined& j : joined) table[j.hello.rank] = j.hello.info;
+    uint64_t session = randomSecret();
+    while (session == secret) session = randomSecret();
     for (const Joined& j : joined) {
       RootReply reply{};
       reply.status = kRootOk;
       reply.nranks = nranks;
+      reply.sessionSecret = session;
       if (j.socket.sendAll(&reply, sizeof(reply), replyDeadline, nullptr, "rendezvous root: reply") ==
           ncclSuccess)
         j.socket.sendAll(table.data(), table.size() * sizeof(PeerInfo), replyDeadline, nullptr,
@@ -171,12 +174,31 @@ ncclResult_t startFixedRoot(const UniqueIdContents& contents, std::thread* threa
   return ncclSuccess;
 }
 
+namespace {
+// How long a refused root of a ncclGetUniqueId id is retried, in case the
+// refusal is transient.
+constexpr double kStaleRootGraceSeconds = 1.0;
+}  // namespace
+
 ncclResult_t joinRendezvous(const UniqueIdContents& id, int rank, int nranks, const PeerInfo& self,
                             const Deadline& connectDeadline, const Deadline& deadline,
-                            const std::atomic<bool>* abort, std::vector<PeerInfo>* peers) {
+                            const std::atomic<bool>* abort, std::vector<PeerInfo>* peers,
+                            uint64_t* sessionSecret) {
   std::string what = "init: joining the rendezvous at " + id.root.toString();
   Socket s;
-  if (Socket::connectTo(id.root, connectDeadline, abort, &s, what.c_str()) != ncclSuccess) {
+  // An id from ncclGetUniqueId names a root that listened before the id
+  // existed: a refusal that lasts means its communicator ended or its process
+  // exited, so say so now rather than at GYRE_INIT_TIMEOUT. (With NCCL_COMM_ID
+  // rank 0 may simply not have started yet.)
+  Deadline refusedDeadline = Deadline::afterSeconds(kStaleRootGraceSeconds);
+  bool refused = false;
+  if (Socket::connectTo(id.root, connectDeadline, abort, &s, what.c_str(),
+                        id.fixedAddress ? nullptr : &refusedDeadline, &refused) != ncclSuccess) {
+    if (refused)
+      return fail(ncclInvalidArgument,
+                  "init: the rendezvous root at %s refused the connection: nothing listens there, so the unique "
+                  "id is stale (its communicator was already created and finished) or the process that made "
+                  "it exited", id.root.toString().c_str());
     if (id.fixedAddress)
       return fail(ncclSystemError,
                   "init: rank 0, which hosts the rendezvous at %s (NCCL_COMM_ID), did not join before "
@@ -194,13 +216,23 @@ ncclResult_t joinRendezvous(const UniqueIdContents& id, int rank, int nranks, co
   GYRE_CHECK(s.sendAll(&hello, sizeof(hello), deadline, abort, what.c_str()));
   RootReply reply{};
   if (s.recvAll(&reply, sizeof(reply), deadline, abort, what.c_str()) != ncclSuccess)
-    return fail(ncclRemoteError, "init: no answer from the rendezvous root at %s (it exited or timed out)",
-                id.root.toString().c_str());
+    return fail(ncclRemoteError,
+                "init: no answer from the rendezvous root at %s (it exited or timed out, or the unique id is "
+                "stale and something else now listens there)", id.root.toString().c_str());
+  if (reply.status == kRootRefused && id.fixedAddress) {
+    // The secret came from the address and the job id: name the inputs that differ between jobs.
+    std::string job = launcherJobId();
+    return fail(ncclRemoteError,
+                "init failed: %s. With NCCL_COMM_ID the secret is derived from the address and the job id, "
+                "which must be the same on every rank (this rank's: %s); is another job using %s?",
+                reply.message, job.empty() ? "none set" : job.c_str(), id.root.toString().c_str());
+  }
   if (reply.status != kRootOk) return fail(ncclRemoteError, "init failed: %s", reply.message);
   if (reply.nranks != nranks)
     return fail(ncclInternalError, "init: root answered for %d ranks, expected %d", reply.nranks, nranks);
   peers->resize(nranks);
   GYRE_CHECK(s.recvAll(peers->data(), nranks * sizeof(PeerInfo), deadline, abort, what.c_str()));
+  *sessionSecret = reply.sessionSecret;
   return ncclSuccess;
 }
 

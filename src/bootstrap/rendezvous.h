@@ -1,6 +1,7 @@
 // The rendezvous: one root gathers every rank's PeerInfo and sends back the
-// full table. The root runs as a thread in the process that called
-// ncclGetUniqueId, or in rank 0 when NCCL_COMM_ID fixes its address.
+// full table with a fresh random session secret. The root runs as a thread in
+// the process that called ncclGetUniqueId, or in rank 0 when NCCL_COMM_ID
+// fixes its address.
 #pragma once
 
 #include <atomic>
@@ -15,7 +16,7 @@ namespace gyre {
 
 // Serves one rendezvous on `listener` until every rank has joined or
 // `timeoutSeconds` passes; in the latter case it tells the ranks that did join
-// which ranks are missing. Connections without the secret are refused and logged.
+// which ranks are missing. Hellos without the id's secret are refused and logged.
 void serveRendezvous(Socket listener, uint64_t secret, double timeoutSeconds);
 
 // Starts a root on the interface chosen by NCCL_SOCKET_IFNAME (for ncclGetUniqueId).
@@ -24,12 +25,14 @@ ncclResult_t startDetachedRoot(UniqueIdContents* contents);
 // Starts the root for a fixed NCCL_COMM_ID address; the caller joins *thread.
 ncclResult_t startFixedRoot(const UniqueIdContents& contents, std::thread* thread);
 
-// Rank side: sends this rank's info and receives everyone's.
+// Rank side: sends this rank's info and receives everyone's and the session
+// secret that the communicator's later connections prove.
 // Reaching the root is bounded by `connectDeadline` (GYRE_INIT_TIMEOUT); the
 // answer may take until `deadline`, a little later, so that the root's own
 // "rank K did not join" message arrives before this rank gives up.
 ncclResult_t joinRendezvous(const UniqueIdContents& id, int rank, int nranks, const PeerInfo& self,
                             const Deadline& connectDeadline, const Deadline& deadline,
-                            const std::atomic<bool>* abort, std::vector<PeerInfo>* peers);
+                            const std::atomic<bool>* abort, std::vector<PeerInfo>* peers,
+                            uint64_t* sessionSecret);
 
 }  // namespace gyre

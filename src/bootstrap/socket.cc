@@ -72,7 +72,8 @@ ncclResult_t Socket::listenOn(const NetAddress& bindAddr, Socket* out, NetAddres
 }
 
 ncclResult_t Socket::connectTo(const NetAddress& addr, const Deadline& deadline,
-                               const std::atomic<bool>* abort, Socket* out, const char* what) {
+                               const std::atomic<bool>* abort, Socket* out, const char* what,
+                               const Deadline* refusedDeadline, bool* refused) {
   int backoffMs = 1;
   for (;;) {
     int fd = socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -94,6 +95,11 @@ ncclResult_t Socket::connectTo(const NetAddress& addr, const Deadline& deadline,
     if (err != ECONNREFUSED && err != ETIMEDOUT && err != EHOSTUNREACH && err != ENETUNREACH)
       return fail(ncclSystemError, "%s: connect to %s: %s", what, addr.toString().c_str(), strerror(err));
     if (abort && abort->load()) return fail(ncclInvalidUsage, "%s: communicator was aborted", what);
+    if (err == ECONNREFUSED && refusedDeadline && refusedDeadline->expired()) {
+      if (refused) *refused = true;
+      return fail(ncclSystemError, "%s: %s refused the connection (nothing listens there)", what,
+                  addr.toString().c_str());
+    }
     if (deadline.expired())
       return fail(ncclSystemError, "%s: nothing accepted connections at %s before the timeout (%s)", what,
                   addr.toString().c_str(), strerror(err));

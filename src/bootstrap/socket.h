@@ -25,9 +25,12 @@ class Socket {
   // Listens on `bindAddr` (port 0 picks a free port); *bound gets the real address.
   static ncclResult_t listenOn(const NetAddress& bindAddr, Socket* out, NetAddress* bound);
   // Connects, retrying refused connections until the deadline (the peer may not
-  // be listening yet).
+  // be listening yet). With `refusedDeadline`, a connection still refused
+  // (ECONNREFUSED: the host answered, nothing listens) after it fails at once
+  // and sets *refused: for a peer that must already be listening.
   static ncclResult_t connectTo(const NetAddress& addr, const Deadline& deadline,
-                                const std::atomic<bool>* abort, Socket* out, const char* what);
+                                const std::atomic<bool>* abort, Socket* out, const char* what,
+                                const Deadline* refusedDeadline = nullptr, bool* refused = nullptr);
 
   ncclResult_t acceptOne(Socket* out, NetAddress* from, const Deadline& deadline,
                          const std::atomic<bool>* abort, const char* what) const;

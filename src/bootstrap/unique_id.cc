@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -75,6 +76,22 @@ ncclResult_t decodeUniqueId(const ncclUniqueId& id, UniqueIdContents* c) {
   return ncclSuccess;
 }
 
+std::string launcherJobId() {
+  // Values every process of one job sees alike. Restart counters are left out:
+  // torchelastic agents that join late count differently from the others.
+  static const char* const kLauncherVars[] = {"SLURM_JOB_ID", "SLURM_STEP_ID", "OMPI_MCA_ess_base_jobid",
+                                              "PMIX_NAMESPACE", "TORCHELASTIC_RUN_ID"};
+  std::string out;
+  std::string own = env::getString("GYRE_JOB_ID");
+  if (!own.empty()) out = "GYRE_JOB_ID=" + own;
+  for (const char* name : kLauncherVars) {
+    const char* v = getenv(name);
+    if (!v || !*v) continue;
+    out += (out.empty() ? "" : " ") + std::string(name) + "=" + v;
+  }
+  return out;
+}
+
 ncclResult_t uniqueIdFromCommIdEnv(bool* used, ncclUniqueId* id) {
   std::string text = env::getString("NCCL_COMM_ID");
   *used = !text.empty();
@@ -83,9 +100,12 @@ ncclResult_t uniqueIdFromCommIdEnv(bool* used, ncclUniqueId* id) {
   std::string why;
   if (!NetAddress::parse(text, &c.root, &why))
     return fail(ncclInvalidArgument, "NCCL_COMM_ID=\"%s\" is not valid: %s", text.c_str(), why.c_str());
-  // Every process derives the same secret from the address: ranks of one job
-  // agree without exchanging anything, and ids of unrelated jobs still differ.
-  std::string seed = "gyre-fixed-root:" + c.root.toString();
+  // Every process derives the same secret from the address and the job id:
+  // ranks of one job agree without exchanging anything, and a stale rank of an
+  // earlier job at the same address is refused by the rendezvous whenever a
+  // launcher (or GYRE_JOB_ID) tells the jobs apart. The root then hands out a
+  // random session secret, so later connections never rest on this one.
+  std::string seed = "gyre-fixed-root:" + c.root.toString() + "|job:" + launcherJobId();
   c.secret = fnv1a(seed.data(), seed.size()) | 1;
   c.fixedAddress = true;
   encodeUniqueId(c, id);

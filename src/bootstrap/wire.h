@@ -26,7 +26,7 @@ struct PeerInfo {
   int64_t busId;
 };
 
-// Rank -> root: "I am rank r of n", proving the secret.
+// Rank -> root: "I am rank r of n", proving the unique id's secret.
 struct RootHello {
   char magic[8];
   uint64_t secret;
@@ -41,11 +41,15 @@ enum RootStatus : int32_t { kRootOk = 0, kRootRefused = 1, kRootFailed = 2 };
 struct RootReply {
   int32_t status;
   int32_t nranks;
+  // Drawn by the root per rendezvous and given only to ranks that proved the
+  // id's secret; every later connection proves this one, so an id that leaks
+  // or is derived from an address (NCCL_COMM_ID) opens no rank's listener.
+  uint64_t sessionSecret;
   char message[384];
 };
 
 // First message on every rank-to-rank connection: who is calling, for which
-// purpose (tag), proving the communicator's secret.
+// purpose (tag), proving the communicator's session secret.
 struct ConnHello {
   char magic[8];
   uint64_t secret;

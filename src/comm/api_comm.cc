@@ -70,9 +70,7 @@ GYRE_EXPORT ncclResult_t gyreCommInitRankHost(ncclComm_t* comm, int nranks, nccl
 
 GYRE_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   GYRE_CHECK(checkComm(comm, "ncclCommFinalize"));
-  // Host collectives complete before they return, so nothing is outstanding.
-  comm->finalized = true;
-  return static_cast<ncclResult_t>(comm->asyncError.load());
+  return finalizeCommunicator(comm);
 }
 
 GYRE_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {

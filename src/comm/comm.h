@@ -108,12 +108,16 @@ struct ncclComm {
   std::map<int, std::unique_ptr<gyre::Connection>> p2pSend;  // by peer rank
   std::map<int, std::unique_ptr<gyre::Connection>> p2pRecv;
   gyre::ProgressEngine progress;
+  // In-place host AlltoAll sends from a copy of the buffer. Kept between
+  // calls (grow-only, freed with the communicator): a fresh allocation of tens
+  // of MiB is mmap'd and faulted in on every call, which cost 30x here.
+  std::vector<char> alltoallCopy;
 
   std::atomic<bool> abortFlag{false};
   std::atomic<int> asyncError{ncclSuccess};
   std::atomic<int> activeCalls{0};
   std::thread initThread;     // nonblocking init (config.blocking = 0) runs here
-  bool finalized = false;
+  std::atomic<bool> finalized{false};  // ncclCommFinalize ran: no new calls
   std::string errorText;      // why asyncError was set (guarded by errorMutex)
   std::mutex errorMutex;
 

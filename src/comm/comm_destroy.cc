@@ -1,5 +1,6 @@
 // Error state and teardown of a communicator.
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "src/comm/comm.h"
@@ -46,6 +47,33 @@ void markCommFailed(ncclComm* comm, ncclResult_t code, int culprit) {
   if (culprit >= 0) comm->progress.sendAbortNotices(culprit);
 }
 
+namespace {
+
+// An ncclSend whose ncclRecv never came completes anyway when its data fit in
+// the connection's buffer (as with NCCL); teardown is the last moment to say
+// so. Only host-visible FIFOs (shm, sockets) can be looked at here.
+void warnUnreceivedSends(ncclComm* comm) {
+  if (comm->abortFlag.load() || comm->asyncError.load() != ncclSuccess) return;
+  for (const auto& [peer, c] : comm->p2pRecv) {
+    if (!c->fifo.tail || !(c->sharedCounters || c->needsProgress)) continue;
+    // A socket step reaches the FIFO only when progress() reads it, and the
+    // executor drives idle connections only now and then: read what is there.
+    if (c->needsProgress) {
+      const std::string before = lastErrorText();
+      QuietFailures quiet(true);
+      int culprit = -1;
+      if (c->transport->progress(*c, &culprit) != ncclSuccess) recordFailure(ncclSuccess, before.c_str());
+    }
+    uint64_t arrived = loadAcquire(c->fifo.tail);
+    if (arrived > c->step)
+      GYRE_WARN("rank %d's communicator ends with %llu step(s) of data from rank %d that no ncclRecv took: an "
+                "ncclSend of rank %d had no matching ncclRecv on rank %d", comm->rank,
+                static_cast<unsigned long long>(arrived - c->step), peer, peer, comm->rank);
+  }
+}
+
+}  // namespace
+
 void releaseCommResources(ncclComm* comm) {
   drainKernels(comm, true, kAbortDrainSeconds);  // a no-op after destroy's drain; frees a failed init's state
   drainDirect(comm, true, kAbortDrainSeconds);
@@ -72,6 +100,26 @@ void releaseCommResources(ncclComm* comm) {
   comm->bootstrap.reset();
 }
 
+// Host collectives are complete when they return; device work still queued
+// on streams is waited for, and the device state that needs every rank
+// (direct mappings, kernel FIFOs) is released, so destroy is then local.
+ncclResult_t finalizeCommunicator(ncclComm_t comm) {
+  ScopedLogRank logRank(comm->rank);
+  if (comm->initThread.joinable()) comm->initThread.join();  // nonblocking init: finish it first
+  if (comm->activeCalls.load() > 0)
+    return fail(ncclInvalidUsage, "ncclCommFinalize: a collective is still running on this communicator in "
+                                  "another thread");
+  // Staged jobs run the host executor when their stream reaches them, so the
+  // communicator stays usable until they are done.
+  GYRE_CHECK(drainStagedJobs(comm, /*abort=*/false));
+  comm->finalized.store(true);
+  int err = comm->asyncError.load();
+  if (err == ncclSuccess) return ncclSuccess;
+  std::lock_guard<std::mutex> lock(comm->errorMutex);
+  return fail(static_cast<ncclResult_t>(err), "ncclCommFinalize: the communicator failed earlier: %s",
+              comm->errorText.c_str());
+}
+
 ncclResult_t destroyCommunicator(ncclComm_t comm, bool abort) {
   ScopedLogRank logRank(comm->rank);
   if (comm->initThread.joinable()) {
@@ -88,6 +136,7 @@ ncclResult_t destroyCommunicator(ncclComm_t comm, bool abort) {
     return fail(ncclInvalidUsage, "ncclCommDestroy: a collective is still running on this communicator in "
                                   "another thread; use ncclCommAbort to interrupt it");
   }
+  warnUnreceivedSends(comm);
   releaseCommResources(comm);
   releaseRegistrations(comm);
   comm->magic = 0;  // a later use of this pointer is caught as "not a valid communicator" while memory allows

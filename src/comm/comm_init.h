@@ -11,5 +11,7 @@ ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const ncclUniqueId& i
 
 // Tears down a communicator; with `abort` in-flight calls are made to fail first.
 ncclResult_t destroyCommunicator(ncclComm_t comm, bool abort);
+// ncclCommFinalize: waits for queued device work, then refuses new calls.
+ncclResult_t finalizeCommunicator(ncclComm_t comm);
 
 }  // namespace gyre

@@ -58,6 +58,9 @@ const std::vector<VarSpec>& registry() {
       {"GYRE_STAGING_PIECE_BYTES", Type::Int, "1048576", "1..1073741824",
        "staged device collectives: bytes of a rank's block per pipeline piece (larger calls overlap their host "
        "copies with the transfer; at most 64 pieces per call; same value on every rank)", 1, 1073741824},
+      {"GYRE_JOB_ID", Type::String, "", "any text, the same on every rank of one job",
+       "with NCCL_COMM_ID: mixed into the rendezvous secret (with SLURM/Open MPI/PMIx/torchrun job ids) so "
+       "ranks of another job at the same address are refused"},
       {"GYRE_INIT_TIMEOUT", Type::Int, "120", "1..86400",
        "seconds a rank waits for all ranks to join at communicator init", 1, 86400},
       {"GYRE_TIMEOUT", Type::Int, "300", "1..86400",

@@ -13,6 +13,13 @@ constexpr size_t kMaxText = 1024;
 thread_local char tlsText[kMaxText];
 char processText[kMaxText];
 std::mutex processMutex;
+thread_local bool tlsQuiet = false;
+
+void record(const char* text) {
+  if (text != tlsText) snprintf(tlsText, kMaxText, "%s", text);
+  std::lock_guard<std::mutex> lock(processMutex);
+  snprintf(processText, kMaxText, "%s", tlsText);
+}
 
 }  // namespace
 
@@ -21,12 +28,25 @@ ncclResult_t fail(ncclResult_t code, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(tlsText, kMaxText, fmt, ap);
   va_end(ap);
-  {
-    std::lock_guard<std::mutex> lock(processMutex);
-    snprintf(processText, kMaxText, "%s", tlsText);
-  }
-  logLine(LogLevel::Warn, "", "%s", tlsText);
+  record(tlsText);
+  if (!tlsQuiet) logLine(LogLevel::Warn, "", "%s", tlsText);
   return code;
+}
+
+ncclResult_t recordFailure(ncclResult_t code, const char* text) {
+  record(text);
+  return code;
+}
+
+QuietFailures::QuietFailures(bool on) : on_(on) {
+  if (on_) {
+    wasQuiet_ = tlsQuiet;
+    tlsQuiet = true;
+  }
+}
+
+QuietFailures::~QuietFailures() {
+  if (on_) tlsQuiet = wasQuiet_;
 }
 
 const char* lastErrorText() {

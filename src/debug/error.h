@@ -13,6 +13,25 @@ ncclResult_t fail(ncclResult_t code, const char* fmt, ...) __attribute__((format
 // The last recorded error text for this thread, else for the process ("" if none).
 const char* lastErrorText();
 
+// Records `text` as the last error without logging it again: a failure that
+// was held and is raised later, once other reports may have overwritten it.
+ncclResult_t recordFailure(ncclResult_t code, const char* text);
+
+// While one is alive (and `on`), fail() on this thread records its text but
+// does not log it. The executor holds a transport's failure and keeps polling
+// the same connections, which report it again on every pass.
+class QuietFailures {
+ public:
+  explicit QuietFailures(bool on);
+  ~QuietFailures();
+  QuietFailures(const QuietFailures&) = delete;
+  QuietFailures& operator=(const QuietFailures&) = delete;
+
+ private:
+  bool on_;  // touches no thread-local state when off: it sits on the polling path
+  bool wasQuiet_ = false;
+};
+
 // Forgets this thread's last error (used at the start of API calls that succeed
 // after an earlier failure, so stale text is not mistaken for a new error).
 void clearThreadError();

@@ -13,6 +13,7 @@
 #include "src/device/runtime.h"
 #include "src/enqueue/arg_checks.h"
 #include "src/enqueue/launch.h"
+#include "src/host/lane.h"
 
 namespace gyre {
 namespace {
@@ -149,6 +150,17 @@ const char* describeKind(int32_t kind) {
   }
 }
 
+// The call a failed lane was in, as its SlotMeta would say it.
+SlotMeta ownCall(const DeviceStatus& st) {
+  SlotMeta m{};
+  m.opCount = st.opCount;
+  m.count = st.count;
+  m.coll = st.coll;
+  m.datatype = st.datatype;
+  m.redop = st.redop;
+  return m;
+}
+
 }  // namespace
 
 ncclResult_t chooseDeviceExecutor(ncclComm* comm, const Deadline& deadline) {
@@ -277,11 +289,7 @@ ncclResult_t pollKernelStatus(ncclComm* comm) {
              "(ncclCommAbort) while its kernel waited for rank %d", coll, op, st.channel, st.step + 1, comm->rank,
              st.peer);
   else
-    r = fail(ncclInvalidUsage, "mismatched calls: rank %d sent data for %s #%llu (count %llu, datatype %d, op %d) "
-             "while this rank is in %s #%llu (count %llu, datatype %d, op %d)", st.peer,
-             collName(static_cast<CollKind>(st.seen.coll)), static_cast<unsigned long long>(st.seen.opCount),
-             static_cast<unsigned long long>(st.seen.count), st.seen.datatype, st.seen.redop, coll, op,
-             static_cast<unsigned long long>(st.count), st.datatype, st.redop);
+    r = failMismatchedCalls(st.peer, st.seen, comm->rank, ownCall(st));
   GYRE_WARN("collective kernel stopped (%s): %s", describeKind(kind), lastErrorText());
   announceKernelFailure(comm);
   markCommFailed(comm, r, st.deadPeer > 0 ? st.deadPeer - 1 : st.peer);

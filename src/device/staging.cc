@@ -142,6 +142,7 @@ void runPiece(void* arg) {
     size_t elementSize = datatypeSize(s.host.datatype);
     PendingCall c = s.host;
     c.count = count;  // 0 past this call's last piece: the executor skips it
+    c.callCount = s.host.count;
     c.input = static_cast<const char*>(s.host.input) + inputRows(c) * first * elementSize;
     c.output = static_cast<char*>(s.host.output) + outputRows(c) * first * elementSize;
     calls.push_back(c);

@@ -1,5 +1,7 @@
 // C API: the collectives NCCL defines as groups of sends and receives —
 // AlltoAll, Gather, Scatter.
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "include/gyre.h"
@@ -22,13 +24,34 @@ ncclResult_t asGroup(Body body) {
   return r != ncclSuccess ? r : end;
 }
 
-// Gather and Scatter: a valid communicator, datatype and root.
-ncclResult_t checkRooted(const char* fn, ncclComm_t comm, ncclDataType_t datatype, size_t count, int root) {
+// At the root, the one-block buffer (Gather's sendbuff, Scatter's recvbuff)
+// must be the root's own block of the nranks-block one (in place, as NCCL
+// lays it out) or disjoint from it: any other overlap would have the root's
+// sends read blocks its receives are overwriting.
+ncclResult_t checkRootOverlap(const char* fn, const ncclComm* comm, const char* blockName, const void* block,
+                              const char* wholeName, const void* whole, size_t blockBytes) {
+  if (blockBytes == 0 || argumentChecksDisabled()) return ncclSuccess;
+  const size_t wholeBytes = blockBytes * comm->nranks, own = blockBytes * comm->rank;
+  auto b = reinterpret_cast<uintptr_t>(block), w = reinterpret_cast<uintptr_t>(whole);
+  if (b == w + own || b >= w + wholeBytes || w >= b + blockBytes) return ncclSuccess;
+  return fail(ncclInvalidArgument,
+              "%s: %s [%p, +%zu) and %s [%p, +%zu) overlap at the root (rank %d) without being in place (in place "
+              "means %s == %s + rank*count*typesize = %s + %zu bytes)",
+              fn, blockName, block, blockBytes, wholeName, whole, wholeBytes, comm->rank, blockName, wholeName,
+              wholeName, own);
+}
+
+// Gather and Scatter: a valid communicator, datatype and root, and at the
+// root buffers that are in place or disjoint.
+ncclResult_t checkRooted(const char* fn, ncclComm_t comm, ncclDataType_t datatype, size_t count, int root,
+                         const char* blockName, const void* block, const char* wholeName, const void* whole) {
   GYRE_CHECK(checkComm(comm, fn));
   GYRE_CHECK(checkDatatype(datatype, fn));
   GYRE_CHECK(checkCount(count, datatypeSize(datatype) * comm->nranks, fn));
   if (root < 0 || root >= comm->nranks)
     return fail(ncclInvalidArgument, "%s: root %d is outside 0..%d", fn, root, comm->nranks - 1);
+  if (comm->rank == root)
+    GYRE_CHECK(checkRootOverlap(fn, comm, blockName, block, wholeName, whole, count * datatypeSize(datatype)));
   return ncclSuccess;
 }
 
@@ -51,13 +74,14 @@ GYRE_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size
   // The copy must outlive the exchange, hence not inside an open group.
   // (Device communicators need none: their staged sends read every input
   // block before any received block is written back.)
-  std::vector<char> staging;
   if (comm->isHost && sendbuff == recvbuff && count > 0 && comm->nranks > 1) {
     if (groupDepth() > 0)
       return fail(ncclInvalidUsage, "%s: in-place AlltoAll inside ncclGroupStart/End is not supported; call it "
                                     "outside the group or use separate buffers", fn);
-    staging.assign(static_cast<const char*>(sendbuff), static_cast<const char*>(sendbuff) + bytes * comm->nranks);
-    sendbuff = staging.data();
+    std::vector<char>& copy = comm->alltoallCopy;
+    if (copy.size() < bytes * comm->nranks) copy.resize(bytes * comm->nranks);
+    memcpy(copy.data(), sendbuff, bytes * comm->nranks);
+    sendbuff = copy.data();
   }
   return asGroup([&] {
     for (int p = 0; p < comm->nranks; ++p) {
@@ -70,7 +94,7 @@ GYRE_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size
 
 GYRE_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     int root, ncclComm_t comm, cudaStream_t stream) {
-  GYRE_CHECK(checkRooted("ncclGather", comm, datatype, count, root));
+  GYRE_CHECK(checkRooted("ncclGather", comm, datatype, count, root, "sendbuff", sendbuff, "recvbuff", recvbuff));
   size_t bytes = count * datatypeSize(datatype);
   return asGroup([&] {
     if (comm->rank == root)
@@ -82,7 +106,7 @@ GYRE_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t
 
 GYRE_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                      int root, ncclComm_t comm, cudaStream_t stream) {
-  GYRE_CHECK(checkRooted("ncclScatter", comm, datatype, count, root));
+  GYRE_CHECK(checkRooted("ncclScatter", comm, datatype, count, root, "recvbuff", recvbuff, "sendbuff", sendbuff));
   size_t bytes = count * datatypeSize(datatype);
   return asGroup([&] {
     if (comm->rank == root)

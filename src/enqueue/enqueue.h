@@ -27,6 +27,10 @@ struct PendingCall {
   // Staged device calls: a host copy of an ncclScalarDevice operator's scalar
   // (the device pointer cannot be read by the host executor).
   const void* stagedScalar = nullptr;
+  // Staged pieces: the whole call's count, stamped into the slots instead of
+  // the piece's, so a count that differs between ranks is caught at the
+  // first piece rather than as a missing last one. 0: `count` is the call.
+  size_t callCount = 0;
 };
 
 // Runs the call now, or queues it if a group is open on this thread.

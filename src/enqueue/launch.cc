@@ -56,6 +56,9 @@ namespace {
 ncclResult_t checkUsable(ncclComm* comm, CollKind coll) {
   pollKernelStatus(comm);  // a kernel that failed since the last call
   if (comm->abortFlag.load()) return fail(ncclInvalidUsage, "%s: the communicator was aborted", collName(coll));
+  if (comm->finalized.load())
+    return fail(ncclInvalidUsage, "%s: the communicator was finalized (ncclCommFinalize); only ncclCommDestroy "
+                                  "may follow", collName(coll));
   if (comm->asyncError.load() == ncclInProgress)
     return fail(ncclInvalidUsage, "%s: the communicator is still initialising (nonblocking init); wait until "
                                   "ncclCommGetAsyncError stops returning ncclInProgress", collName(coll));
@@ -223,7 +226,7 @@ LaneSpec baseSpec(const PendingCall& c, bool withScalar = true) {
   spec.coll = c.coll;
   spec.datatype = c.datatype;
   spec.op = c.op;
-  spec.count = c.count;
+  spec.count = c.callCount ? c.callCount : c.count;
   spec.buffers[kInputBuffer] = const_cast<void*>(c.input);
   spec.buffers[kOutputBuffer] = c.output;
   if (withScalar && c.op >= ncclNumOps && c.coll != CollKind::SendRecv) {

@@ -1,5 +1,7 @@
 #include "src/host/lane.h"
 
+#include "src/enqueue/arg_checks.h"
+
 namespace gyre {
 
 Connection* Lane::blockingConnection() const {
@@ -21,19 +23,27 @@ SlotMeta makeSlotMeta(const LaneSpec& spec, uint32_t bytes) {
   return m;
 }
 
+ncclResult_t failMismatchedCalls(int sender, const SlotMeta& sent, int self, const SlotMeta& own) {
+  // Both ranks by number: the error is read on one rank's log, next to the
+  // other rank's, and "this rank" alone does not say which of them it is.
+  auto type = [](uint8_t t) { return datatypeName(static_cast<ncclDataType_t>(t)); };
+  auto op = [](uint8_t o) { return redOpName(static_cast<ncclRedOp_t>(o)); };
+  return fail(ncclInvalidUsage,
+              "mismatched calls: rank %d sent data for %s #%llu (count %llu, datatype %s, op %s) while rank %d "
+              "(this rank) is in %s #%llu (count %llu, datatype %s, op %s)",
+              sender, collName(static_cast<CollKind>(sent.coll)), static_cast<unsigned long long>(sent.opCount),
+              static_cast<unsigned long long>(sent.count), type(sent.datatype), op(sent.redop), self,
+              collName(static_cast<CollKind>(own.coll)), static_cast<unsigned long long>(own.opCount),
+              static_cast<unsigned long long>(own.count), type(own.datatype), op(own.redop));
+}
+
 ncclResult_t checkSlotMeta(const LaneSpec& spec, const Connection& in, uint32_t expectedBytes) {
   const SlotMeta& got = in.fifo.metaOf(in.step);
   SlotMeta want = makeSlotMeta(spec, expectedBytes);
   ncclResult_t r = ncclSuccess;
   if (got.opCount != want.opCount || got.coll != want.coll || got.count != want.count ||
       got.datatype != want.datatype || got.redop != want.redop) {
-    r = fail(ncclInvalidUsage,
-             "mismatched calls: rank %d sent data for %s #%llu (count %llu, datatype %d, op %d) while this rank "
-             "is in %s #%llu (count %llu, datatype %d, op %d)",
-             in.peer, collName(static_cast<CollKind>(got.coll)), static_cast<unsigned long long>(got.opCount),
-             static_cast<unsigned long long>(got.count), got.datatype, got.redop, collName(spec.coll),
-             static_cast<unsigned long long>(want.opCount), static_cast<unsigned long long>(want.count),
-             want.datatype, want.redop);
+    r = failMismatchedCalls(in.peer, got, spec.comm->rank, want);
   } else if (got.bytes != expectedBytes) {
     r = fail(ncclInternalError, "%s #%llu: rank %d sent %u bytes for a %u-byte step", collName(spec.coll),
              static_cast<unsigned long long>(want.opCount), in.peer, got.bytes, expectedBytes);

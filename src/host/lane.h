@@ -102,21 +102,23 @@ class Lane {
 // The F16C float16 loops (half_simd.h) for the operators they cover; false
 // sends the caller to the portable loop.
 template <typename Op>
-bool reduceHalfFast(const Op&, bool, const Half*, const Half*, Half*, Half*, size_t) {
+bool reduceHalfFast(const Op&, bool, const Half*, const Half*, Half*, size_t) {
   return false;
 }
-inline bool reduceHalfFast(const OpSum<Half>&, bool, const Half* r, const Half* l, Half* d0, Half* d1, size_t n) {
-  return halfReduceSimd(HalfSimdOp::Sum, r, l, d0, d1, n, nullptr);
+inline bool reduceHalfFast(const OpSum<Half>&, bool, const Half* r, const Half* l, Half* d, size_t n) {
+  return halfReduceSimd(HalfSimdOp::Sum, r, l, d, nullptr, n, nullptr);
 }
-inline bool reduceHalfFast(const OpProd<Half>&, bool, const Half* r, const Half* l, Half* d0, Half* d1, size_t n) {
-  return halfReduceSimd(HalfSimdOp::Prod, r, l, d0, d1, n, nullptr);
+inline bool reduceHalfFast(const OpProd<Half>&, bool, const Half* r, const Half* l, Half* d, size_t n) {
+  return halfReduceSimd(HalfSimdOp::Prod, r, l, d, nullptr, n, nullptr);
 }
-inline bool reduceHalfFast(const OpPreMulSum<Half>& op, bool pre, const Half* r, const Half* l, Half* d0, Half* d1,
-                           size_t n) {
-  return halfReduceSimd(HalfSimdOp::Sum, r, l, d0, d1, n, pre ? &op.scalar : nullptr);
+inline bool reduceHalfFast(const OpPreMulSum<Half>& op, bool pre, const Half* r, const Half* l, Half* d, size_t n) {
+  return halfReduceSimd(HalfSimdOp::Sum, r, l, d, nullptr, n, pre ? &op.scalar : nullptr);
 }
 
 SlotMeta makeSlotMeta(const LaneSpec& spec, uint32_t bytes);
+// The error for a step whose metadata (`sent` by `sender`) is not this rank's
+// own call (`own`); the host lanes and the device kernels' report share it.
+ncclResult_t failMismatchedCalls(int sender, const SlotMeta& sent, int self, const SlotMeta& own);
 // Both ranks must run the same call with the same arguments; otherwise the
 // bytes would be silently misinterpreted.
 ncclResult_t checkSlotMeta(const LaneSpec& spec, const Connection& in, uint32_t expectedBytes);
@@ -152,16 +154,16 @@ class TypedLane final : public Lane {
     T* outgoing = nullptr;
     if (in) {
       GYRE_CHECK(checkSlotMeta(spec_, *in, bytes));
-      received = reinterpret_cast<const T*>(in->fifo.slot(in->step));
+      received = reinterpret_cast<const T*>(in->fifo.payload(in->step, bytes));
     }
-    if (out) outgoing = reinterpret_cast<T*>(out->fifo.slot(out->step));
+    if (out) outgoing = reinterpret_cast<T*>(out->fifo.payload(out->step, bytes));
     switch (s.kind) {
-      case StepKind::Copy: copy(pre, post, src, dst, nullptr, s.count); break;
-      case StepKind::Send: copy(pre, post, src, outgoing, nullptr, s.count); break;
-      case StepKind::CopySend: copy(pre, post, src, dst, outgoing, s.count); break;
-      case StepKind::Recv: copy(false, false, received, dst, nullptr, s.count); break;
-      case StepKind::RecvCopySend: copy(false, false, received, dst, outgoing, s.count); break;
-      case StepKind::RecvReduceSend: reduce(pre, post, received, src, outgoing, nullptr, s.count); break;
+      case StepKind::Copy: copyInto(pre, post, src, dst, s.count); break;
+      case StepKind::Send: copyToSlot(pre, post, src, outgoing, s.count); break;
+      case StepKind::CopySend: copyAndSend(pre, post, src, dst, outgoing, s.count); break;
+      case StepKind::Recv: copyInto(false, false, received, dst, s.count); break;
+      case StepKind::RecvCopySend: copyAndSend(false, false, received, dst, outgoing, s.count); break;
+      case StepKind::RecvReduceSend: reduceToSlot(pre, post, received, src, outgoing, s.count); break;
       case StepKind::RecvReduceCopySend: reduce(pre, post, received, src, dst, outgoing, s.count); break;
       case StepKind::RecvReduceCopy:
         if (s.flags & kStepLocalFirst) reduce<true>(pre, post, received, src, dst, nullptr, s.count);
@@ -170,25 +172,66 @@ class TypedLane final : public Lane {
     }
     if (out) {
       out->fifo.metaOf(out->step) = makeSlotMeta(spec_, bytes);
-      storeRelease(out->fifo.tail, ++out->step);
+      publishSent(*out);
     }
-    if (in) storeRelease(in->fifo.head, ++in->step);
+    if (in) publishConsumed(*in);
     return ncclSuccess;
   }
 
-  void copy(bool pre, bool post, const T* src, T* dst0, T* dst1, size_t n) {
+  // Stores into a FIFO slot (the peer read it last) never come from a fused
+  // element loop: that waits for cache-line ownership line by line
+  // (out-of-place Broadcast and AllGather ran 3x slower than in place, a
+  // 2-rank AllReduce of 1 MiB 227 instead of 80 us); memcpy's string stores do
+  // not. So a result goes to the step's other destination, or to a small
+  // cache-resident block, and memcpy takes it to the slot.
+
+  // Into dst only; memmove, since a Copy step may be in place.
+  void copyInto(bool pre, bool post, const T* src, T* dst, size_t n) {
     if constexpr (std::is_same_v<Op, OpPreMulSum<Half>>)
-      if (pre && !post && halfScaleSimd(src, dst0, dst1, n, op_.scalar)) return;
-    if (pre && post) copyElements<T, Op, true, true>(op_, src, dst0, dst1, n);
-    else if (pre) copyElements<T, Op, true, false>(op_, src, dst0, dst1, n);
-    else if (post) copyElements<T, Op, false, true>(op_, src, dst0, dst1, n);
-    else if (!dst1) memmove(dst0, src, n * sizeof(T));  // memmove: a Copy step may be in place
-    else {
-      // dst1 is a FIFO slot the peer read last: a fused two-store loop waits
-      // for cache-line ownership line by line (out-of-place Broadcast and
-      // AllGather ran 3x slower than in place); memcpy's string stores do not.
-      memcpy(dst1, src, n * sizeof(T));
-      memmove(dst0, src, n * sizeof(T));
+      if (pre && !post && halfScaleSimd(src, dst, nullptr, n, op_.scalar)) return;
+    if (pre && post) copyElements<T, Op, true, true>(op_, src, dst, nullptr, n);
+    else if (pre) copyElements<T, Op, true, false>(op_, src, dst, nullptr, n);
+    else if (post) copyElements<T, Op, false, true>(op_, src, dst, nullptr, n);
+    else memmove(dst, src, n * sizeof(T));
+  }
+
+  void copyToSlot(bool pre, bool post, const T* src, T* slot, size_t n) {
+    if (!pre && !post) {
+      memcpy(slot, src, n * sizeof(T));
+      return;
+    }
+    throughBlock(slot, n, [&](size_t done, T* block, size_t k) { copyInto(pre, post, src + done, block, k); });
+  }
+
+  void copyAndSend(bool pre, bool post, const T* src, T* dst, T* slot, size_t n) {
+    copyInto(pre, post, src, dst, n);
+    memcpy(slot, dst, n * sizeof(T));
+  }
+
+  template <bool LocalFirst = false>
+  void reduce(bool pre, bool post, const T* received, const T* local, T* dst, T* slot, size_t n) {
+    reduceInto<LocalFirst>(pre, post, received, local, dst, n);
+    if (slot) memcpy(slot, dst, n * sizeof(T));
+  }
+
+  void reduceToSlot(bool pre, bool post, const T* received, const T* local, T* slot, size_t n) {
+    throughBlock(slot, n, [&](size_t done, T* block, size_t k) {
+      reduceInto(pre, post, received + done, local + done, block, k);
+    });
+  }
+
+  // Fills the slot block by block: produce(done, block, k) writes elements
+  // [done, done + k) into the block, memcpy moves them on.
+  template <typename Produce>
+  static void throughBlock(T* slot, size_t n, const Produce& produce) {
+    constexpr size_t kBlockElems = (16 << 10) / sizeof(T);
+    // On the stack: GCC recomputed a thread_local block's address (a
+    // __tls_get_addr call) at every vector store of the loop.
+    alignas(64) T block[kBlockElems];
+    for (size_t done = 0; done < n; done += kBlockElems) {
+      size_t k = std::min(kBlockElems, n - done);
+      produce(done, block, k);
+      memcpy(slot + done, block, k * sizeof(T));
     }
   }
 
@@ -196,13 +239,13 @@ class TypedLane final : public Lane {
   // product commute bit for bit (NaNs are made canonical), so the F16C loop
   // serves both orders.
   template <bool LocalFirst = false>
-  void reduce(bool pre, bool post, const T* received, const T* local, T* dst0, T* dst1, size_t n) {
+  void reduceInto(bool pre, bool post, const T* received, const T* local, T* dst, size_t n) {
     if constexpr (std::is_same_v<T, Half>)
-      if (!post && reduceHalfFast(op_, pre, received, local, dst0, dst1, n)) return;
-    if (pre && post) reduceElements<T, Op, true, true, LocalFirst>(op_, received, local, dst0, dst1, n);
-    else if (pre) reduceElements<T, Op, true, false, LocalFirst>(op_, received, local, dst0, dst1, n);
-    else if (post) reduceElements<T, Op, false, true, LocalFirst>(op_, received, local, dst0, dst1, n);
-    else reduceElements<T, Op, false, false, LocalFirst>(op_, received, local, dst0, dst1, n);
+      if (!post && reduceHalfFast(op_, pre, received, local, dst, n)) return;
+    if (pre && post) reduceElements<T, Op, true, true, LocalFirst>(op_, received, local, dst, nullptr, n);
+    else if (pre) reduceElements<T, Op, true, false, LocalFirst>(op_, received, local, dst, nullptr, n);
+    else if (post) reduceElements<T, Op, false, true, LocalFirst>(op_, received, local, dst, nullptr, n);
+    else reduceElements<T, Op, false, false, LocalFirst>(op_, received, local, dst, nullptr, n);
   }
 
   Op op_;

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <string>
+
+#include "src/debug/error.h"
 
 #include "transport/shm/futex.h"
 
@@ -25,36 +28,50 @@ bool stillBlocked(const Connection& c, uint64_t counter, bool draining) {
 
 }  // namespace
 
+ncclResult_t progressKeepingFirst(std::initializer_list<const std::vector<Connection*>*> lists, int* culprit) {
+  ncclResult_t first = ncclSuccess;
+  std::string firstText;
+  bool overwritten = false;
+  for (const auto* list : lists)
+    for (Connection* c : *list) {
+      int who = -1;
+      ncclResult_t r = c->transport->progress(*c, &who);
+      if (r == ncclSuccess) continue;
+      if (first != ncclSuccess) {
+        overwritten = true;
+        continue;
+      }
+      first = r;
+      *culprit = who;
+      firstText = lastErrorText();
+    }
+  if (overwritten) recordFailure(first, firstText.c_str());
+  return first;
+}
+
 void ProgressEngine::add(Connection* conn) {
   if (conn->needsProgress) conns_.push_back(conn);
   if (conn->sharedCounters) shared_.push_back(conn);
+  if (!conn->needsProgress && !conn->sharedCounters) quiet_.push_back(conn);
 }
 
 void ProgressEngine::clear() {
   conns_.clear();
   shared_.clear();
+  quiet_.clear();
 }
 
 ncclResult_t ProgressEngine::progressAll(int* culprit) {
-  for (Connection* c : conns_) {
-    ncclResult_t r = c->transport->progress(*c, culprit);
-    if (r != ncclSuccess) return r;
-  }
+  ncclResult_t r = progressKeepingFirst({&conns_}, culprit);
   wakePeers();
-  return ncclSuccess;
+  return r;
 }
 
 void ProgressEngine::wakePeers() {
   for (Connection* c : shared_) c->transport->wakePeer(*c);
 }
 
-ncclResult_t ProgressEngine::checkSharedPeers(int* culprit) {
-  for (Connection* c : shared_) {
-    ncclResult_t r = c->transport->progress(*c, culprit);
-    if (r != ncclSuccess) return r;
-  }
-  return ncclSuccess;
-}
+ncclResult_t ProgressEngine::checkQuietPeers(int* culprit) { return progressKeepingFirst({&shared_, &quiet_}, culprit); }
 
 void ProgressEngine::appendPollFds(std::vector<pollfd>* fds) const {
   for (const auto* list : {&conns_, &shared_})
@@ -69,7 +86,8 @@ void ProgressEngine::sendAbortNotices(int culprit) {
     if (c->isSend) c->transport->sendAbortNotice(*c, culprit);
   // Both directions: a sender blocked on this rank's buffer learns the
   // culprit too, instead of waiting for this process to exit.
-  for (Connection* c : shared_) c->transport->sendAbortNotice(*c, culprit);
+  for (const auto* list : {&shared_, &quiet_})
+    for (Connection* c : *list) c->transport->sendAbortNotice(*c, culprit);
 }
 
 void ProgressEngine::sleepOnShared(const std::vector<Connection*>& conns, bool draining, int timeoutMs) {

@@ -7,6 +7,7 @@
 
 #include <poll.h>
 
+#include <initializer_list>
 #include <vector>
 
 #include "include/gyre.h"
@@ -14,23 +15,31 @@
 
 namespace gyre {
 
+// Drives every connection of `lists` once, even after one fails: a failure on
+// one connection (a peer's abort notice) must not starve the others of data
+// the call still needs. Returns the first failure, with its culprit in
+// *culprit and its text as the thread's last error.
+ncclResult_t progressKeepingFirst(std::initializer_list<const std::vector<Connection*>*> lists, int* culprit);
+
 class ProgressEngine {
  public:
   void add(Connection* conn);
   void clear();
-  bool empty() const { return conns_.empty() && shared_.empty(); }
+  bool empty() const { return conns_.empty() && shared_.empty() && quiet_.empty(); }
 
   // One non-blocking pass over every connection: moves socket bytes and wakes
   // shared-memory peers sleeping on a counter this rank has moved. On failure
-  // *culprit names the rank held responsible.
+  // *culprit names the rank held responsible (the first failure; the pass
+  // still visits every connection).
   ncclResult_t progressAll(int* culprit);
 
   // Wakes shared-memory peers only (after the executor's last steps).
   void wakePeers();
 
-  // Before sleeping: whether shared-memory peers are alive and have not sent
-  // an abort notice. On failure *culprit names the rank held responsible.
-  ncclResult_t checkSharedPeers(int* culprit);
+  // Before sleeping: whether the peers of connections that progressAll does
+  // not visit (shared memory, p2p) are alive and have not sent an abort
+  // notice. On failure *culprit names the rank held responsible.
+  ncclResult_t checkQuietPeers(int* culprit);
 
   // Adds the descriptors (and events) worth waiting on to *fds.
   void appendPollFds(std::vector<pollfd>* fds) const;
@@ -45,6 +54,9 @@ class ProgressEngine {
  private:
   std::vector<Connection*> conns_;   // needsProgress
   std::vector<Connection*> shared_;  // sharedCounters
+  // Neither: FIFOs in device memory (p2p), which the host executor uses for
+  // staged calls; only their side channel carries liveness and notices.
+  std::vector<Connection*> quiet_;
 };
 
 }  // namespace gyre

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "src/debug/deadline.h"
+#include "src/debug/error.h"
 #include "src/host/executor.h"
 
 namespace gyre {
@@ -41,6 +43,68 @@ bool mustDrain(const Connection& c) { return !c.sharedCounters && !sendsDrained(
 // before it sleeps.
 constexpr int kFullSweepEvery = 64;
 
+// A failure a transport reported: a peer's abort notice, or a connection
+// that closed or broke. It is held, not raised at once, because the data this
+// call needs may have arrived already: a peer that finished its part and then
+// failed sends its notice after its last step, and on another channel (or
+// through the socket helpers) that step can come after the notice. The lanes
+// go on consuming what arrived; the failure is raised once they have not moved
+// for kHoldFor, when a lane waits on a closed peer, or at the timeout. A call
+// that completes anyway succeeds and leaves the communicator failed, so the
+// next call fails at entry naming the culprit.
+constexpr auto kHoldFor = std::chrono::milliseconds(200);
+
+class HeldFailure {
+ public:
+  bool held() const { return code_ != ncclSuccess; }
+
+  // The first failure wins; its text is the thread's last error now.
+  void hold(ncclComm* comm, ncclResult_t code, int culprit) {
+    if (held()) return;
+    code_ = code;
+    comm_ = comm;
+    culprit_ = culprit;
+    text_ = lastErrorText();
+    lastMove_ = std::chrono::steady_clock::now();
+  }
+
+  void lanesMoved() {
+    if (held()) lastMove_ = std::chrono::steady_clock::now();
+  }
+
+  bool stale() const { return held() && std::chrono::steady_clock::now() - lastMove_ > kHoldFor; }
+
+  // Fails the communicator (telling its peers) and returns the held failure
+  // with its text.
+  ncclResult_t raise() {
+    ncclResult_t r = recordFailure(code_, text_.c_str());
+    markCommFailed(comm_, r, culprit_);
+    return r;
+  }
+
+  // The call completed in spite of the failure: the communicator fails from
+  // the next call on.
+  void completedAnyway() {
+    if (!held()) return;
+    raise();
+    clearThreadError();
+  }
+
+  void reset() {
+    code_ = ncclSuccess;
+    comm_ = nullptr;
+    culprit_ = -1;
+    text_.clear();
+  }
+
+ private:
+  ncclResult_t code_ = ncclSuccess;
+  ncclComm* comm_ = nullptr;
+  int culprit_ = -1;
+  std::string text_;
+  std::chrono::steady_clock::time_point lastMove_;
+};
+
 struct Waiter {
   std::vector<ncclComm*> comms;
   // The connections the lanes use that need progress() (sockets), with
@@ -53,6 +117,7 @@ struct Waiter {
   int spinsBeforeBlocking = 0;
   double timeoutSeconds = 0;
   std::chrono::steady_clock::time_point idleSince;
+  HeldFailure held;
 
   // Vectors are cleared, not rebuilt: one Waiter per thread serves every call.
   void init(const Lanes& lanes) {
@@ -67,6 +132,7 @@ struct Waiter {
     }
     active.clear();
     passes = 0;
+    held.reset();
     for (const auto& l : lanes) {
       const LaneSpec& s = l->spec();
       for (auto [list, n] : {std::pair{s.send, s.nsend}, std::pair{s.recv, s.nrecv}})
@@ -80,31 +146,25 @@ struct Waiter {
 
   // Moves bytes on the lanes' connections (every kFullSweepEvery passes on
   // all of them) and wakes shared-memory peers sleeping on counters the
-  // lanes have moved.
-  ncclResult_t progress() {
+  // lanes have moved. A transport's failure is held, not returned.
+  void progress() {
     if (++passes % kFullSweepEvery == 0) return progressEverything();
+    QuietFailures quiet(held.held());
     for (auto [conn, comm] : active) {
       int culprit = -1;
       ncclResult_t r = conn->transport->progress(*conn, &culprit);
-      if (r != ncclSuccess) {
-        markCommFailed(comm, r, culprit);
-        return r;
-      }
+      if (r != ncclSuccess) held.hold(comm, r, culprit);
     }
     wakePeers();
-    return ncclSuccess;
   }
 
-  ncclResult_t progressEverything() {
+  void progressEverything() {
+    QuietFailures quiet(held.held());
     for (ncclComm* c : comms) {
       int culprit = -1;
       ncclResult_t r = c->progress.progressAll(&culprit);
-      if (r != ncclSuccess) {
-        markCommFailed(c, r, culprit);
-        return r;
-      }
+      if (r != ncclSuccess) held.hold(c, r, culprit);
     }
-    return ncclSuccess;
   }
 
   void wakePeers() {
@@ -123,40 +183,39 @@ struct Waiter {
   // when it waits only on shared memory, else in poll() on the sockets.
   // `draining`: the lanes are done and only their sends' consumption is
   // awaited.
-  ncclResult_t sleep(const Lanes& lanes, const Deadline& deadline, bool draining, int round) {
+  void sleep(const Lanes& lanes, const Deadline& deadline, bool draining, int round) {
     if (round == 0) idleSince = std::chrono::steady_clock::now();
-    GYRE_CHECK(progressEverything());  // what arrived on the other connections (abort notices) first
+    progressEverything();  // what arrived on the other connections (abort notices) first
     collectBlocked(lanes, draining);
     if (blocked.empty()) {  // a peer moved since the lanes looked: go round again
       sched_yield();
-      return ncclSuccess;
+      return;
     }
     size_t shared = 0;
     for (const Connection* c : blocked) shared += c->sharedCounters ? 1 : 0;
     const bool onlyShared = shared > 0 && shared == blocked.size();
     if (std::chrono::steady_clock::now() - idleSince < (spinsBeforeBlocking > 0 ? kYieldSpare : kYieldOversubscribed)) {
       sched_yield();
-      return ncclSuccess;
+      return;
     }
-    for (ncclComm* c : comms) {
-      int culprit = -1;
-      ncclResult_t r = c->progress.checkSharedPeers(&culprit);
-      if (r != ncclSuccess) {
-        markCommFailed(c, r, culprit);
-        return r;
+    {
+      QuietFailures quiet(held.held());
+      for (ncclComm* c : comms) {
+        int culprit = -1;
+        ncclResult_t r = c->progress.checkQuietPeers(&culprit);
+        if (r != ncclSuccess) held.hold(c, r, culprit);
       }
     }
     int ms = deadline.remainingMs(kPollSliceMs);
     if (onlyShared) {
       ProgressEngine::sleepOnShared(blocked, draining, ms);
-      return ncclSuccess;
+      return;
     }
     fds.clear();
     for (ncclComm* c : comms) c->progress.appendPollFds(&fds);
     if (shared > 0) ms = std::min(ms, 1);  // poll() does not see shared-memory steps
     if (fds.empty()) std::this_thread::yield();
     else poll(fds.data(), fds.size(), ms);
-    return ncclSuccess;
   }
 
  private:
@@ -198,13 +257,14 @@ ncclResult_t describeStall(const Lane& lane, const Connection* conn, double seco
   return r;
 }
 
-// A lane waiting for data from a peer that closed its connection can never finish.
-ncclResult_t checkClosedPeers(const Lanes& lanes) {
+// The first lane waiting for data from a peer that closed its connection (it
+// can never finish), or null.
+const Lane* laneOnClosedPeer(const Lanes& lanes) {
   for (const auto& l : lanes) {
     const Connection* c = l->blockingConnection();
-    if (c && !c->isSend && c->peerClosed) return describeStall(*l, c, 0, true);
+    if (c && !c->isSend && c->peerClosed) return l.get();
   }
-  return ncclSuccess;
+  return nullptr;
 }
 
 // The first send connection (and its lane) whose posted steps have not all
@@ -219,11 +279,21 @@ Connection* undrainedSend(const std::vector<std::unique_ptr<Lane>>& lanes, const
   return nullptr;
 }
 
+ncclResult_t noProgressAtAll(const Lanes& lanes, double seconds) {
+  // Every wait ends at GYRE_TIMEOUT, even one no lane can attribute to a peer.
+  const LaneSpec& s = lanes[0]->spec();
+  ncclResult_t r = fail(ncclInternalError, "%s #%llu: no progress for %.0f s (GYRE_TIMEOUT) and no peer to blame",
+                        collName(s.coll), static_cast<unsigned long long>(s.opCount), seconds);
+  markCommFailed(s.comm, r, -1);
+  return r;
+}
+
 }  // namespace
 
 ncclResult_t runLanes(Lanes& lanes) {
   thread_local Waiter waiter;
   waiter.init(lanes);
+  HeldFailure& held = waiter.held;
   Deadline deadline = Deadline::afterSeconds(waiter.timeoutSeconds);
   // The lanes' first steps go before the first transport pass: a call's
   // sends are then on their way one system call sooner.
@@ -233,7 +303,7 @@ ncclResult_t runLanes(Lanes& lanes) {
     // Transports first, lanes second: whatever progress() just received is
     // consumed before deciding to sleep, because poll() would not report data
     // that has already left the socket.
-    GYRE_CHECK(waiter.progress());
+    waiter.progress();
     bool progressed = false, allDone = true;
     for (auto& lane : lanes) {
       GYRE_CHECK(lane->advance(&progressed));
@@ -242,37 +312,41 @@ ncclResult_t runLanes(Lanes& lanes) {
     if (allDone) break;
     if (progressed) {
       idle = 0;
+      held.lanesMoved();
       deadline = Deadline::afterSeconds(waiter.timeoutSeconds);
       continue;
     }
-    GYRE_CHECK(checkClosedPeers(lanes));
+    // A held failure names the original culprit: it is the better report
+    // when a lane waits on a closed peer or the time is up.
+    if (held.stale()) return held.raise();
+    if (const Lane* l = laneOnClosedPeer(lanes))
+      return held.held() ? held.raise() : describeStall(*l, l->blockingConnection(), 0, true);
     GYRE_CHECK(waiter.checkAborted(collName(lanes[0]->spec().coll)));
     if (++idle <= waiter.spinsBeforeBlocking) continue;
     if (deadline.expired()) {
+      if (held.held()) return held.raise();
       for (const auto& l : lanes)
         if (const Connection* c = l->blockingConnection()) return describeStall(*l, c, waiter.timeoutSeconds, false);
-      // Every wait ends at GYRE_TIMEOUT, even one no lane can attribute to a peer.
-      const LaneSpec& s = lanes[0]->spec();
-      ncclResult_t r = fail(ncclInternalError, "%s #%llu: no progress for %.0f s (GYRE_TIMEOUT) and no peer to blame",
-                            collName(s.coll), static_cast<unsigned long long>(s.opCount), waiter.timeoutSeconds);
-      markCommFailed(s.comm, r, -1);
-      return r;
+      return noProgressAtAll(lanes, waiter.timeoutSeconds);
     }
-    GYRE_CHECK(waiter.sleep(lanes, deadline, false, idle - waiter.spinsBeforeBlocking - 1));
+    waiter.sleep(lanes, deadline, false, idle - waiter.spinsBeforeBlocking - 1);
   }
   // The lanes' last steps have not been announced to sleeping peers yet.
   waiter.wakePeers();
   // The call returns only when its data has left this rank's buffers.
   for (int round = 0;; ++round) {
     const Lane* owner = nullptr;
-    if (!undrainedSend(lanes, &owner)) return ncclSuccess;
-    GYRE_CHECK(waiter.progress());
+    if (!undrainedSend(lanes, &owner)) break;
+    waiter.progress();
     Connection* pending = undrainedSend(lanes, &owner);
-    if (!pending) return ncclSuccess;
+    if (!pending) break;
     GYRE_CHECK(waiter.checkAborted(collName(lanes[0]->spec().coll)));
-    if (deadline.expired()) return describeStall(*owner, pending, waiter.timeoutSeconds, false);
-    GYRE_CHECK(waiter.sleep(lanes, deadline, true, round));
+    if (held.stale()) return held.raise();
+    if (deadline.expired()) return held.held() ? held.raise() : describeStall(*owner, pending, waiter.timeoutSeconds, false);
+    waiter.sleep(lanes, deadline, true, round);
   }
+  held.completedAnyway();
+  return ncclSuccess;
 }
 
 }  // namespace gyre

@@ -42,8 +42,10 @@ ncclResult_t planCollective(const ncclComm* comm, CollKind coll, size_t count, s
     plan->algorithm = Algorithm::Tree;
   if (coll == CollKind::AllReduce && bytes <= kDoublingMaxBytes) {
     const TuningTable& t = comm->topology->tuning;
-    if (comm->nranks == 2) plan->doubling = plan->algorithm == Algorithm::Ring;
-    else plan->doubling = !comm->doubling.send.empty() && !t.algorithmForced && plan->algorithm == Algorithm::Tree;
+    // Doubling is the tuner's own variant: an NCCL_ALGO the user set runs as named.
+    if (t.algorithmForced) plan->doubling = false;
+    else if (comm->nranks == 2) plan->doubling = plan->algorithm == Algorithm::Ring;
+    else plan->doubling = !comm->doubling.send.empty() && plan->algorithm == Algorithm::Tree;
   }
   return ncclSuccess;
 }

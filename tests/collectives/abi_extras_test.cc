@@ -201,3 +201,24 @@ TEST_CASE("the device-side API and device memory say clearly what they cannot do
   INFO(result.describe());
   CHECK(result.allOk());
 }
+
+TEST_CASE("ncclCommFinalize: the finished calls stay, a later call is refused naming finalize, destroy follows",
+          "[abi][finalize]") {
+  RunResult result = runRanks(
+      3,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initHostComm(&comm, rank, n, id) != 0) return 1;
+        if (checkSum(comm, rank, {0, 1, 2})) return 1;
+        RANK_CHECK(ncclCommFinalize(comm) == ncclSuccess, "finalize: %s", lastError().c_str());
+        float x = 1;
+        ncclResult_t r = ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, nullptr);
+        RANK_CHECK(r == ncclInvalidUsage, "allreduce after finalize returned %d", int(r));
+        RANK_CHECK(lastError().find("finalized") != std::string::npos, "text: %s", lastError().c_str());
+        RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy after finalize: %s", lastError().c_str());
+        return 0;
+      },
+      options());
+  INFO(result.describe());
+  CHECK(result.allOk());
+}

@@ -3,13 +3,15 @@
 // another datatype or after destroy, datatype, stream) fail the call with
 // ncclInvalidArgument and a message naming the argument, and leave the communicator
 // usable; a send whose receiver never posts the receive fails by GYRE_TIMEOUT naming
-// the peer; collectives whose ranks disagree on the count or datatype fail with a
-// "mismatched" error.
-#include <sys/mman.h>
+// the peer; collectives and sends/receives whose ranks disagree on the count or
+// datatype fail at once with a "mismatched" error naming both ranks. Gather and
+// Scatter buffers must be in place (NCCL's layout) or disjoint at the root.
 #include <unistd.h>
 
-#include <atomic>
+#include <filesystem>
+#include <fstream>
 
+#include "../support/shared_flags.h"
 #include "coll_common.h"
 
 namespace {
@@ -48,37 +50,6 @@ RunResult runLocalChecks(int nranks, const CommFn& fn) {
 }
 
 // ---- Runs where the communicator fails -------------------------------------------------
-
-// Flags the ranks share (an anonymous shared mapping made before the fork), so a rank
-// can keep its side of a broken exchange open until the others have seen the failure.
-struct Shared {
-  std::atomic<int> done[8];
-};
-
-class SharedFlags {
- public:
-  SharedFlags() {
-    void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    shared_ = p == MAP_FAILED ? nullptr : new (p) Shared();
-  }
-  ~SharedFlags() {
-    if (shared_) munmap(shared_, sizeof(Shared));
-  }
-  bool ok() const { return shared_ != nullptr; }
-  void markDone(int rank) { shared_->done[rank].store(1); }
-  // Waits up to `seconds` for `rank` to mark itself done.
-  bool waitDone(int rank, double seconds) {
-    const double until = monotonicSeconds() + seconds;
-    while (shared_->done[rank].load() == 0) {
-      if (monotonicSeconds() > until) return false;
-      usleep(2000);
-    }
-    return true;
-  }
-
- private:
-  Shared* shared_ = nullptr;
-};
 
 constexpr int kTimeoutSeconds = 3;
 constexpr size_t kUnmatchedBytes = 48u << 20;
@@ -134,6 +105,21 @@ FailOutcome timed(const std::function<ncclResult_t()>& call) {
   o.seconds = monotonicSeconds() - start;
   o.error = o.result == ncclSuccess ? "" : lastError();
   return o;
+}
+
+// One call whose arguments differ between ranks, on 64 KiB buffers.
+using MismatchedCall =
+    std::function<ncclResult_t(int rank, ncclComm_t comm, std::vector<char>& in, std::vector<char>& out)>;
+
+// Runs `call` on every rank and records how it ended and how long it took.
+RunResult runMismatched(int nranks, const char* algo, const MismatchedCall& call, bool sockets) {
+  return runFailing(
+      nranks, algo,
+      [&](int rank, int, ncclComm_t comm) {
+        std::vector<char> in(64 << 10, 1), out(64 << 10);
+        return timed([&] { return call(rank, comm, in, out); });
+      },
+      sockets);
 }
 
 std::string record(const RankOutcome& r, const char* key) {
@@ -250,6 +236,89 @@ TEST_CASE("allgather and reducescatter with sendbuff equal to recvbuff on rank 1
                            << record(r1, "error"));
     CHECK(record(r1, "result") == std::to_string(int(ncclInvalidArgument)));
     CHECK(containsNoCase(record(r1, "error"), "overlap"));
+  }
+}
+
+TEST_CASE("gather and scatter buffers that overlap at the root without being in place are rejected, naming both",
+          "[badinput][p2p]") {
+  // Root 1 of 2: in place is Gather's sendbuff == recvbuff + count, Scatter's recvbuff
+  // == sendbuff + count, so the same pointer for both (block 0) is a partial overlap.
+  // Only the root makes the rejected calls (a non-root would enter the exchange
+  // alone); then both ranks run each in place, whose bits must be right.
+  RunResult result = runLocalChecks(2, [](int rank, int n, ncclComm_t comm) {
+    const size_t count = 64, root = 1;
+    std::vector<float> a(count * size_t(n) * 3);
+    float* base = a.data() + count;  // room before it for a buffer starting below
+    auto rejected = [&](ncclResult_t r, const char* call) {
+      expectInvalid(r, "overlap", rank, call);
+      const std::string text = lastError();
+      if (r == ncclInvalidArgument && !(containsWord(text, "sendbuff") && containsWord(text, "recvbuff")))
+        caseFail("rank %d: %s: the error does not name sendbuff and recvbuff: %s", rank, call, text.c_str());
+    };
+    if (size_t(rank) == root) {
+      rejected(ncclGather(base, base, count, ncclFloat32, int(root), comm, nullptr),
+               "ncclGather at root 1 (sendbuff == recvbuff)");
+      rejected(ncclGather(base + count + 1, base, count, ncclFloat32, int(root), comm, nullptr),
+               "ncclGather at root 1 (sendbuff one element past its block)");
+      rejected(ncclGather(base + 2 * count - 1, base, count, ncclFloat32, int(root), comm, nullptr),
+               "ncclGather at root 1 (sendbuff over the last element of recvbuff)");
+      rejected(ncclGather(base - count / 2, base, count, ncclFloat32, int(root), comm, nullptr),
+               "ncclGather at root 1 (sendbuff ending inside block 0)");
+      rejected(ncclScatter(base, base, count, ncclFloat32, int(root), comm, nullptr),
+               "ncclScatter at root 1 (recvbuff == sendbuff)");
+      rejected(ncclScatter(base, base + count + 3, count, ncclFloat32, int(root), comm, nullptr),
+               "ncclScatter at root 1 (recvbuff three elements past its block)");
+      rejected(ncclScatter(base + count / 2, base, count, ncclFloat32, int(root), comm, nullptr),
+               "ncclScatter at root 1 (sendbuff starting inside recvbuff)");
+    }
+    // In place at the root: its own block is already where it belongs.
+    std::vector<float> mine(count), all(count * size_t(n), -1.0f);
+    for (size_t i = 0; i < count; ++i) mine[i] = float(1000 * rank + int(i));
+    float* block = all.data() + root * count;
+    if (size_t(rank) == root) std::copy(mine.begin(), mine.end(), block);
+    const float* gatherSend = size_t(rank) == root ? block : mine.data();
+    RANK_CHECK(ncclGather(gatherSend, all.data(), count, ncclFloat32, int(root), comm, nullptr) == ncclSuccess,
+               "rank %d: in-place ncclGather at root 1 failed: %s", rank, lastError().c_str());
+    if (size_t(rank) == root)
+      for (size_t i = 0; i < all.size(); ++i)
+        RANK_CHECK(all[i] == float(1000 * int(i / count) + int(i % count)), "rank %d: in-place gather: [%zu] = %g",
+                   rank, i, double(all[i]));
+    // Scatter back what was gathered: rank p receives block p, the root's stays put.
+    std::vector<float> got(count, -1.0f);
+    float* scatterRecv = size_t(rank) == root ? block : got.data();
+    RANK_CHECK(ncclScatter(all.data(), scatterRecv, count, ncclFloat32, int(root), comm, nullptr) == ncclSuccess,
+               "rank %d: in-place ncclScatter at root 1 failed: %s", rank, lastError().c_str());
+    for (size_t i = 0; i < count; ++i)
+      RANK_CHECK(scatterRecv[i] == mine[i], "rank %d: in-place scatter: [%zu] = %g, want %g", rank, i,
+                 double(scatterRecv[i]), double(mine[i]));
+    return stillWorks(comm, rank, n, "overlapping gather and scatter buffers") ? 0 : 1;
+  });
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("NCCL_CHECKS_DISABLE=1 lets gather and scatter buffers overlap at the root", "[badinput][p2p][checks]") {
+  for (bool disabled : {false, true}) {
+    RunConfig config;
+    config.nranks = 1;
+    config.timeout_s = 30;
+    config.env = {{"NCCL_CHECKS_DISABLE", disabled ? std::optional<std::string>("1") : std::nullopt}};
+    RunResult result = runOnComm(config, [disabled](int rank, int, ncclComm_t comm) {
+      float a[9] = {};
+      const ncclResult_t g = ncclGather(a + 1, a, 8, ncclFloat32, 0, comm, nullptr);
+      const ncclResult_t s = ncclScatter(a, a + 1, 8, ncclFloat32, 0, comm, nullptr);
+      if (disabled) {
+        RANK_CHECK(g == ncclSuccess && s == ncclSuccess, "rank %d: with checks disabled gather/scatter returned "
+                   "%d/%d: %s", rank, int(g), int(s), lastError().c_str());
+      } else {
+        expectInvalid(g, "overlap", rank, "ncclGather(sendbuff = recvbuff + 1) on 1 rank");
+        expectInvalid(s, "overlap", rank, "ncclScatter(recvbuff = sendbuff + 1) on 1 rank");
+      }
+      return 0;
+    });
+    INFO("NCCL_CHECKS_DISABLE=" << (disabled ? "1" : "(unset)"));
+    INFO(result.describe());
+    CHECK(result.allOk());
   }
 }
 
@@ -422,7 +491,7 @@ TEST_CASE("collectives whose ranks disagree on count or datatype fail on every r
           "[badinput][mismatch]") {
   struct Variant {
     const char* what;
-    std::function<ncclResult_t(int rank, ncclComm_t comm, std::vector<char>& in, std::vector<char>& out)> call;
+    MismatchedCall call;
   };
   const std::vector<Variant> variants = {
       {"ring allreduce where rank 2 passes a larger count",
@@ -442,13 +511,7 @@ TEST_CASE("collectives whose ranks disagree on count or datatype fail on every r
   for (size_t run = 0; run < 2 * variants.size(); ++run) {
     const Variant& v = variants[run / 2];
     const bool sockets = run % 2 == 1;
-    RunResult result = runFailing(
-        3, "Ring",
-        [&](int rank, int, ncclComm_t comm) {
-          std::vector<char> in(64 << 10, 1), out(64 << 10);
-          return timed([&] { return v.call(rank, comm, in, out); });
-        },
-        sockets);
+    RunResult result = runMismatched(3, "Ring", v.call, sockets);
     INFO(v.what << (sockets ? ", NCCL_SHM_DISABLE=1" : ""));
     INFO(result.describe());
     REQUIRE(result.allOk());
@@ -461,5 +524,129 @@ TEST_CASE("collectives whose ranks disagree on count or datatype fail on every r
       saidMismatched += containsNoCase(record(r, "error"), "mismatched") ? 1 : 0;
     }
     CHECK(saidMismatched >= 1);
+  }
+}
+
+TEST_CASE("send/recv, broadcast and reduce whose ranks disagree fail quickly with an error naming both ranks",
+          "[badinput][mismatch]") {
+  // Each variant has one odd rank. Whichever rank receives data across the mismatch
+  // detects it (the SlotMeta of the first slot) and names the sender and itself; the
+  // others fail from its abort notice or, if they only send and their data fit in the
+  // FIFO, may finish. No rank may wait out GYRE_TIMEOUT for the mismatch.
+  struct Variant {
+    const char* what;
+    int nranks;
+    int odd;       // the rank whose arguments differ
+    bool allFail;  // no rank can finish (a sender blocked on the receiver)
+    MismatchedCall call;
+  };
+  const std::vector<Variant> variants = {
+      {"recv of 1200 int32 from rank 0, which sends 1000", 2, 1, false,
+       [](int rank, ncclComm_t comm, std::vector<char>& in, std::vector<char>& out) {
+         return rank == 0 ? ncclSend(in.data(), 1000, ncclInt32, 1, comm, nullptr)
+                          : ncclRecv(out.data(), 1200, ncclInt32, 0, comm, nullptr);
+       }},
+      {"recv of 4M+1 int32 from rank 0, which sends 4M (far more than the FIFO and sockets hold)", 2, 1, true,
+       [](int rank, ncclComm_t comm, std::vector<char>& in, std::vector<char>& out) {
+         const size_t big = size_t(4) << 20;
+         in.resize(4 * big + 4), out.resize(4 * big + 4);
+         return rank == 0 ? ncclSend(in.data(), big, ncclInt32, 1, comm, nullptr)
+                          : ncclRecv(out.data(), big + 1, ncclInt32, 0, comm, nullptr);
+       }},
+      {"broadcast from rank 0 where rank 2 passes a larger count", 3, 2, false,
+       [](int rank, ncclComm_t comm, std::vector<char>& in, std::vector<char>& out) {
+         return ncclBroadcast(in.data(), out.data(), rank == 2 ? 4000 : 3000, ncclInt32, 0, comm, nullptr);
+       }},
+      {"reduce to rank 0 where rank 1 passes float64 and the others float32", 3, 1, false,
+       [](int rank, ncclComm_t comm, std::vector<char>& in, std::vector<char>& out) {
+         return ncclReduce(in.data(), out.data(), 5000, rank == 1 ? ncclFloat64 : ncclFloat32, ncclSum, 0, comm,
+                           nullptr);
+       }},
+  };
+  for (size_t run = 0; run < 2 * variants.size(); ++run) {
+    const Variant& v = variants[run / 2];
+    const bool sockets = run % 2 == 1;
+    RunResult result = runMismatched(v.nranks, nullptr, v.call, sockets);
+    INFO(v.what << (sockets ? ", NCCL_SHM_DISABLE=1" : ""));
+    INFO(result.describe());
+    REQUIRE(result.allOk());
+    int saidMismatched = 0;
+    for (const RankOutcome& r : result.ranks) {
+      const std::string error = record(r, "error");
+      INFO("rank " << r.rank << ": result " << record(r, "result") << " after " << record(r, "seconds")
+                   << " s: " << error);
+      CHECK(std::stod(record(r, "seconds")) < kTimeoutSeconds);
+      if (v.allFail) CHECK(record(r, "result") != std::to_string(int(ncclSuccess)));
+      if (!containsNoCase(error, "mismatched calls")) continue;  // the detecting rank's report
+      ++saidMismatched;
+      // Itself by number, a peer, and the odd rank among the two.
+      const std::string self = "rank " + std::to_string(r.rank);
+      CHECK(containsWord(error, self));
+      int peers = 0;
+      for (int p = 0; p < v.nranks; ++p) peers += p != r.rank && containsWord(error, "rank " + std::to_string(p));
+      CHECK(peers >= 1);
+      CHECK((r.rank == v.odd || containsWord(error, "rank " + std::to_string(v.odd))));
+    }
+    CHECK(saidMismatched >= 1);
+  }
+}
+
+TEST_CASE("a small send that no receive takes: later pairs keep send order, and destroy warns naming both ranks",
+          "[badinput][mismatch]") {
+  // Rank 0 sends twice, rank 1 receives once. Both sends fit in the
+  // connection's buffer, so both complete (as with NCCL). Messages between a
+  // pair are not overtaken (as in MPI): the one receive takes the first send.
+  // The second is never received, and rank 1's ncclCommDestroy says so.
+  for (bool sockets : {false, true}) {
+    RunConfig config;
+    config.sockets = sockets;
+    const std::string logs = "/tmp/gyre-unreceived-" + std::to_string(getpid()) + (sockets ? "-s" : "-m");
+    config.env = {{"NCCL_DEBUG", "WARN"}, {"NCCL_DEBUG_FILE", logs + ".%p"}};
+    RunResult result = runRanks(
+        2,
+        [&](int rank, int n, const ncclUniqueId& id) {
+          ncclComm_t comm = nullptr;
+          if (initHostComm(&comm, rank, n, id) != 0) return 1;
+          std::vector<int32_t> first(10, 111), second(10, 222), got(10, 0);
+          if (rank == 0) {
+            RANK_CHECK(ncclSend(first.data(), 10, ncclInt32, 1, comm, nullptr) == ncclSuccess, "send 1: %s",
+                       lastError().c_str());
+            RANK_CHECK(ncclSend(second.data(), 10, ncclInt32, 1, comm, nullptr) == ncclSuccess, "send 2: %s",
+                       lastError().c_str());
+          } else {
+            RANK_CHECK(ncclRecv(got.data(), 10, ncclInt32, 0, comm, nullptr) == ncclSuccess, "recv: %s",
+                       lastError().c_str());
+            RANK_CHECK(got[0] == 111 && got[9] == 111, "the receive took %d, not the first send's 111", got[0]);
+          }
+          float x = 1;  // both sends are out before rank 1 tears down
+          RANK_CHECK(ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess, "allreduce");
+          RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+          return 0;
+        },
+        [&] {
+          RankOptions o;
+          o.timeout_s = 40;
+          o.env = {{"GYRE_TIMEOUT", "10"}, {"NCCL_SHM_DISABLE", sockets ? std::optional<std::string>("1")
+                                                                         : std::nullopt}};
+          for (const auto& e : config.env) o.env.push_back(e);
+          return o;
+        }());
+    INFO((sockets ? "sockets: " : "shared memory: ") << result.describe());
+    CHECK(result.allOk());
+    // The ranks inherit the launcher's log file (named by its pid): read every one.
+    std::string text;
+    const std::filesystem::path dir = std::filesystem::path(logs).parent_path();
+    const std::string stem = std::filesystem::path(logs).filename().string() + ".";
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      if (entry.path().filename().string().rfind(stem, 0) != 0) continue;
+      std::ifstream log(entry.path());
+      text.append(std::istreambuf_iterator<char>(log), std::istreambuf_iterator<char>());
+      std::filesystem::remove(entry.path());
+    }
+    INFO("logs: " << text);
+    if (testDeviceComms()) continue;  // staged send/recv over device FIFOs: not readable at teardown
+    CHECK(text.find("rank 1's communicator ends with 1 step(s) of data from rank 0 that no ncclRecv took") !=
+          std::string::npos);
+    CHECK(text.find("rank 0's communicator ends with") == std::string::npos);
   }
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "../support/shared_flags.h"
 #include "coll_common.h"
 #include "src/comm/comm.h"
 #include "src/device/runtime.h"
@@ -228,9 +229,13 @@ TEST_CASE("direct: a peer killed while the others' streams wait on it fails them
   o.env.push_back({"GYRE_TIMEOUT", "60"});
   o.killRank = 2;
   o.killDelay_s = 0.5;
+  // A survivor that exits first would be a second dead peer, which the other
+  // survivor might name instead: each leaves once both have their error.
+  SharedFlags flags;
+  REQUIRE(flags.ok());
   RunResult result = runRanks(
       3,
-      [](int rank, int n, const ncclUniqueId& id) {
+      [&flags](int rank, int n, const ncclUniqueId& id) {
         static std::atomic<bool> never{false};
         HeldCall h;
         if (enqueueWithHeldRank(rank, n, id, 2, &never, 90, &h) != 0) return 1;
@@ -249,6 +254,8 @@ TEST_CASE("direct: a peer killed while the others' streams wait on it fails them
         RANK_CHECK(text.find("rank 2") != std::string::npos, "rank %d: error does not name rank 2: %s", rank,
                    text.c_str());
         RANK_CHECK(waited < 20, "rank %d: took %.1f s (GYRE_TIMEOUT is 60)", rank, waited);
+        flags.markDone(rank);
+        RANK_CHECK(flags.waitDone(1 - rank, 20), "rank %d: survivor %d never got its error", rank, 1 - rank);
         RANK_CHECK(ncclCommAbort(h.comm) == ncclSuccess, "abort: %s", lastError().c_str());
         ncclMemFree(h.buf);
         return 0;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../support/fork_ranks.h"
+#include "../support/shared_flags.h"
 
 namespace {
 
@@ -36,10 +37,18 @@ void expectSurvivorsNameTheDead(const KillPlan& plan) {
   if (plan.buffSize) options.env.push_back({"NCCL_BUFFSIZE", plan.buffSize});
   const int victim = plan.victim;
   const bool destroy = plan.destroy;
+  // Over sockets an abort notice travels only with the data, downstream: a
+  // survivor that tears down first is, to the rank sending to it, a lost
+  // connection rather than word of the dead rank. So there the survivors
+  // tear down only once each has its error (shared memory tells both ways).
+  const char* shmOff = getenv("NCCL_SHM_DISABLE");
+  const bool survivorsWait = shmOff && shmOff[0] == '1';
+  SharedFlags flags;
+  REQUIRE(flags.ok());
 
   RunResult result = runRanks(
       plan.nranks,
-      [victim, destroy](int rank, int n, const ncclUniqueId& id) {
+      [victim, destroy, survivorsWait, &flags](int rank, int n, const ncclUniqueId& id) {
         const auto fdsBefore = listOpenFds();
         const int fds = countOpenFds(), threads = countThreads();
         ncclComm_t comm = nullptr;
@@ -81,6 +90,11 @@ void expectSurvivorsNameTheDead(const KillPlan& plan) {
                    "rank %d: ncclCommGetAsyncError returned %d with async error %d", rank, int(r),
                    int(async));
 
+        if (survivorsWait) {
+          flags.markDone(rank);
+          for (int p = 0; p < n; ++p)
+            RANK_CHECK(p == victim || flags.waitDone(p, 20), "rank %d: survivor %d never got its error", rank, p);
+        }
         const char* teardown = destroy ? "ncclCommDestroy" : "ncclCommAbort";
         rankProgress(teardown);
         const double teardownStart = monotonicSeconds();

@@ -1,8 +1,14 @@
 // Resource accounting: after ncclCommDestroy or ncclCommAbort a process has exactly
 // the open fds and threads it had before init (after a settle of at most 1 s for
 // threads to exit). Counted from /proc/self/fd and /proc/self/task in each child.
+// Memory: from the second cycle on, neither the heap in use (glibc's mallinfo2)
+// nor the number of mappings (/proc/self/maps: shm segments, stacks) grows; the
+// first cycle may leave what a process keeps once (malloc arenas of threads,
+// per-thread schedule caches).
 #include <catch2/catch.hpp>
+#include <malloc.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +19,24 @@ namespace {
 using namespace gyre::test;
 
 enum class Teardown { kDestroy, kAbort };
+
+struct MemoryUse {
+  size_t heapBytes = 0;  // allocated from malloc, including its mmap'd chunks
+  int mappings = 0;
+};
+
+MemoryUse memoryUse() {
+  struct mallinfo2 m = mallinfo2();
+  MemoryUse u;
+  u.heapBytes = m.uordblks + m.hblkhd;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) ++u.mappings;
+  return u;
+}
+
+// Heap growth allowed over the cycles after the first: allocator noise, not a
+// leak of a communicator (whose FIFOs and schedules alone are megabytes).
+constexpr size_t kHeapSlackBytes = 4 << 10;
 
 // Each rank runs `cycles` init / allreduce / teardown rounds (round k uses id k) and
 // checks the fd and thread counts against the ones from before the first init.
@@ -28,6 +52,7 @@ void expectNoLeaks(int nranks, IdMode mode, Teardown how, int cycles) {
         const auto fdsBefore = listOpenFds();
         const int fds = countOpenFds(), threads = countThreads();
         const char* verb = how == Teardown::kDestroy ? "ncclCommDestroy" : "ncclCommAbort";
+        MemoryUse afterFirst;
         for (int k = 0; k < cycles; ++k) {
           ncclComm_t comm = nullptr;
           rankProgress("cycle " + std::to_string(k));
@@ -45,6 +70,11 @@ void expectNoLeaks(int nranks, IdMode mode, Teardown how, int cycles) {
                      int(r), lastError().c_str());
           const std::string left = waitForBaseline(fds, threads, fdsBefore);
           RANK_CHECK(left.empty(), "rank %d cycle %d: after %s: %s", rank, k, verb, left.c_str());
+          MemoryUse now = memoryUse();
+          if (k == 0) afterFirst = now;
+          RANK_CHECK(now.heapBytes <= afterFirst.heapBytes + kHeapSlackBytes && now.mappings <= afterFirst.mappings,
+                     "rank %d cycle %d: after %s the heap holds %zu bytes in %d mappings; after cycle 0 %zu bytes "
+                     "in %d", rank, k, verb, now.heapBytes, now.mappings, afterFirst.heapBytes, afterFirst.mappings);
         }
         return 0;
       },
@@ -72,10 +102,10 @@ TEST_CASE("the NCCL_COMM_ID rendezvous host releases its listener and threads on
   expectNoLeaks(3, IdMode::kEnvCommId, Teardown::kDestroy, 1);
 }
 
-TEST_CASE("three init/destroy cycles in one process accumulate no fds or threads", "[leaks]") {
-  expectNoLeaks(3, IdMode::kParent, Teardown::kDestroy, 3);
+TEST_CASE("four init/destroy cycles in one process accumulate no fds, threads, heap or mappings", "[leaks]") {
+  expectNoLeaks(3, IdMode::kParent, Teardown::kDestroy, 4);
 }
 
-TEST_CASE("three init/abort cycles in one process accumulate no fds or threads", "[leaks]") {
-  expectNoLeaks(2, IdMode::kParent, Teardown::kAbort, 3);
+TEST_CASE("four init/abort cycles in one process accumulate no fds, threads, heap or mappings", "[leaks]") {
+  expectNoLeaks(2, IdMode::kParent, Teardown::kAbort, 4);
 }

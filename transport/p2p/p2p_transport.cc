@@ -12,6 +12,7 @@
 #include "src/bootstrap/net_address.h"
 #include "src/debug/error.h"
 #include "src/device/runtime.h"
+#include "transport/abort_notice.h"
 
 namespace gyre {
 namespace {
@@ -58,6 +59,7 @@ struct P2PConn {
   Deadline deadline = Deadline::afterSeconds(0);  // init's, for finishConnect
   const std::atomic<bool>* abort = nullptr;
   size_t slotBytes = 0;
+  int rank = -1;  // this side's rank, to tell a notice that blames it
 };
 
 void pointFifoAt(char* base, size_t slotBytes, Connection* out) {
@@ -153,7 +155,7 @@ class P2PTransport final : public Transport {
     if (n != static_cast<ssize_t>(sizeof(notice))) return ncclSuccess;
     (void)::recv(s->socket.fd(), &notice, sizeof(notice), MSG_DONTWAIT);
     *culprit = notice;
-    return fail(ncclRemoteError, "rank %d failed or stopped responding (reported by rank %d)", notice, conn.peer);
+    return failFromAbortNotice(notice, s->rank, conn.peer);
   }
   bool pollRequest(const Connection&, pollfd*) const override { return false; }
   // Best effort: the peer's watchdog reads it (progress above).
@@ -183,6 +185,7 @@ class P2PTransport final : public Transport {
     s->deadline = ctx.deadline;
     s->abort = ctx.abort;
     s->slotBytes = ctx.slotBytes;
+    s->rank = ctx.rank;
     out->state = s;
     out->needsProgress = false;
     out->sharedCounters = false;

@@ -34,7 +34,8 @@ void ShmMapping::fillFifo(Fifo* fifo) const {
   ShmHeader* h = header();
   fifo->slots = static_cast<char*>(base) + kShmSlotsOffset;
   fifo->slotBytes = h->slotBytes;
-  fifo->meta = h->meta;
+  fifo->meta = &h->lines[0].meta;
+  fifo->metaStride = sizeof(SlotLine);
   fifo->tail = &h->tail;
   fifo->head = &h->head;
 }

@@ -13,7 +13,7 @@
 
 namespace gyre {
 
-constexpr uint64_t kShmMagic = 0x3166696673657967ull;  // "gyresfi1"
+constexpr uint64_t kShmMagic = 0x3266696673657967ull;  // "gyresfi2": slot lines
 
 // Written once by the sender before the receiver sees it, except where noted.
 struct ShmHeader {
@@ -35,7 +35,7 @@ struct ShmHeader {
   // rank never mistakes its own notice for its peer's.
   alignas(64) int32_t senderAbort;
   int32_t receiverAbort;
-  alignas(64) SlotMeta meta[kFifoSlots];
+  SlotLine lines[kFifoSlots];  // each slot's metadata, sequence word and inline payload
 };
 
 // Slots start on their own page, away from the header's hot cache lines.

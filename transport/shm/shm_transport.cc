@@ -11,6 +11,7 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
+#include "transport/abort_notice.h"
 #include "transport/shm/futex.h"
 #include "transport/shm/shm_handshake.h"
 #include "transport/shm/shm_segment.h"
@@ -112,13 +113,8 @@ class ShmTransport final : public Transport {
     int notice = __atomic_load_n(conn.isSend ? &h->receiverAbort : &h->senderAbort, __ATOMIC_ACQUIRE);
     if (notice > 0) {
       *culprit = notice - 1;
-      // Notices travel both ways here, so the rank blamed may be this one (its
-      // call did not match what the peer expected, or it stalled).
-      if (*culprit == s->rank)
-        return fail(ncclRemoteError, "rank %d gave up on this rank (%d): it reports a mismatched call or a stalled "
-                    "step from this rank (see rank %d's error)", conn.peer, s->rank, conn.peer);
-      return fail(ncclRemoteError, "rank %d failed or stopped responding (reported by rank %d)", *culprit,
-                  conn.peer);
+      // Notices travel both ways here, so the rank blamed may be this one.
+      return failFromAbortNotice(*culprit, s->rank, conn.peer);
     }
     // A receiver that left cannot consume what is still in the FIFO. (A sender
     // that left is reported by the executor when it waits for its data: what

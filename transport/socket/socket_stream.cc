@@ -3,8 +3,11 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "transport/abort_notice.h"
 
 namespace gyre::socket_detail {
 
@@ -69,8 +72,36 @@ ncclResult_t claimSlot(SocketConn* s, Connection& conn) {
   return ncclSuccess;
 }
 
+ssize_t readControl(SocketConn* s, char* dst, size_t want) {
+  if (s->aheadPos == s->aheadEnd) {
+    if (want >= kReadAheadBytes) return recv(s->socket.fd(), dst, want, MSG_DONTWAIT);
+    if (s->ahead.empty()) s->ahead.resize(kReadAheadBytes);
+    ssize_t n = recv(s->socket.fd(), s->ahead.data(), s->ahead.size(), MSG_DONTWAIT);
+    if (n <= 0) return n;
+    s->aheadPos = 0;
+    s->aheadEnd = static_cast<size_t>(n);
+  }
+  size_t n = std::min(want, s->aheadEnd - s->aheadPos);
+  memcpy(dst, s->ahead.data() + s->aheadPos, n);
+  s->aheadPos += n;
+  return static_cast<ssize_t>(n);
+}
+
+namespace {
+
+ncclResult_t reportNotice(SocketConn* s, Connection& conn, int* culprit) {
+  *culprit = s->noticeCulprit;
+  return failFromAbortNotice(s->noticeCulprit, s->rank, conn.peer);
+}
+
+}  // namespace
+
 ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
   if (s->data) GYRE_CHECK(s->data->check(culprit));
+  if (s->noticeCulprit >= 0) {
+    publishReceived(s, conn);
+    return reportNotice(s, conn, culprit);
+  }
   while (!s->controlClosed) {
     char* dst;
     size_t want;
@@ -91,7 +122,7 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
     }
     size_t got = 0;
     if (want > 0) {
-      ssize_t n = recv(s->socket.fd(), dst, want, MSG_DONTWAIT);
+      ssize_t n = readControl(s, dst, want);
       if (n == 0) {
         if (s->incomingBytes == 0) {
           s->controlClosed = true;  // at a message boundary: an error only if more data is awaited
@@ -112,13 +143,9 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
     s->incomingBytes += got;
     if (s->incomingBytes == sizeof(SlotMeta) && got > 0) {
       if (s->incoming.flags & kMetaAbort) {
-        *culprit = static_cast<int>(s->incoming.count);
-        // The peer may blame this rank: its call did not match, or it stalled.
-        if (*culprit == s->rank)
-          return fail(ncclRemoteError, "rank %d gave up on this rank (%d): it reports a mismatched call or a stalled "
-                      "step from this rank (see rank %d's error)", conn.peer, s->rank, conn.peer);
-        return fail(ncclRemoteError, "rank %d failed or stopped responding (reported by rank %d)", *culprit,
-                    conn.peer);
+        s->noticeCulprit = static_cast<int>(s->incoming.count);
+        publishReceived(s, conn);
+        return reportNotice(s, conn, culprit);
       }
       if (s->incoming.bytes > conn.fifo.slotBytes) {
         *culprit = conn.peer;

@@ -38,6 +38,14 @@ struct SocketConn {
   SlotMeta incoming{};           // recv: header of the message being received
   size_t incomingBytes = 0;      // recv: bytes of header+payload received so far
   bool controlClosed = false;    // recv: the peer closed the control socket at a message boundary
+  // recv: the rank an abort notice from the peer blamed (-1: none yet). The
+  // notice is the peer's last message; it is reported again on every later
+  // pass, while steps already on the helpers still complete.
+  int noticeCulprit = -1;
+  // recv: bytes read from the control socket ahead of the message being
+  // received, so a header and a small payload cost one recv() between them.
+  std::vector<char> ahead;
+  size_t aheadPos = 0, aheadEnd = 0;
   std::string what;              // "socket to rank 3" for error messages
   int rank = -1;                 // this rank
   std::unique_ptr<DataPath> data;  // null with one socket; declared last so its helpers stop first
@@ -60,5 +68,14 @@ void publishReceived(SocketConn* s, Connection& conn);
 ncclResult_t claimSlot(SocketConn* s, Connection& conn);
 
 ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit);
+
+// Reads ahead of the message this much at most (a header and a payload that
+// fits here arrive in one system call; a larger payload goes straight to its slot).
+constexpr size_t kReadAheadBytes = 4096;
+
+// recv() through s->ahead: what was read ahead first, then one recv() into
+// s->ahead for a small request or straight into dst for a large one. Returns
+// as recv() does (0: the peer closed, -1 with errno).
+ssize_t readControl(SocketConn* s, char* dst, size_t want);
 
 }  // namespace gyre::socket_detail
