@@ -279,6 +279,17 @@ Connection* undrainedSend(const std::vector<std::unique_ptr<Lane>>& lanes, const
   return nullptr;
 }
 
+// How many steps of the lanes' drained sends (not shared memory) the peers
+// have consumed so far: while draining, a rise counts as movement for a held
+// failure.
+uint64_t consumedSends(const Lanes& lanes) {
+  uint64_t sum = 0;
+  for (const auto& l : lanes)
+    for (size_t i = 0; i < l->spec().nsend; ++i)
+      if (!l->spec().send[i]->sharedCounters) sum += loadAcquire(l->spec().send[i]->fifo.head);
+  return sum;
+}
+
 ncclResult_t noProgressAtAll(const Lanes& lanes, double seconds) {
   // Every wait ends at GYRE_TIMEOUT, even one no lane can attribute to a peer.
   const LaneSpec& s = lanes[0]->spec();
@@ -334,6 +345,7 @@ ncclResult_t runLanes(Lanes& lanes) {
   // The lanes' last steps have not been announced to sleeping peers yet.
   waiter.wakePeers();
   // The call returns only when its data has left this rank's buffers.
+  uint64_t consumed = consumedSends(lanes);
   for (int round = 0;; ++round) {
     const Lane* owner = nullptr;
     if (!undrainedSend(lanes, &owner)) break;
@@ -341,6 +353,11 @@ ncclResult_t runLanes(Lanes& lanes) {
     Connection* pending = undrainedSend(lanes, &owner);
     if (!pending) break;
     GYRE_CHECK(waiter.checkAborted(collName(lanes[0]->spec().coll)));
+    if (held.held()) {
+      const uint64_t now = consumedSends(lanes);
+      if (now != consumed) held.lanesMoved();  // a healthy peer still takes this call's data
+      consumed = now;
+    }
     if (held.stale()) return held.raise();
     if (deadline.expired()) return held.held() ? held.raise() : describeStall(*owner, pending, waiter.timeoutSeconds, false);
     waiter.sleep(lanes, deadline, true, round);
