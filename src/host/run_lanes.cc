@@ -72,6 +72,15 @@ class HeldFailure {
     if (held()) lastMove_ = std::chrono::steady_clock::now();
   }
 
+  // While the finished lanes' sends drain: the steps the peers have consumed
+  // so far. A rise counts as movement (a healthy peer still takes this
+  // call's data); the first report only sets the baseline.
+  void sendsConsumed(uint64_t consumed) {
+    if (sawConsumed_ && consumed != consumed_) lanesMoved();
+    consumed_ = consumed;
+    sawConsumed_ = true;
+  }
+
   bool stale() const { return held() && std::chrono::steady_clock::now() - lastMove_ > kHoldFor; }
 
   // Fails the communicator (telling its peers) and returns the held failure
@@ -95,6 +104,7 @@ class HeldFailure {
     comm_ = nullptr;
     culprit_ = -1;
     text_.clear();
+    sawConsumed_ = false;
   }
 
  private:
@@ -103,6 +113,8 @@ class HeldFailure {
   int culprit_ = -1;
   std::string text_;
   std::chrono::steady_clock::time_point lastMove_;
+  bool sawConsumed_ = false;
+  uint64_t consumed_ = 0;
 };
 
 struct Waiter {
@@ -280,8 +292,7 @@ Connection* undrainedSend(const std::vector<std::unique_ptr<Lane>>& lanes, const
 }
 
 // How many steps of the lanes' drained sends (not shared memory) the peers
-// have consumed so far: while draining, a rise counts as movement for a held
-// failure.
+// have consumed so far.
 uint64_t consumedSends(const Lanes& lanes) {
   uint64_t sum = 0;
   for (const auto& l : lanes)
@@ -345,7 +356,6 @@ ncclResult_t runLanes(Lanes& lanes) {
   // The lanes' last steps have not been announced to sleeping peers yet.
   waiter.wakePeers();
   // The call returns only when its data has left this rank's buffers.
-  uint64_t consumed = consumedSends(lanes);
   for (int round = 0;; ++round) {
     const Lane* owner = nullptr;
     if (!undrainedSend(lanes, &owner)) break;
@@ -353,11 +363,7 @@ ncclResult_t runLanes(Lanes& lanes) {
     Connection* pending = undrainedSend(lanes, &owner);
     if (!pending) break;
     GYRE_CHECK(waiter.checkAborted(collName(lanes[0]->spec().coll)));
-    if (held.held()) {
-      const uint64_t now = consumedSends(lanes);
-      if (now != consumed) held.lanesMoved();  // a healthy peer still takes this call's data
-      consumed = now;
-    }
+    if (held.held()) held.sendsConsumed(consumedSends(lanes));
     if (held.stale()) return held.raise();
     if (deadline.expired()) return held.held() ? held.raise() : describeStall(*owner, pending, waiter.timeoutSeconds, false);
     waiter.sleep(lanes, deadline, true, round);

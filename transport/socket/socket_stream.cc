@@ -87,22 +87,11 @@ ssize_t readControl(SocketConn* s, char* dst, size_t want) {
   return static_cast<ssize_t>(n);
 }
 
-namespace {
-
-ncclResult_t reportNotice(SocketConn* s, Connection& conn, int* culprit) {
-  *culprit = s->noticeCulprit;
-  return failFromAbortNotice(s->noticeCulprit, s->rank, conn.peer);
-}
-
-}  // namespace
-
 ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
   if (s->data) GYRE_CHECK(s->data->check(culprit));
-  if (s->noticeCulprit >= 0) {
-    publishReceived(s, conn);
-    return reportNotice(s, conn, culprit);
-  }
-  while (!s->controlClosed) {
+  // Nothing is read after an abort notice (the peer's last message); it is
+  // reported again on every pass, after the steps the helpers finished.
+  while (!s->controlClosed && s->noticeCulprit < 0) {
     char* dst;
     size_t want;
     if (s->incomingBytes < sizeof(SlotMeta)) {
@@ -144,8 +133,7 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
     if (s->incomingBytes == sizeof(SlotMeta) && got > 0) {
       if (s->incoming.flags & kMetaAbort) {
         s->noticeCulprit = static_cast<int>(s->incoming.count);
-        publishReceived(s, conn);
-        return reportNotice(s, conn, culprit);
+        break;
       }
       if (s->incoming.bytes > conn.fifo.slotBytes) {
         *culprit = conn.peer;
@@ -162,6 +150,10 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
     if (got == 0) break;
   }
   publishReceived(s, conn);
+  if (s->noticeCulprit >= 0) {
+    *culprit = s->noticeCulprit;
+    return failFromAbortNotice(s->noticeCulprit, s->rank, conn.peer);
+  }
   return ncclSuccess;
 }
 
