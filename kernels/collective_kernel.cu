@@ -1,5 +1,5 @@
-// The collective kernel: block b runs lane b of the call (kernels/lane_loop.h)
-// with a CUDA block context. One instantiation per (type, operator), the same
+// The collective kernel: block b runs its lanes of the launch
+// (kernels/lane_loop.h: runBlock) with a CUDA block context. One instantiation per (type, operator), the same
 // set the host executor has.
 #include <cuda_runtime.h>
 
@@ -165,21 +165,22 @@ struct CudaBlock {
   }
 };
 
+// __grid_constant__: the launch is read in place from the parameter space
+// (the block indexes its calls at run time), not copied per thread.
 template <typename T, typename Op>
-__global__ void __launch_bounds__(kKernelThreads) collectiveKernel(DeviceCall call, Op op) {
-  loadScalar(op, call.scalarPtr);
+__global__ void __launch_bounds__(kKernelThreads) collectiveKernel(const __grid_constant__ DeviceLaunch launch, Op op) {
   CudaBlock ctx;
-  runLane<T, Op>(ctx, call, call.lanes[blockIdx.x], op);
+  runBlock<T, Op>(ctx, launch, static_cast<int>(blockIdx.x), op);
 }
 
 }  // namespace
 
-int launchCollectiveKernel(const DeviceCall& call, cudaStream_t stream) {
-  if (call.nlanes == 0) return 0;
+int launchCollectiveKernel(const DeviceLaunch& launch, cudaStream_t stream) {
+  if (launch.nblocks == 0) return 0;
   cudaError_t err = cudaSuccess;
-  ncclResult_t r = visitCallOp(call, [&](auto op) {
+  ncclResult_t r = visitCallOp(launch.calls[0], [&](auto op) {
     using Op = decltype(op);
-    collectiveKernel<typename Op::Elem, Op><<<call.nlanes, kKernelThreads, 0, stream>>>(call, op);
+    collectiveKernel<typename Op::Elem, Op><<<launch.nblocks, kKernelThreads, 0, stream>>>(launch, op);
     err = cudaGetLastError();
     return ncclSuccess;
   });

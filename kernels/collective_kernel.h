@@ -1,5 +1,5 @@
-// Launching the collective kernel (kernels/collective_kernel.cu): one block
-// per lane of `call`, on `stream`. Compiled by nvcc; called by the CUDA
+// Launching the collective kernel (kernels/collective_kernel.cu): the
+// launch's blocks, on `stream`. Compiled by nvcc; called by the CUDA
 // runtime adapter (src/device/cuda_runtime.cc).
 #pragma once
 
@@ -12,7 +12,7 @@ namespace gyre {
 constexpr int kKernelThreads = 512;
 
 // Returns the CUDA error code (0 on success; the caller turns it into text),
-// or -1 when the call's type/op has no kernel.
-int launchCollectiveKernel(const DeviceCall& call, cudaStream_t stream);
+// or -1 when the calls' type/op has no kernel.
+int launchCollectiveKernel(const DeviceLaunch& launch, cudaStream_t stream);
 
 }  // namespace gyre

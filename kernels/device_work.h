@@ -6,7 +6,8 @@
 // The lanes of a call (steps and connections) depend only on the call's shape,
 // so they live in device memory cached per communicator (src/device/
 // kernel_calls.cc); what changes per call (buffers, sequence number, scalar)
-// travels by value in DeviceCall.
+// travels by value in DeviceCall. A launch (DeviceLaunch) carries up to
+// kMaxFusedCalls calls of a group, and says which lanes each block runs.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +77,29 @@ struct DeviceCall {
   // the call is no error (its data is already in this rank's memory).
   const volatile uint32_t* peerGone;
   uint64_t timeoutNs;             // a wait longer than this fails the lane
+};
+
+// Calls one launch may carry: consecutive collectives of a group on one
+// communicator and stream, with one datatype and operator (so one kernel
+// instantiation serves them all). 8 DeviceCalls keep the launch's
+// parameters near 1 KiB, well inside CUDA's 4 KiB.
+constexpr int kMaxFusedCalls = 8;
+
+// Lane `lane` of the launch's call `call`.
+struct LaneRef {
+  uint16_t call;
+  uint16_t lane;
+};
+
+struct DeviceLaunch {
+  DeviceCall calls[kMaxFusedCalls];
+  int32_t ncalls;
+  int32_t nblocks;
+  // Block b runs items[blockFirst[b] .. blockFirst[b+1]) in order (device
+  // memory, src/device/fused_blocks.h). Null for a launch of one call:
+  // block b runs its lane b.
+  const uint32_t* blockFirst;
+  const LaneRef* items;
 };
 
 }  // namespace gyre

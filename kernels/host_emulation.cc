@@ -68,19 +68,18 @@ struct HostBlock {
 
 }  // namespace
 
-ncclResult_t runCallOnHostThreads(const DeviceCall& call) {
-  return visitCallOp(call, [&](auto op) {
+ncclResult_t runLaunchOnHostThreads(const DeviceLaunch& launch) {
+  return visitCallOp(launch.calls[0], [&](auto op) {
     using Op = decltype(op);
-    loadScalar(op, call.scalarPtr);
     std::vector<std::thread> blocks;
-    for (int b = 1; b < call.nlanes; ++b)
+    for (int b = 1; b < launch.nblocks; ++b)
       blocks.emplace_back([&, b] {
         HostBlock ctx;
-        runLane<typename Op::Elem, Op>(ctx, call, call.lanes[b], op);
+        runBlock<typename Op::Elem, Op>(ctx, launch, b, op);
       });
-    if (call.nlanes > 0) {
+    if (launch.nblocks > 0) {
       HostBlock ctx;
-      runLane<typename Op::Elem, Op>(ctx, call, call.lanes[0], op);
+      runBlock<typename Op::Elem, Op>(ctx, launch, 0, op);
     }
     for (std::thread& t : blocks) t.join();
     return ncclSuccess;

@@ -10,9 +10,9 @@
 
 namespace gyre {
 
-// Runs every lane of `call` to the end (lanes in parallel); errors land in
-// call.status as on the device. Fails only for an unsupported type/op.
-ncclResult_t runCallOnHostThreads(const DeviceCall& call);
+// Runs every block of `launch` to the end (a thread per block); errors land
+// in the calls' status as on the device. Fails only for an unsupported type/op.
+ncclResult_t runLaunchOnHostThreads(const DeviceLaunch& launch);
 
 // The direct executor's kernel (kernels/direct_work.h) on the calling thread.
 ncclResult_t runDirectOnHost(const DirectCall& call);

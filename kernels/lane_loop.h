@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "kernels/device_work.h"
+#include "kernels/op_dispatch.h"
 #include "kernels/primitives/host_device.h"
 #include "kernels/primitives/reduce_copy.h"
 
@@ -282,6 +283,27 @@ GYRE_HOST_DEVICE bool runLane(Ctx& ctx, const DeviceCall& call, const DeviceLane
     if (out) ++outStep[s.sendConn];
   }
   return true;
+}
+
+// Runs block `block` of a launch: its lanes one after the other, in call
+// order, stopping at the first that fails (the status block says why; the
+// other blocks see it at their next wait). `op` is the launch's operator;
+// a call whose PreMulSum scalar lives in device memory reads its own.
+template <typename T, typename Op, typename Ctx>
+GYRE_HOST_DEVICE void runBlock(Ctx& ctx, const DeviceLaunch& launch, int block, const Op& op) {
+  if (!launch.items) {
+    Op callOp = op;
+    loadScalar(callOp, launch.calls[0].scalarPtr);
+    runLane<T, Op>(ctx, launch.calls[0], launch.calls[0].lanes[block], callOp);
+    return;
+  }
+  for (uint32_t k = launch.blockFirst[block]; k < launch.blockFirst[block + 1]; ++k) {
+    const LaneRef item = launch.items[k];
+    const DeviceCall& call = launch.calls[item.call];
+    Op callOp = op;
+    loadScalar(callOp, call.scalarPtr);
+    if (!runLane<T, Op>(ctx, call, call.lanes[item.lane], callOp)) return;
+  }
 }
 
 }  // namespace gyre

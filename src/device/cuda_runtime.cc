@@ -226,10 +226,10 @@ class CudaRuntime final : public DeviceRuntime {
                              call.redop);
     return check(static_cast<cudaError_t>(err), "direct kernel launch");
   }
-  ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) override {
-    int err = launchCollectiveKernel(call, stream);
-    if (err < 0) return fail(ncclInvalidArgument, "no collective kernel for datatype %d with op %d", call.datatype,
-                             call.redop);
+  ncclResult_t launchKernel(const DeviceLaunch& launch, StreamHandle stream) override {
+    int err = launchCollectiveKernel(launch, stream);
+    if (err < 0) return fail(ncclInvalidArgument, "no collective kernel for datatype %d with op %d",
+                             launch.calls[0].datatype, launch.calls[0].redop);
     return check(static_cast<cudaError_t>(err), "collective kernel launch");
   }
 

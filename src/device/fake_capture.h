@@ -4,6 +4,7 @@
 // capture (the fake does not follow captures across streams through events).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -23,5 +24,8 @@ void fakeLaunchGraph(const FakeGraph& graph, cudaStream_t stream);
 // on every stream-ordered call and event query of this process fails with
 // `cudaErrorText`, as CUDA's calls then return the same error.
 void fakeBreakContext(const char* cudaErrorText);
+
+// Collective kernels this process has launched (a fused group counts once).
+int64_t fakeKernelLaunches();
 
 }  // namespace gyre

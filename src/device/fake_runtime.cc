@@ -356,11 +356,13 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   // The kernel, as host threads (kernels/host_emulation.h) in stream order.
-  ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) override {
+  ncclResult_t launchKernel(const DeviceLaunch& launch, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("collective kernel launch");
-    stream_(stream).push([call] { runCallOnHostThreads(call); });
+    kernelLaunches_.fetch_add(1);
+    stream_(stream).push([launch] { runLaunchOnHostThreads(launch); });
     return ncclSuccess;
   }
+  int64_t kernelLaunches() const { return kernelLaunches_.load(); }
 
  private:
   static constexpr int kDevices = 8;
@@ -381,6 +383,7 @@ class FakeRuntime final : public DeviceRuntime {
 
  private:
   std::atomic<bool> broken_{false};
+  std::atomic<int64_t> kernelLaunches_{0};
   uint64_t allocationSerial_ = 0;
   std::string brokenText_;
 
@@ -425,6 +428,7 @@ void fakeBeginCapture(cudaStream_t stream, FakeGraph* graph) { theFake()->beginC
 void fakeEndCapture(cudaStream_t stream) { theFake()->endCapture(stream); }
 void fakeLaunchGraph(const FakeGraph& graph, cudaStream_t stream) { theFake()->launchGraph(graph, stream); }
 void fakeBreakContext(const char* cudaErrorText) { theFake()->breakContext(cudaErrorText); }
+int64_t fakeKernelLaunches() { return theFake()->kernelLaunches(); }
 
 namespace {
 int64_t fakeMode() {

@@ -61,13 +61,16 @@ ncclResult_t uploadLanes(const PendingCall& c, KernelState::Lanes* out) {
     lane.channel = s.channel;
     lane.nsend = static_cast<uint8_t>(s.nsend);
     lane.nrecv = static_cast<uint8_t>(s.nrecv);
+    std::vector<const void*>& conns = out->conns.emplace_back();
     for (size_t k = 0; k < s.nsend; ++k) {
       lane.send[k] = s.send[k]->fifo;
       lane.sendPeer[k] = s.send[k]->peer;
+      conns.push_back(s.send[k]);
     }
     for (size_t k = 0; k < s.nrecv; ++k) {
       lane.recv[k] = s.recv[k]->fifo;
       lane.recvPeer[k] = s.recv[k]->peer;
+      conns.push_back(s.recv[k]);
     }
     memcpy(image.data() + i * sizeof(DeviceLane), &lane, sizeof(lane));
     memcpy(image.data() + stepAt, s.steps, s.nsteps * sizeof(Step));
@@ -79,23 +82,74 @@ ncclResult_t uploadLanes(const PendingCall& c, KernelState::Lanes* out) {
   return ncclSuccess;
 }
 
-ncclResult_t lanesFor(const PendingCall& c, KernelState::Lanes* out) {
-  KernelState& k = *c.comm->kernels;
+KernelState::Shape shapeOf(const PendingCall& c) {
   bool rooted = c.coll == CollKind::Broadcast || c.coll == CollKind::Reduce;
-  KernelState::Shape shape{static_cast<int>(c.coll), c.count, static_cast<int>(c.datatype), rooted ? c.root : -1,
-                           isInPlace(c)};
+  return {static_cast<int>(c.coll), c.count, static_cast<int>(c.datatype), rooted ? c.root : -1, isInPlace(c)};
+}
+
+// The call's cached lanes (uploaded on first use of its shape).
+ncclResult_t lanesFor(const PendingCall& c, const KernelState::Lanes** out) {
+  KernelState& k = *c.comm->kernels;
+  const KernelState::Shape shape = shapeOf(c);
   std::lock_guard<std::mutex> lock(k.mutex);
   auto it = k.cache.find(shape);
   if (it == k.cache.end()) {
     KernelState::Lanes lanes;
     GYRE_CHECK(uploadLanes(c, &lanes));
-    it = k.cache.emplace(shape, lanes).first;
+    it = k.cache.emplace(shape, std::move(lanes)).first;
+  }
+  *out = &it->second;  // map nodes stay put; entries live until destroy
+  return ncclSuccess;
+}
+
+// The blocks of one launch carrying `calls` (cached per list of shapes).
+ncclResult_t fusedBlocksFor(const std::vector<const PendingCall*>& calls,
+                            const std::vector<const KernelState::Lanes*>& lanes, KernelState::Blocks* out) {
+  KernelState& k = *calls[0]->comm->kernels;
+  std::vector<KernelState::Shape> key;
+  for (const PendingCall* c : calls) key.push_back(shapeOf(*c));
+  std::lock_guard<std::mutex> lock(k.mutex);
+  auto it = k.fusedCache.find(key);
+  if (it == k.fusedCache.end()) {
+    std::vector<LaneConnections> conns;
+    int widest = 0;
+    for (const KernelState::Lanes* l : lanes) {
+      conns.push_back(l->conns);
+      widest = std::max(widest, l->count);
+    }
+    // No more blocks than the widest call launches alone: fusing never asks
+    // the GPU to hold more spinning blocks at once than one call does.
+    FusedBlocks plan;
+    KernelState::Blocks blocks;
+    if (planFusedBlocks(conns, widest, &plan)) {
+      const size_t firstBytes = plan.blockFirst.size() * sizeof(uint32_t);
+      std::vector<char> image(firstBytes + plan.items.size() * sizeof(LaneRef));
+      memcpy(image.data(), plan.blockFirst.data(), firstBytes);
+      memcpy(image.data() + firstBytes, plan.items.data(), plan.items.size() * sizeof(LaneRef));
+      void* device = nullptr;
+      GYRE_CHECK(carveLanes(k, image.size(), &device));
+      GYRE_CHECK(deviceRuntime()->copySync(device, image.data(), image.size()));
+      blocks.ok = true;
+      blocks.nblocks = plan.nblocks();
+      blocks.blockFirst = static_cast<const uint32_t*>(device);
+      blocks.items = reinterpret_cast<const LaneRef*>(static_cast<char*>(device) + firstBytes);
+    }
+    it = k.fusedCache.emplace(std::move(key), blocks).first;
   }
   *out = it->second;
   return ncclSuccess;
 }
 
+// Whether `b` may join a launch that starts with `a`: one kernel
+// instantiation (type, operator) on one stream of one communicator.
+bool sameLaunch(const PendingCall& a, const PendingCall& b) {
+  return a.comm == b.comm && a.stream == b.stream && a.datatype == b.datatype && a.op == b.op;
+}
+
 DeviceCall describeCall(const PendingCall& c, const KernelState::Lanes& lanes) {
+  GYRE_TRACE("COLL", "%s #%llu count %zu %s %s: %d lanes, %s", collName(c.coll),
+             static_cast<unsigned long long>(c.comm->opCount + 1), c.count, datatypeName(c.datatype),
+             redOpName(c.op), lanes.count, lanes.ll ? "LL" : "Simple");
   ncclComm* comm = c.comm;
   DeviceCall d{};
   d.lanes = static_cast<const DeviceLane*>(lanes.device);
@@ -213,39 +267,93 @@ void startKernelWatchdog(ncclComm* comm) {
   if (comm->kernels) comm->kernels->watchdog.start(comm);
 }
 
+namespace {
+
+// Launches `calls` (each with lanes) as one kernel; `blocks` when there are several.
+ncclResult_t launchRun(const std::vector<PendingCall>& calls, const std::vector<const KernelState::Lanes*>& lanesOf,
+                       const KernelState::Blocks& blocks) {
+  const PendingCall& lead = calls[0];
+  DeviceLaunch launch{};
+  launch.ncalls = static_cast<int32_t>(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) launch.calls[i] = describeCall(calls[i], *lanesOf[i]);
+  if (launch.ncalls == 1) {
+    launch.nblocks = launch.calls[0].nlanes;
+  } else {
+    launch.nblocks = blocks.nblocks;
+    launch.blockFirst = blocks.blockFirst;
+    launch.items = blocks.items;
+    GYRE_TRACE("COLL", "one kernel of %d blocks carries %d calls", launch.nblocks, launch.ncalls);
+  }
+  // A launch captured into a graph runs later, when the graph does: it is
+  // ordered by the graph's launches, and destroy cannot wait for it (as with
+  // NCCL: destroy after the graph's last run). A capturing stream also may
+  // not wait for an event recorded outside the capture.
+  bool capturing = false;
+  GYRE_CHECK(deviceRuntime()->isCapturing(lead.stream, &capturing));
+  StreamCompletions& order = lead.comm->kernels->lastLaunch;
+  if (!capturing) GYRE_CHECK(order.followLast(lead.stream));
+  GYRE_CHECK(deviceRuntime()->launchKernel(launch, lead.stream));
+  if (!capturing) GYRE_CHECK(order.note(lead.stream));
+  return ncclSuccess;
+}
+
+}  // namespace
+
 ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls) {
   GYRE_CHECK(checkStreams(calls));
   DeviceRuntime* rt = deviceRuntime();
   // Every call's lanes are in device memory before the first kernel starts:
   // an upload waits for its copy, and a kernel already running could be
   // waiting for a communicator of this group whose kernel comes later.
-  std::vector<KernelState::Lanes> lanesOf(calls.size());
+  std::vector<const KernelState::Lanes*> lanesOf(calls.size(), nullptr);
   for (size_t i = 0; i < calls.size(); ++i) {
     const PendingCall& c = calls[i];
     if (c.count == 0 || (c.comm->nranks == 1 && c.op < ncclNumOps)) continue;
     GYRE_CHECK(lanesFor(c, &lanesOf[i]));
   }
-  for (size_t i = 0; i < calls.size(); ++i) {
+  size_t i = 0;
+  while (i < calls.size()) {
     const PendingCall& c = calls[i];
-    if (c.count == 0) continue;
+    if (c.count == 0) {
+      ++i;
+      continue;
+    }
     if (c.comm->nranks == 1 && c.op < ncclNumOps) {
       // One rank: every collective is its input (avg divides by 1), so a
       // copy engine does it, as in NCCL; in place there is nothing to do.
       ++c.comm->opCount;
       if (c.input != c.output)
         GYRE_CHECK(rt->copyAsync(c.output, c.input, c.count * datatypeSize(c.datatype), c.stream));
+      ++i;
       continue;
     }
-    DeviceCall d = describeCall(c, lanesOf[i]);
-    GYRE_TRACE("COLL", "%s #%llu count %zu %s %s: kernel of %d lanes, %s", collName(c.coll),
-               static_cast<unsigned long long>(d.opCount), c.count, datatypeName(c.datatype), redOpName(c.op),
-               d.nlanes, d.ll ? "LL" : "Simple");
-    GYRE_CHECK(rt->launchCall(d, c.stream));
-    // A launch captured into a graph runs later, when the graph does; destroy
-    // cannot wait for that (as with NCCL: destroy after the graph's last run).
-    bool capturing = false;
-    GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
-    if (!capturing) GYRE_CHECK(c.comm->kernels->lastLaunch.note(c.stream));
+    // The longest run of following calls that can share this call's launch
+    // (calls of zero elements in between have nothing to run).
+    std::vector<const PendingCall*> run{&c};
+    std::vector<const KernelState::Lanes*> runLanes{lanesOf[i]};
+    KernelState::Blocks blocks;
+    size_t end = i + 1;
+    for (size_t j = i + 1; j < calls.size() && run.size() < size_t(kMaxFusedCalls); ++j) {
+      if (calls[j].count == 0) continue;
+      if (!lanesOf[j] || !sameLaunch(c, calls[j])) break;
+      run.push_back(&calls[j]);
+      runLanes.push_back(lanesOf[j]);
+      KernelState::Blocks wider;
+      GYRE_CHECK(fusedBlocksFor(run, runLanes, &wider));
+      if (!wider.ok) break;
+      blocks = wider;
+      end = j + 1;
+    }
+    // Zero-count calls inside the run are skipped; launchRun takes the rest.
+    std::vector<PendingCall> members;
+    std::vector<const KernelState::Lanes*> memberLanes;
+    for (size_t j = i; j < end; ++j)
+      if (lanesOf[j]) {
+        members.push_back(calls[j]);
+        memberLanes.push_back(lanesOf[j]);
+      }
+    GYRE_CHECK(launchRun(members, memberLanes, blocks));
+    i = end;
   }
   return ncclSuccess;
 }

@@ -2,7 +2,9 @@
 // call's lanes (src/enqueue: the planner's schedules over the communicator's
 // p2p connections) are uploaded once per call shape and cached in device
 // memory; each call then launches one kernel on the user's stream with its
-// buffers, sequence number and scalar by value. Launches return at once and
+// buffers, sequence number and scalar by value — or, in a group, one kernel
+// carries consecutive calls of one communicator, stream, type and operator
+// (src/device/fused_blocks.h says which block runs which lane). Launches return at once and
 // complete in stream order; they are legal inside CUDA graph capture (the
 // cached lanes live as long as the communicator).
 //
@@ -20,6 +22,7 @@
 #include "include/gyre.h"
 #include "kernels/device_work.h"
 #include "src/debug/deadline.h"
+#include "src/device/fused_blocks.h"
 #include "src/device/kernel_watchdog.h"
 #include "src/device/stream_completions.h"
 #include "src/enqueue/enqueue.h"
@@ -37,9 +40,19 @@ struct KernelState {
   struct Lanes {
     void* device = nullptr;
     int count = 0;
-    bool ll = false;  // the plan's protocol
+    bool ll = false;        // the plan's protocol
+    LaneConnections conns;  // per lane, the connections it uses (for fusing)
   };
   std::map<Shape, Lanes> cache;
+  // The shapes of a fused launch's calls -> its blocks in device memory
+  // (ok = false: these calls cannot share a launch).
+  struct Blocks {
+    bool ok = false;
+    int nblocks = 0;
+    const uint32_t* blockFirst = nullptr;
+    const LaneRef* items = nullptr;
+  };
+  std::map<std::vector<Shape>, Blocks> fusedCache;
   // Device memory the cached lanes are carved from: chunks allocated at init
   // and when full, never per call (cudaMalloc may synchronize the device).
   struct Chunk {

@@ -75,8 +75,8 @@ class DeviceRuntime {
   // process gives the device at such an address (false: not visible here).
   virtual ncclResult_t busIdOf(int device, int64_t* busId) = 0;
   virtual bool deviceAtBusId(int64_t busId, int* device) = 0;
-  // Enqueues the collective kernel (one block per lane) on the stream.
-  virtual ncclResult_t launchCall(const DeviceCall& call, StreamHandle stream) = 0;
+  // Enqueues the collective kernel (the launch's blocks) on the stream.
+  virtual ncclResult_t launchKernel(const DeviceLaunch& launch, StreamHandle stream) = 0;
 
   // For the direct executor (src/device/direct_calls.h).
   // The allocation (cudaMalloc'd range) that holds `p`.

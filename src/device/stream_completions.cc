@@ -18,7 +18,14 @@ ncclResult_t StreamCompletions::note(StreamHandle stream) {
     events_.push_back({stream, e});
     it = events_.end() - 1;
   }
+  last_ = static_cast<int>(it - events_.begin());
   return rt->eventRecord(it->second, stream);
+}
+
+ncclResult_t StreamCompletions::followLast(StreamHandle stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (last_ < 0 || events_[last_].first == stream) return ncclSuccess;
+  return deviceRuntime()->streamWaitEvent(stream, events_[last_].second);
 }
 
 bool StreamCompletions::waitAll(double seconds) {
@@ -55,6 +62,7 @@ void StreamCompletions::destroy() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [stream, e] : events_) rt->eventDestroy(e);
   events_.clear();
+  last_ = -1;
 }
 
 }  // namespace gyre

@@ -17,6 +17,11 @@ class StreamCompletions {
  public:
   // Records the stream's work so far (its event made on first use).
   ncclResult_t note(StreamHandle stream);
+  // Makes `stream` wait for the work noted last, when that was on another
+  // stream. A communicator's kernels share its connections, so they must
+  // run one at a time in call order whatever streams the calls name, as
+  // NCCL orders a communicator's launches.
+  ncclResult_t followLast(StreamHandle stream);
   // Waits up to `seconds` for every stream's recorded work; an event that
   // cannot be queried counts as done (a broken context runs nothing more).
   bool waitAll(double seconds);
@@ -28,6 +33,7 @@ class StreamCompletions {
  private:
   std::mutex mutex_;
   std::vector<std::pair<StreamHandle, EventHandle>> events_;
+  int last_ = -1;  // index in events_ of the stream noted last
 };
 
 }  // namespace gyre

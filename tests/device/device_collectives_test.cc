@@ -14,6 +14,7 @@
 // The binary links gyre's internal static library, so the test can drive the
 // fake runtime's streams directly (block one, synchronise one).
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -163,6 +164,86 @@ TEST_CASE("device communicators on one fake GPU: every collective returns at onc
             }
           RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
           return rankFailureCount() == 0 ? 0 : 1;
+        },
+        deviceOptions());
+    INFO(result.describe());
+    CHECK(result.allOk());
+  }
+}
+
+// A group of collectives of one type and operator on one stream: on the
+// kernel path one launch carries them (the lanes of each channel run in call
+// order on one block); a call of another type, or on another stream, starts
+// a new launch. Every result is checked, including an in-place AllReduce
+// that reads what the previous call of the same launch wrote.
+int checkFusedGroup(ncclComm_t comm, int rank, int nranks) {
+  const TypeInfo& f = typeInfo(ncclFloat32);
+  const TypeInfo& i32 = typeInfo(ncclInt32);
+  const size_t big = 65537, mid = 4099, small = 13;
+  const int root = nranks - 1;
+  Inputs in = makeInputs(f, ncclSum, nranks, 0xF05E, big * nranks);
+  Inputs ints = makeInputs(i32, ncclMax, nranks, 0xF05F, small);
+  const float* mine = reinterpret_cast<const float*>(in.rank(rank));
+  std::vector<float> allreduce(big), twice(small), scattered(mid), gathered(small * nranks), bcast(mid),
+      reduced(big), again(mid);
+  std::vector<int32_t> maxed(small);
+  std::memcpy(twice.data(), mine, small * sizeof(float));
+  const int64_t before = gyre::fakeKernelLaunches();
+  RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+  ncclAllReduce(mine, allreduce.data(), big, ncclFloat32, ncclSum, comm, fakeStream(1));
+  ncclAllReduce(twice.data(), twice.data(), small, ncclFloat32, ncclSum, comm, fakeStream(1));
+  ncclAllReduce(mine, allreduce.data(), 0, ncclFloat32, ncclSum, comm, fakeStream(1));  // nothing to run
+  ncclReduceScatter(mine, scattered.data(), mid, ncclFloat32, ncclSum, comm, fakeStream(1));
+  ncclAllGather(mine, gathered.data(), small, ncclFloat32, comm, fakeStream(1));
+  ncclBroadcast(mine, bcast.data(), mid, ncclFloat32, root, comm, fakeStream(1));
+  ncclReduce(mine, reduced.data(), big, ncclFloat32, ncclSum, 0, comm, fakeStream(1));
+  ncclAllReduce(ints.rank(rank), maxed.data(), small, ncclInt32, ncclMax, comm, fakeStream(1));
+  ncclAllReduce(mine, again.data(), mid, ncclFloat32, ncclSum, comm, fakeStream(2));
+  RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+  const int64_t launches = gyre::fakeKernelLaunches() - before;
+  gyre::deviceRuntime()->streamSynchronize(fakeStream(1));
+  gyre::deviceRuntime()->streamSynchronize(fakeStream(2));
+  ncclResult_t async = ncclSuccess;
+  ncclCommGetAsyncError(comm, &async);
+  RANK_CHECK(async == ncclSuccess, "rank %d: async error: %s", rank, lastError().c_str());
+  if (comm->deviceKernels)
+    RANK_CHECK(launches == 3, "rank %d: the group took %lld kernel launches; expected 3 (6 float sums on stream 1, "
+               "the int32 max, the call on stream 2)", rank, static_cast<long long>(launches));
+
+  auto check = [&](const std::string& what, const std::string& wrong) {
+    if (!wrong.empty()) caseFail("rank %d: fused group: %s %s", rank, what.c_str(), wrong.c_str());
+  };
+  check("allreduce", compareToReference(f, ncclSum, in.at(0, f.size), allreduce.data(), big));
+  check("reducescatter", compareToReference(f, ncclSum, in.at(size_t(rank) * mid, f.size), scattered.data(), mid));
+  for (int r = 0; r < nranks; ++r)
+    check("allgather block " + std::to_string(r), compareExact(f, gathered.data() + r * small, in.rank(r), small));
+  check("broadcast", compareExact(f, bcast.data(), in.rank(root), mid));
+  if (rank == 0) check("reduce", compareToReference(f, ncclSum, in.at(0, f.size), reduced.data(), big));
+  check("int32 max", compareToReference(i32, ncclMax, ints.at(0, i32.size), maxed.data(), small));
+  check("allreduce on stream 2", compareToReference(f, ncclSum, in.at(0, f.size), again.data(), mid));
+  // In place: every rank's first `small` elements, summed.
+  for (size_t e = 0; e < small; ++e) {
+    double sum = 0;
+    for (int r = 0; r < nranks; ++r) sum += reinterpret_cast<const float*>(in.rank(r))[e];
+    if (std::abs(twice[e] - sum) > 1e-4 * (1 + std::abs(sum)))
+      caseFail("rank %d: fused group: in-place allreduce element %zu is %g, expected %g", rank, e, twice[e], sum);
+  }
+  return rankFailureCount() == 0 ? 0 : 1;
+}
+
+TEST_CASE("a group of collectives of one type and operator on one stream runs as one kernel launch, each call right",
+          "[device][group]") {
+  for (int nranks : {2, 3}) {
+    INFO(nranks << " ranks");
+    RunResult result = runRanks(
+        nranks,
+        [](int rank, int n, const ncclUniqueId& id) {
+          ncclComm_t comm = nullptr;
+          if (initDeviceComm(&comm, rank, n, id) != 0) return 1;
+          for (int repeat = 0; repeat < 2; ++repeat)  // the second time from the cached blocks
+            if (checkFusedGroup(comm, rank, n) != 0) return 1;
+          RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+          return 0;
         },
         deviceOptions());
     INFO(result.describe());
