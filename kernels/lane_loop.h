@@ -174,7 +174,7 @@ GYRE_HOST_DEVICE bool runLLStep(Ctx& ctx, const DeviceCall& call, const DeviceLa
     if (ok && in) {
       uint64_t words[kLLMetaUnits];
       for (size_t k = 0; ok && k < kLLMetaUnits; ++k)
-        ok = pollUnit(ctx, call, lane, in->slot(inAt) + k * kLLUnitBytes, inFlag, &words[k], inPeer, i);
+        ok = pollUnit(ctx, call, lane, in->llSlot(inAt) + k * kLLUnitBytes, inFlag, &words[k], inPeer, i);
       if (ok) {
         SlotMeta got;
         memcpy(&got, words, sizeof(got));
@@ -186,8 +186,8 @@ GYRE_HOST_DEVICE bool runLLStep(Ctx& ctx, const DeviceCall& call, const DeviceLa
     }
   }
   if (!ctx.allAgree(ok)) return false;
-  const char* inUnits = in ? in->slot(inAt) + kLLMetaUnits * kLLUnitBytes : nullptr;
-  char* outUnits = out ? out->slot(outAt) + kLLMetaUnits * kLLUnitBytes : nullptr;
+  const char* inUnits = in ? in->llSlot(inAt) + kLLMetaUnits * kLLUnitBytes : nullptr;
+  char* outUnits = out ? out->llSlot(outAt) + kLLMetaUnits * kLLUnitBytes : nullptr;
   const size_t units = (s.count + E - 1) / E;
   for (size_t u = ctx.tid(); ok && u < units; u += ctx.nthreads()) {
     const size_t first = u * E;
@@ -217,7 +217,7 @@ GYRE_HOST_DEVICE bool runLLStep(Ctx& ctx, const DeviceCall& call, const DeviceLa
     const SlotMeta m = slotMetaOf(call, bytes);
     uint64_t words[kLLMetaUnits];
     memcpy(words, &m, sizeof(m));
-    for (size_t k = 0; k < kLLMetaUnits; ++k) ctx.llStore(out->slot(outAt) + k * kLLUnitBytes, words[k], outFlag);
+    for (size_t k = 0; k < kLLMetaUnits; ++k) ctx.llStore(out->llSlot(outAt) + k * kLLUnitBytes, words[k], outFlag);
   }
   if (!ctx.allAgree(ok)) return false;
   if (ctx.leader()) {

@@ -37,11 +37,24 @@ constexpr uint8_t kMetaAbort = 1;
 // {4 data bytes, 4 flag bytes, 4 data bytes, 4 flag bytes}: a receiver polls
 // the flags of the units it reads, so data needs no separate fence and tail.
 // The slot's first kLLMetaUnits units carry the step's SlotMeta.
+//
+// LL slots are a region of their own (Fifo::llSlots), zeroed when made and
+// only ever written as LL units: a flag is the step + 1, so a stale unit of
+// an earlier LL step never matches. In the Simple slots a receiver polling
+// for flags could take an earlier Simple step's data whose words happened
+// to equal the flag (an int32 tensor of constants), or, on first use, what
+// an earlier cudaMalloc left there (a destroyed communicator's LL units).
 constexpr size_t kLLUnitBytes = 16;
 constexpr size_t kLLUnitPayload = 8;
 constexpr size_t kLLMetaUnits = 3;  // 24 bytes of SlotMeta
 GYRE_HOST_DEVICE constexpr size_t llPayloadBytes(size_t slotBytes) {
   return (slotBytes / kLLUnitBytes - kLLMetaUnits) * kLLUnitPayload;
+}
+// LL carries small messages only, so its slots are smaller (as NCCL's LL
+// buffer): at most 64 KiB, 32 KiB of payload a step.
+constexpr size_t kLLMaxSlotBytes = 64 << 10;
+GYRE_HOST_DEVICE constexpr size_t llSlotBytesFor(size_t slotBytes) {
+  return slotBytes < kLLMaxSlotBytes ? slotBytes : kLLMaxSlotBytes;
 }
 
 // Shared memory between host ranks keeps each slot's metadata in a cache line
@@ -66,9 +79,13 @@ struct Fifo {
   // sizeof(SlotLine) when `meta` points into SlotLines (the shared-memory
   // transport's host executor protocol; see SlotLine), else sizeof(SlotMeta).
   uint32_t metaStride = sizeof(SlotMeta);
+  // The LL protocol's slots (p2p connections only): kFifoSlots * llSlotBytes.
+  char* llSlots = nullptr;
+  size_t llSlotBytes = 0;
 
   GYRE_HOST_DEVICE bool hasLines() const { return metaStride == sizeof(SlotLine); }
   GYRE_HOST_DEVICE char* slot(uint64_t step) const { return slots + (step % kFifoSlots) * slotBytes; }
+  GYRE_HOST_DEVICE char* llSlot(uint64_t step) const { return llSlots + (step % kFifoSlots) * llSlotBytes; }
   GYRE_HOST_DEVICE SlotMeta& metaOf(uint64_t step) const {
     return *reinterpret_cast<SlotMeta*>(reinterpret_cast<char*>(meta) + (step % kFifoSlots) * metaStride);
   }

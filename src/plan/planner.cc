@@ -36,7 +36,8 @@ ncclResult_t planCollective(const ncclComm* comm, CollKind coll, size_t count, s
   size_t bytes = collectiveBytes(coll, count, typeSize, comm->nranks);
   if (comm->deviceKernels) plan->protocol = tunedProtocol(comm->topology->tuning, coll, bytes);
   // An LL slot carries half its bytes as payload (the rest are flags).
-  size_t stepBytes = plan->protocol == Protocol::LL ? llPayloadBytes(comm->slotBytes) : comm->slotBytes;
+  size_t stepBytes =
+      plan->protocol == Protocol::LL ? llPayloadBytes(llSlotBytesFor(comm->slotBytes)) : comm->slotBytes;
   plan->chunkElems = chunkElements(stepBytes, typeSize);
   if (comm->trees.size() == 2 && tunedAlgorithm(comm->topology->tuning, coll, bytes) == Algorithm::Tree)
     plan->algorithm = Algorithm::Tree;

@@ -22,6 +22,7 @@
 #include "src/comm/comm.h"
 #include "src/device/fake_capture.h"
 #include "src/device/runtime.h"
+#include "src/plan/planner.h"
 
 namespace {
 
@@ -249,6 +250,64 @@ TEST_CASE("a group of collectives of one type and operator on one stream runs as
     INFO(result.describe());
     CHECK(result.allOk());
   }
+}
+
+// Runs an int32 max AllReduce of `count` elements all equal to `value`, in
+// place, and waits for it.
+int int32MaxAllReduce(ncclComm_t comm, int rank, size_t count, int32_t value) {
+  std::vector<int32_t> data(count, value);
+  RANK_CHECK(ncclAllReduce(data.data(), data.data(), count, ncclInt32, ncclMax, comm, fakeStream(1)) == ncclSuccess,
+             "rank %d: allreduce: %s", rank, lastError().c_str());
+  gyre::deviceRuntime()->streamSynchronize(fakeStream(1));
+  RANK_CHECK(data[0] == value && data[count - 1] == value, "rank %d: max of %d is %d", rank, value, data[0]);
+  return 0;
+}
+
+TEST_CASE("an LL step never takes what an earlier Simple step left in its slot for its own data", "[device][ll]") {
+  RankOptions options = deviceOptions();
+  options.env.push_back({"NCCL_BUFFSIZE", "65536"});  // 8 KiB steps: a large call fills every slot
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initDeviceComm(&comm, rank, n, id) != 0) return 1;
+        const size_t big = 1 << 20, small = 2;
+        if (comm->deviceKernels) {
+          gyre::Plan plan;
+          gyre::planCollective(comm, gyre::CollKind::AllReduce, big, 4, &plan);
+          RANK_CHECK(plan.protocol == gyre::Protocol::Simple, "rank %d: 4 MiB should run Simple", rank);
+          gyre::planCollective(comm, gyre::CollKind::AllReduce, small, 4, &plan);
+          RANK_CHECK(plan.protocol == gyre::Protocol::LL, "rank %d: 8 bytes should run LL", rank);
+        }
+        // The small call receives its first step on channel 0, at the step
+        // counter `head` will have after three large calls. Make the third
+        // large call's data that step's LL flag (step + 1) in every word.
+        const uint64_t* head = comm->channels[0].recv[0].fifo.head;
+        if (int32MaxAllReduce(comm, rank, big, 0) != 0) return 1;
+        const uint64_t first = head ? *head : 0;
+        if (int32MaxAllReduce(comm, rank, big, 0) != 0) return 1;
+        const uint64_t perCall = head ? *head - first : 0;
+        const uint64_t llStep = first + 2 * perCall;
+        if (int32MaxAllReduce(comm, rank, big, static_cast<int32_t>(llStep + 1)) != 0) return 1;
+        if (comm->deviceKernels) RANK_CHECK(perCall >= 8 && *head == llStep, "rank %d: %llu steps a call", rank,
+                                            static_cast<unsigned long long>(perCall));
+        // Rank 1 waits for its first LL step while rank 0 holds back.
+        if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        std::vector<int32_t> value(small, rank + 1);
+        RANK_CHECK(ncclAllReduce(value.data(), value.data(), small, ncclInt32, ncclSum, comm, fakeStream(1)) ==
+                       ncclSuccess,
+                   "rank %d: small allreduce: %s", rank, lastError().c_str());
+        gyre::deviceRuntime()->streamSynchronize(fakeStream(1));
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(comm, &async);
+        RANK_CHECK(async == ncclSuccess, "rank %d: async error: %s", rank, lastError().c_str());
+        RANK_CHECK(value[0] == 3 && value[1] == 3, "rank %d: sum is %d %d, expected 3", rank, value[0], value[1]);
+        RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      options);
+  INFO(result.describe());
+  CHECK(result.allOk());
 }
 
 TEST_CASE("one process driving two communicators on a repeated fake device: a group spans both and two streams",

@@ -38,15 +38,17 @@ struct P2PReply {  // receiver -> sender
 constexpr char kHelloMagic[8] = {'G', 'Y', 'R', 'E', 'P', '2', 'P', '1'};
 
 // Where each part of the FIFO sits in the receiver's allocation: the counters
-// on their own 128-byte lines, so polling one never contends with the other.
+// on their own 128-byte lines, so polling one never contends with the other,
+// then the LL slots (fifo.h: a region of their own).
 struct FifoLayout {
-  size_t slotsBytes, metaOffset, tailOffset, headOffset, total;
+  size_t slotsBytes, metaOffset, tailOffset, headOffset, llOffset, total;
   explicit FifoLayout(size_t slotBytes) {
     slotsBytes = kFifoSlots * slotBytes;
     metaOffset = slotsBytes;
     tailOffset = metaOffset + ((kFifoSlots * sizeof(SlotMeta) + 127) / 128) * 128;
     headOffset = tailOffset + 128;
-    total = headOffset + 128;
+    llOffset = headOffset + 128;
+    total = llOffset + kFifoSlots * llSlotBytesFor(slotBytes);
   }
 };
 
@@ -69,6 +71,8 @@ void pointFifoAt(char* base, size_t slotBytes, Connection* out) {
   out->fifo.meta = reinterpret_cast<SlotMeta*>(base + l.metaOffset);
   out->fifo.tail = reinterpret_cast<uint64_t*>(base + l.tailOffset);
   out->fifo.head = reinterpret_cast<uint64_t*>(base + l.headOffset);
+  out->fifo.llSlots = base + l.llOffset;
+  out->fifo.llSlotBytes = llSlotBytesFor(slotBytes);
 }
 
 int tagOf(int channel) { return kP2PTagBase + channel; }
@@ -197,7 +201,8 @@ class P2PTransport final : public Transport {
     if (!rt) return fail(ncclInternalError, "%s: no CUDA runtime", s->what.c_str());
     FifoLayout l(slotBytes);
     GYRE_CHECK(rt->deviceAlloc(l.total, &s->owned));
-    // Counters and metadata start at zero; slots are always written before read.
+    // Counters, metadata and LL slots start at zero (no LL flag is 0);
+    // Simple slots are always written before they are read.
     GYRE_CHECK(rt->memsetSync(static_cast<char*>(s->owned) + l.metaOffset, 0, l.total - l.metaOffset));
     reply->pointer = reinterpret_cast<uintptr_t>(s->owned);
     return rt->ipcGetHandle(s->owned, &reply->handle);
