@@ -1,7 +1,10 @@
 #include "kernels/host_emulation.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -12,12 +15,54 @@
 namespace gyre {
 namespace {
 
-// A block of one thread: barriers are no-ops and the element loops are the
-// host executor's own.
+// Where the threads of one emulated block meet (__syncthreads, and
+// __syncthreads_and for allAgree). Blocking, not spinning: tests run many
+// blocks on two cores. The mutex orders each thread's writes before the
+// barrier against every thread's reads after it, as __syncthreads does.
+class BlockBarrier {
+ public:
+  explicit BlockBarrier(size_t threads) : threads_(threads) {}
+  // Whether every thread of the block arrived with `ok`.
+  bool arrive(bool ok) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const uint64_t generation = generation_;
+    allOk_ = allOk_ && ok;
+    if (++arrived_ == threads_) {
+      result_ = allOk_;  // read by this round's waiters before the next round can end
+      arrived_ = 0;
+      allOk_ = true;
+      ++generation_;
+      wake_.notify_all();
+      return result_;
+    }
+    wake_.wait(lock, [&] { return generation_ != generation; });
+    return result_;
+  }
+
+ private:
+  const size_t threads_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  size_t arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool allOk_ = true, result_ = true;
+};
+
+// One thread of an emulated block: thread 0 leads, element loops take the
+// thread's contiguous share of a step (the host executor's own loops), and
+// with one thread per block the barriers are no-ops.
 struct HostBlock {
-  bool leader() const { return true; }
-  size_t tid() const { return 0; }
-  size_t nthreads() const { return 1; }
+  size_t thread = 0, threads = 1;
+  BlockBarrier* barrier = nullptr;  // null: a block of one thread
+
+  bool leader() const { return thread == 0; }
+  size_t tid() const { return thread; }
+  size_t nthreads() const { return threads; }
+  // [first, first + n) of `total` elements is this thread's share.
+  void share(size_t total, size_t* first, size_t* n) const {
+    *first = total * thread / threads;
+    *n = total * (thread + 1) / threads - *first;
+  }
   // An LL unit as two 8-byte words {data, flag}, each stored and loaded whole.
   void llStore(char* unit, uint64_t payload, uint32_t flag) const {
     auto* w = reinterpret_cast<uint64_t*>(unit);
@@ -31,8 +76,10 @@ struct HostBlock {
     *payload = (hi << 32) | (lo & 0xffffffffu);
     return true;
   }
-  bool allAgree(bool ok) const { return ok; }
-  void sync() const {}
+  bool allAgree(bool ok) const { return barrier ? barrier->arrive(ok) : ok; }
+  void sync() const {
+    if (barrier) barrier->arrive(true);
+  }
   void pause() const { std::this_thread::yield(); }
   uint64_t loadAcquire(const uint64_t* p) const { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
   void publish(uint64_t* p, uint64_t v) const { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
@@ -50,7 +97,12 @@ struct HostBlock {
   }
 
   template <typename T, typename Op>
-  void copy(const Op& op, bool pre, bool post, const T* src, T* dst0, T* dst1, size_t n, bool) const {
+  void copy(const Op& op, bool pre, bool post, const T* src, T* dst0, T* dst1, size_t total, bool) const {
+    size_t first = 0, n = 0;
+    share(total, &first, &n);
+    src += first;
+    dst0 += first;
+    if (dst1) dst1 += first;
     if (pre && post) copyElements<T, Op, true, true>(op, src, dst0, dst1, n);
     else if (pre) copyElements<T, Op, true, false>(op, src, dst0, dst1, n);
     else if (post) copyElements<T, Op, false, true>(op, src, dst0, dst1, n);
@@ -58,7 +110,13 @@ struct HostBlock {
   }
   template <typename T, typename Op, bool LocalFirst>
   void reduce(const Op& op, bool pre, bool post, const T* received, const T* local, T* dst0, T* dst1,
-              size_t n) const {
+              size_t total) const {
+    size_t first = 0, n = 0;
+    share(total, &first, &n);
+    received += first;
+    local += first;
+    dst0 += first;
+    if (dst1) dst1 += first;
     if (pre && post) reduceElements<T, Op, true, true, LocalFirst>(op, received, local, dst0, dst1, n);
     else if (pre) reduceElements<T, Op, true, false, LocalFirst>(op, received, local, dst0, dst1, n);
     else if (post) reduceElements<T, Op, false, true, LocalFirst>(op, received, local, dst0, dst1, n);
@@ -68,20 +126,21 @@ struct HostBlock {
 
 }  // namespace
 
-ncclResult_t runLaunchOnHostThreads(const DeviceLaunch& launch) {
+ncclResult_t runLaunchOnHostThreads(const DeviceLaunch& launch, int threadsPerBlock) {
+  const size_t threads = threadsPerBlock > 1 ? static_cast<size_t>(threadsPerBlock) : 1;
   return visitCallOp(launch.calls[0], [&](auto op) {
     using Op = decltype(op);
-    std::vector<std::thread> blocks;
-    for (int b = 1; b < launch.nblocks; ++b)
-      blocks.emplace_back([&, b] {
-        HostBlock ctx;
-        runBlock<typename Op::Elem, Op>(ctx, launch, b, op);
-      });
-    if (launch.nblocks > 0) {
-      HostBlock ctx;
-      runBlock<typename Op::Elem, Op>(ctx, launch, 0, op);
-    }
-    for (std::thread& t : blocks) t.join();
+    std::vector<std::unique_ptr<BlockBarrier>> barriers(launch.nblocks);
+    if (threads > 1)
+      for (auto& barrier : barriers) barrier = std::make_unique<BlockBarrier>(threads);
+    std::vector<std::thread> running;
+    for (int b = 0; b < launch.nblocks; ++b)
+      for (size_t t = 0; t < threads; ++t)
+        running.emplace_back([&, b, t, barrier = barriers[b].get()] {
+          HostBlock ctx{t, threads, barrier};
+          runBlock<typename Op::Elem, Op>(ctx, launch, b, op);
+        });
+    for (std::thread& t : running) t.join();
     return ncclSuccess;
   });
 }

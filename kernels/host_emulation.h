@@ -1,5 +1,5 @@
-// The collective kernel run on host threads: one thread per lane, each
-// executing kernels/lane_loop.h with a one-thread "block". The fake CUDA
+// The collective kernel run on host threads: each block's lanes
+// (kernels/lane_loop.h) on one or more host threads. The fake CUDA
 // runtime launches this in place of the kernel, so CI without a GPU runs the
 // device executor's step loop, FIFO protocol and error reporting.
 #pragma once
@@ -10,9 +10,11 @@
 
 namespace gyre {
 
-// Runs every block of `launch` to the end (a thread per block); errors land
-// in the calls' status as on the device. Fails only for an unsupported type/op.
-ncclResult_t runLaunchOnHostThreads(const DeviceLaunch& launch);
+// Runs every block of `launch` to the end, `threadsPerBlock` host threads
+// per block (more than one exercises the loop's barriers and how it shares
+// a step among a block's threads); errors land in the calls' status as on
+// the device. Fails only for an unsupported type/op.
+ncclResult_t runLaunchOnHostThreads(const DeviceLaunch& launch, int threadsPerBlock);
 
 // The direct executor's kernel (kernels/direct_work.h) on the calling thread.
 ncclResult_t runDirectOnHost(const DirectCall& call);

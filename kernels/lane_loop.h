@@ -298,6 +298,10 @@ GYRE_HOST_DEVICE void runBlock(Ctx& ctx, const DeviceLaunch& launch, int block, 
     return;
   }
   for (uint32_t k = launch.blockFirst[block]; k < launch.blockFirst[block + 1]; ++k) {
+    // Every thread reads the lane's step counters when it starts, and the
+    // leader published the previous lane's last step just before it got
+    // here: a thread that read them first would use the wrong slots.
+    if (k != launch.blockFirst[block]) ctx.sync();
     const LaneRef item = launch.items[k];
     const DeviceCall& call = launch.calls[item.call];
     Op callOp = op;

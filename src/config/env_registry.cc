@@ -51,6 +51,9 @@ const std::vector<VarSpec>& registry() {
       {"GYRE_FAKE_CUDA", Type::Int, "0", "0..2",
        "tests only: device communicators run on a fake CUDA runtime (host memory as device memory, a thread per "
        "stream; 2: each collective call also waits for its streams)", 0, 2},
+      {"GYRE_FAKE_BLOCK_THREADS", Type::Int, "1", "1..8",
+       "tests only: host threads per block of the fake runtime's collective kernel (more than one exercises the "
+       "kernel loop's barriers and how a block shares each step)", 1, 8},
       {"GYRE_DEVICE_PATH", Type::Choice, "auto", "auto,kernels,staged,direct",
        "device communicators: collective kernels over p2p connections (kernels), staging through host memory over "
        "shm/socket (staged), kernels whenever every rank pair can use p2p (auto), or, for ranks of different "

@@ -93,7 +93,7 @@ struct FakeEvent {
 
 class FakeRuntime final : public DeviceRuntime {
  public:
-  explicit FakeRuntime(bool synchronous) : synchronous_(synchronous) {}
+  FakeRuntime(bool synchronous, int blockThreads) : synchronous_(synchronous), blockThreads_(blockThreads) {}
   const char* name() const override { return "fake (GYRE_FAKE_CUDA)"; }
   bool synchronousForTests() const override { return synchronous_; }
 
@@ -359,7 +359,7 @@ class FakeRuntime final : public DeviceRuntime {
   ncclResult_t launchKernel(const DeviceLaunch& launch, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("collective kernel launch");
     kernelLaunches_.fetch_add(1);
-    stream_(stream).push([launch] { runLaunchOnHostThreads(launch); });
+    stream_(stream).push([launch, threads = blockThreads_] { runLaunchOnHostThreads(launch, threads); });
     return ncclSuccess;
   }
   int64_t kernelLaunches() const { return kernelLaunches_.load(); }
@@ -411,6 +411,7 @@ class FakeRuntime final : public DeviceRuntime {
 
   static thread_local int device_;
   const bool synchronous_;
+  const int blockThreads_;  // host threads per emulated kernel block
   std::mutex mutex_;
   std::map<StreamHandle, std::unique_ptr<FakeStream>> streams_;
   std::map<void*, Allocation> allocations_;  // deviceAlloc'd, by base address
@@ -436,12 +437,18 @@ int64_t fakeMode() {
   if (env::getInt("GYRE_FAKE_CUDA", &fake) != ncclSuccess) return 0;
   return fake;
 }
+
+int fakeBlockThreads() {
+  int64_t threads = 1;
+  if (env::getInt("GYRE_FAKE_BLOCK_THREADS", &threads) != ncclSuccess) return 1;
+  return static_cast<int>(threads);
+}
 }  // namespace
 
 namespace {
 FakeRuntime* theFake() {
   // Never destroyed: stream threads may still be finishing at exit.
-  static FakeRuntime* runtime = new FakeRuntime(fakeMode() == 2);
+  static FakeRuntime* runtime = new FakeRuntime(fakeMode() == 2, fakeBlockThreads());
   return runtime;
 }
 }  // namespace
