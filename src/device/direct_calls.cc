@@ -212,6 +212,10 @@ ncclResult_t enqueueDirect(ncclComm* comm, const DirectCall& call, StreamHandle 
   DirectState& d = *comm->direct;
   const int n = comm->nranks, me = comm->rank;
   const uint32_t g = ++d.generation;
+  // Signals are generation numbers, and a wait passes at any later one: a
+  // call on another stream that ran ahead of the previous call would tell
+  // the peers this rank is ready for both. So calls follow each other.
+  GYRE_CHECK(d.lastCall.followLast(stream));
   for (int phase : {kReady, kDone}) {
     if (phase == kDone) GYRE_CHECK(rt->launchDirect(call, stream));
     for (int p = 0; p < n; ++p)

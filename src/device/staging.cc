@@ -345,6 +345,7 @@ ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls) {
     return joinOthers(rt, streams, driver, false);
   }
   for (ncclComm* comm : job->comms) {
+    GYRE_CHECK(comm->staging->order.followLast(driver));
     std::lock_guard<std::mutex> lock(comm->staging->mutex);
     ++comm->staging->jobsInFlight;
   }
@@ -356,9 +357,14 @@ ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls) {
   }
   // finishJob is queued even when a later copy could not be: the job is on
   // a stream, and its communicators count it until finishJob runs.
+  // `raw` may be finished and freed from here on: only its communicators are used.
+  std::vector<ncclComm*> comms = raw->comms;
   ncclResult_t finish = rt->hostFunc(driver, finishJob, raw);
   ncclResult_t joined = joinOthers(rt, streams, driver, false);
-  return r != ncclSuccess ? r : finish != ncclSuccess ? finish : joined;
+  ncclResult_t noted = ncclSuccess;
+  for (ncclComm* comm : comms)
+    if (noted == ncclSuccess) noted = comm->staging->order.note(driver);
+  return r != ncclSuccess ? r : finish != ncclSuccess ? finish : joined != ncclSuccess ? joined : noted;
 }
 
 bool drainStaging(ncclComm* comm, double seconds) {
@@ -373,6 +379,7 @@ bool drainStaging(ncclComm* comm, double seconds) {
   s.allBuffers.clear();
   s.freeBuffers.clear();
   s.capturedJobs.clear();  // their graphs must not run again (as with NCCL, destroy after the graphs)
+  s.order.destroy();
   for (StreamHandle& stream : s.ownStreams)
     if (stream && rt) rt->streamDestroy(stream);
   for (StreamHandle& stream : s.ownStreams) stream = nullptr;

@@ -18,7 +18,8 @@
 // ncclCommInitAll's ranks driven from one thread) progress together in one
 // host function; calls on several streams are joined with events: the first
 // call's stream runs the job after every stream's input copies, and the other
-// streams wait for the job before their output copies.
+// streams wait for the job before their output copies. Successive jobs of a
+// communicator run in call order even when they name different streams.
 #pragma once
 
 #include <atomic>
@@ -31,6 +32,7 @@
 #include "include/gyre.h"
 #include "src/enqueue/enqueue.h"
 #include "src/device/runtime.h"
+#include "src/device/stream_completions.h"
 
 namespace gyre {
 
@@ -43,6 +45,11 @@ struct StagingState {
   int jobsInFlight = 0;
   std::vector<std::shared_ptr<void>> capturedJobs;  // jobs recorded into CUDA graphs (staging.cc)
   std::mutex executorMutex;  // one job at a time drives a communicator's connections
+  // The stream of the last job: a job on another stream waits for it, so a
+  // communicator's jobs run in call order whatever streams the calls name
+  // (the mutex above keeps two jobs apart, not in order; on two streams they
+  // raced and mismatched).
+  StreamCompletions order;
   // Copy-in, host-run and copy-out streams of pipelined jobs (staging.cc),
   // made at first use and destroyed with the buffers.
   StreamHandle ownStreams[3] = {nullptr, nullptr, nullptr};

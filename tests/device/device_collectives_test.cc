@@ -252,6 +252,41 @@ TEST_CASE("a group of collectives of one type and operator on one stream runs as
   }
 }
 
+TEST_CASE("collectives of one communicator issued on two streams without waiting run in call order, each right",
+          "[device][streams]") {
+  RunResult result = runRanks(
+      3,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initDeviceComm(&comm, rank, n, id) != 0) return 1;
+        // Counts alternate between one piece and several (staged), LL and Simple (kernels).
+        const size_t counts[] = {7, 100003, 1, 4099};
+        const int calls = 24;
+        std::vector<std::vector<float>> bufs(calls);
+        for (int i = 0; i < calls; ++i) {
+          bufs[i].assign(counts[i % 4], float(rank + 1) * float(i % 5 + 1));
+          RANK_CHECK(ncclAllReduce(bufs[i].data(), bufs[i].data(), bufs[i].size(), ncclFloat32, ncclSum, comm,
+                                   fakeStream(1 + i % 2)) == ncclSuccess,
+                     "rank %d: call %d: %s", rank, i, lastError().c_str());
+        }
+        gyre::deviceRuntime()->streamSynchronize(fakeStream(1));
+        gyre::deviceRuntime()->streamSynchronize(fakeStream(2));
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(comm, &async);
+        RANK_CHECK(async == ncclSuccess, "rank %d: async error: %s", rank, lastError().c_str());
+        const float ranksSum = float(n * (n + 1) / 2);
+        for (int i = 0; i < calls; ++i)
+          for (float v : bufs[i])
+            RANK_CHECK(v == ranksSum * float(i % 5 + 1), "rank %d: call %d gave %g, expected %g", rank, i, v,
+                       ranksSum * float(i % 5 + 1));
+        RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      deviceOptions());
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
 // Runs an int32 max AllReduce of `count` elements all equal to `value`, in
 // place, and waits for it.
 int int32MaxAllReduce(ncclComm_t comm, int rank, size_t count, int32_t value) {

@@ -188,6 +188,59 @@ TEST_CASE("direct collectives between processes sharing a fake GPU: every collec
   }
 }
 
+// Holds a stream until `open` — so a call on another stream could run ahead.
+struct StreamGate {
+  std::atomic<bool> open{false};
+  static void wait(void* self) {
+    auto* g = static_cast<StreamGate*>(self);
+    while (!g->open.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+};
+
+TEST_CASE("direct: a call on another stream waits for the previous call, whose input a held stream still writes",
+          "[direct][streams]") {
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initDirectComm(&comm, rank, n, id) != 0) return 1;
+        gyre::DeviceRuntime* rt = gyre::deviceRuntime();
+        const size_t count = 4096, bytes = count * sizeof(float);
+        void* first = nullptr;
+        void* second = nullptr;
+        RANK_CHECK(ncclMemAlloc(&first, bytes) == ncclSuccess && ncclMemAlloc(&second, bytes) == ncclSuccess,
+                   "ncclMemAlloc: %s", lastError().c_str());
+        std::vector<float> value(count, float(rank + 1));
+        std::memset(first, 0, bytes);
+        std::memcpy(second, value.data(), bytes);
+        // Stream 1: held, then the copy that fills the first call's input.
+        StreamGate gate;
+        rt->hostFunc(fakeStream(1), &StreamGate::wait, &gate);
+        rt->copyAsync(first, value.data(), bytes, fakeStream(1));
+        RANK_CHECK(ncclAllReduce(first, first, count, ncclFloat32, ncclSum, comm, fakeStream(1)) == ncclSuccess,
+                   "allreduce 1: %s", lastError().c_str());
+        RANK_CHECK(ncclAllReduce(second, second, count, ncclFloat32, ncclSum, comm, fakeStream(2)) == ncclSuccess,
+                   "allreduce 2: %s", lastError().c_str());
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // room for stream 2 to run ahead
+        gate.open = true;
+        rt->streamSynchronize(fakeStream(1));
+        rt->streamSynchronize(fakeStream(2));
+        const float* a = static_cast<const float*>(first);
+        const float* b = static_cast<const float*>(second);
+        RANK_CHECK(a[0] == 3.f && a[count - 1] == 3.f, "rank %d: the held call gave %g, expected 3", rank, a[0]);
+        RANK_CHECK(b[0] == 3.f && b[count - 1] == 3.f, "rank %d: the second call gave %g, expected 3", rank, b[0]);
+        RANK_CHECK(comm->direct->callsRun.load() == 2, "rank %d: %d calls ran direct, expected 2", rank,
+                   int(comm->direct->callsRun.load()));
+        RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+        ncclMemFree(first);
+        ncclMemFree(second);
+        return 0;
+      },
+      directOptions(60));
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
 TEST_CASE("direct: a call on memory that is not cudaMalloc'd is staged by every rank; a mismatch fails all",
           "[direct]") {
   RunResult result = runRanks(
