@@ -18,6 +18,7 @@
 #include <cstring>
 #include <thread>
 
+#include "../support/stream_gate.h"
 #include "coll_common.h"
 #include "src/comm/comm.h"
 #include "src/device/fake_capture.h"
@@ -55,15 +56,6 @@ int initDeviceComm(ncclComm_t* comm, int rank, int nranks, const ncclUniqueId& i
   RANK_CHECK(ncclCommCuDevice(*comm, &dev) == ncclSuccess && dev == 0, "rank %d: device %d, expected 0", rank, dev);
   return checkPath(*comm, rank);
 }
-
-// Blocks a stream until release() — to see that a collective returns first.
-struct StreamGate {
-  std::atomic<bool> open{false};
-  static void wait(void* self) {
-    auto* g = static_cast<StreamGate*>(self);
-    while (!g->open.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-};
 
 bool checkCase(ncclComm_t comm, int rank, int nranks, ncclDataType_t type, ncclRedOp_t op, size_t count,
                cudaStream_t stream, uint64_t id) {

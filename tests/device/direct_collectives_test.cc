@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "../support/shared_flags.h"
+#include "../support/stream_gate.h"
 #include "coll_common.h"
 #include "src/comm/comm.h"
 #include "src/device/runtime.h"
@@ -187,15 +188,6 @@ TEST_CASE("direct collectives between processes sharing a fake GPU: every collec
     CHECK(result.allOk());
   }
 }
-
-// Holds a stream until `open` — so a call on another stream could run ahead.
-struct StreamGate {
-  std::atomic<bool> open{false};
-  static void wait(void* self) {
-    auto* g = static_cast<StreamGate*>(self);
-    while (!g->open.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-};
 
 TEST_CASE("direct: a call on another stream waits for the previous call, whose input a held stream still writes",
           "[direct][streams]") {
