@@ -91,6 +91,9 @@ struct FakeEvent {
   uint64_t completed = 0;
 };
 
+// What fresh fake device memory holds (deviceAlloc).
+constexpr int kUninitializedByte = 0xA5;
+
 class FakeRuntime final : public DeviceRuntime {
  public:
   FakeRuntime(bool synchronous, int blockThreads) : synchronous_(synchronous), blockThreads_(blockThreads) {}
@@ -131,6 +134,10 @@ class FakeRuntime final : public DeviceRuntime {
       ::close(fd);
       return fail(ncclSystemError, "fake CUDA: cannot map %zu bytes of device memory: %s", size, strerror(err));
     }
+    // cudaMalloc does not clear memory (it may hand back a freed buffer, a
+    // destroyed communicator's FIFO): fresh fake memory holds a pattern, so
+    // code that needs zeros must clear it, here as on a GPU.
+    memset(p, kUninitializedByte, size);
     std::lock_guard<std::mutex> lock(mutex_);
     allocations_[p] = {fd, size, ++allocationSerial_};
     *out = p;
