@@ -291,18 +291,15 @@ GYRE_HOST_DEVICE bool runLane(Ctx& ctx, const DeviceCall& call, const DeviceLane
 // a call whose PreMulSum scalar lives in device memory reads its own.
 template <typename T, typename Op, typename Ctx>
 GYRE_HOST_DEVICE void runBlock(Ctx& ctx, const DeviceLaunch& launch, int block, const Op& op) {
-  if (!launch.items) {
-    Op callOp = op;
-    loadScalar(callOp, launch.calls[0].scalarPtr);
-    runLane<T, Op>(ctx, launch.calls[0], launch.calls[0].lanes[block], callOp);
-    return;
-  }
-  for (uint32_t k = launch.blockFirst[block]; k < launch.blockFirst[block + 1]; ++k) {
+  // A launch of one call has no work lists: block b runs its lane b.
+  const uint32_t first = launch.items ? launch.blockFirst[block] : 0;
+  const uint32_t last = launch.items ? launch.blockFirst[block + 1] : 1;
+  for (uint32_t k = first; k < last; ++k) {
     // Every thread reads the lane's step counters when it starts, and the
     // leader published the previous lane's last step just before it got
     // here: a thread that read them first would use the wrong slots.
-    if (k != launch.blockFirst[block]) ctx.sync();
-    const LaneRef item = launch.items[k];
+    if (k != first) ctx.sync();
+    const LaneRef item = launch.items ? launch.items[k] : LaneRef{0, static_cast<uint16_t>(block)};
     const DeviceCall& call = launch.calls[item.call];
     Op callOp = op;
     loadScalar(callOp, call.scalarPtr);

@@ -102,20 +102,34 @@ ncclResult_t lanesFor(const PendingCall& c, const KernelState::Lanes** out) {
   return ncclSuccess;
 }
 
-// The blocks of one launch carrying `calls` (cached per list of shapes).
-ncclResult_t fusedBlocksFor(const std::vector<const PendingCall*>& calls,
-                            const std::vector<const KernelState::Lanes*>& lanes, KernelState::Blocks* out) {
-  KernelState& k = *calls[0]->comm->kernels;
+// Calls that share one launch, with their cached lanes (no allocation: a
+// call outside a group is a run of one).
+struct LaunchRun {
+  std::array<const PendingCall*, kMaxFusedCalls> calls{};
+  std::array<const KernelState::Lanes*, kMaxFusedCalls> lanes{};
+  size_t size = 0;
+  bool full() const { return size == calls.size(); }
+  void add(const PendingCall* c, const KernelState::Lanes* l) {
+    calls[size] = c;
+    lanes[size] = l;
+    ++size;
+  }
+  void dropLast() { --size; }
+};
+
+// The blocks of one launch carrying `run`'s calls (cached per list of shapes).
+ncclResult_t fusedBlocksFor(const LaunchRun& run, KernelState::Blocks* out) {
+  KernelState& k = *run.calls[0]->comm->kernels;
   std::vector<KernelState::Shape> key;
-  for (const PendingCall* c : calls) key.push_back(shapeOf(*c));
+  for (size_t i = 0; i < run.size; ++i) key.push_back(shapeOf(*run.calls[i]));
   std::lock_guard<std::mutex> lock(k.mutex);
   auto it = k.fusedCache.find(key);
   if (it == k.fusedCache.end()) {
     std::vector<LaneConnections> conns;
     int widest = 0;
-    for (const KernelState::Lanes* l : lanes) {
-      conns.push_back(l->conns);
-      widest = std::max(widest, l->count);
+    for (size_t i = 0; i < run.size; ++i) {
+      conns.push_back(run.lanes[i]->conns);
+      widest = std::max(widest, run.lanes[i]->count);
     }
     // No more blocks than the widest call launches alone: fusing never asks
     // the GPU to hold more spinning blocks at once than one call does.
@@ -269,13 +283,12 @@ void startKernelWatchdog(ncclComm* comm) {
 
 namespace {
 
-// Launches `calls` (each with lanes) as one kernel; `blocks` when there are several.
-ncclResult_t launchRun(const std::vector<PendingCall>& calls, const std::vector<const KernelState::Lanes*>& lanesOf,
-                       const KernelState::Blocks& blocks) {
-  const PendingCall& lead = calls[0];
+// Launches the run's calls as one kernel; `blocks` when there are several.
+ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) {
+  const PendingCall& lead = *run.calls[0];
   DeviceLaunch launch{};
-  launch.ncalls = static_cast<int32_t>(calls.size());
-  for (size_t i = 0; i < calls.size(); ++i) launch.calls[i] = describeCall(calls[i], *lanesOf[i]);
+  launch.ncalls = static_cast<int32_t>(run.size);
+  for (size_t i = 0; i < run.size; ++i) launch.calls[i] = describeCall(*run.calls[i], *run.lanes[i]);
   if (launch.ncalls == 1) {
     launch.nblocks = launch.calls[0].nlanes;
   } else {
@@ -329,30 +342,24 @@ ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls) {
     }
     // The longest run of following calls that can share this call's launch
     // (calls of zero elements in between have nothing to run).
-    std::vector<const PendingCall*> run{&c};
-    std::vector<const KernelState::Lanes*> runLanes{lanesOf[i]};
+    LaunchRun run;
+    run.add(&c, lanesOf[i]);
     KernelState::Blocks blocks;
     size_t end = i + 1;
-    for (size_t j = i + 1; j < calls.size() && run.size() < size_t(kMaxFusedCalls); ++j) {
+    for (size_t j = i + 1; j < calls.size() && !run.full(); ++j) {
       if (calls[j].count == 0) continue;
       if (!lanesOf[j] || !sameLaunch(c, calls[j])) break;
-      run.push_back(&calls[j]);
-      runLanes.push_back(lanesOf[j]);
+      run.add(&calls[j], lanesOf[j]);
       KernelState::Blocks wider;
-      GYRE_CHECK(fusedBlocksFor(run, runLanes, &wider));
-      if (!wider.ok) break;
+      GYRE_CHECK(fusedBlocksFor(run, &wider));
+      if (!wider.ok) {
+        run.dropLast();  // calls[j] starts the next launch
+        break;
+      }
       blocks = wider;
       end = j + 1;
     }
-    // Zero-count calls inside the run are skipped; launchRun takes the rest.
-    std::vector<PendingCall> members;
-    std::vector<const KernelState::Lanes*> memberLanes;
-    for (size_t j = i; j < end; ++j)
-      if (lanesOf[j]) {
-        members.push_back(calls[j]);
-        memberLanes.push_back(lanesOf[j]);
-      }
-    GYRE_CHECK(launchRun(members, memberLanes, blocks));
+    GYRE_CHECK(launchRun(run, blocks));
     i = end;
   }
   return ncclSuccess;
