@@ -7,7 +7,7 @@
 
 #include "kernels/collective_kernel.h"
 #include "kernels/lane_loop.h"
-#include "kernels/op_dispatch.h"
+#include "kernels/primitives/op_dispatch.h"
 
 namespace gyre {
 namespace {

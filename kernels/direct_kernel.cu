@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "kernels/direct_kernel.h"
-#include "kernels/op_dispatch.h"
+#include "kernels/primitives/op_dispatch.h"
 
 namespace gyre {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "kernels/direct_work.h"
 #include "kernels/lane_loop.h"
-#include "kernels/op_dispatch.h"
+#include "kernels/primitives/op_dispatch.h"
 
 namespace gyre {
 namespace {

@@ -18,7 +18,7 @@
 #include <cstring>
 
 #include "kernels/device_work.h"
-#include "kernels/op_dispatch.h"
+#include "kernels/primitives/op_dispatch.h"
 #include "kernels/primitives/host_device.h"
 #include "kernels/primitives/reduce_copy.h"
 

@@ -4,6 +4,7 @@
 #include "src/comm/api_export.h"
 #include "src/comm/comm.h"
 #include "src/comm/comm_init.h"
+#include "src/device/device_layer.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
@@ -88,7 +89,7 @@ GYRE_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
 GYRE_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   GYRE_CHECK(checkComm(comm, "ncclCommGetAsyncError"));
   if (!asyncError) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
-  pollKernelStatus(comm);
+  pollDeviceStatus(comm->device.get());
   *asyncError = static_cast<ncclResult_t>(comm->asyncError.load());
   return ncclSuccess;
 }

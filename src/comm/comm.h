@@ -15,14 +15,13 @@
 #include "include/gyre.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/comm_topology.h"
-#include "src/device/direct_calls.h"
-#include "src/device/kernel_calls.h"
-#include "src/device/staging.h"
-#include "src/host/progress.h"
 #include "src/sched/step.h"
 #include "transport/transport.h"
 
 namespace gyre {
+
+struct DeviceComm;  // src/device/device_comm.h: the device layer's view and state
+struct HostComm;    // src/host/host_comm.h: the host executor's view
 
 // One independent pipeline: its peers and a connection per peer and direction.
 struct Channel {
@@ -78,6 +77,8 @@ constexpr uint64_t kCommMagic = 0x6779726563306d6dull;  // "gyrec0mm"
 }  // namespace gyre
 
 struct ncclComm {
+  ncclComm();
+  ~ncclComm();
   uint64_t magic = gyre::kCommMagic;
   int rank = 0;
   int nranks = 0;
@@ -85,29 +86,21 @@ struct ncclComm {
   int cudaDev = -1;
   size_t slotBytes = 0;       // NCCL_BUFFSIZE / kFifoSlots
   double collTimeoutSeconds = 300;
-  // Progress passes before a wait sleeps in poll(). A loopback message takes a
-  // few microseconds, far less than a sleep/wake-up cycle, so spinning pays;
-  // but with more ranks on this host than cores a spinning rank steals the
-  // core its sender needs, so then it sleeps at once.
-  int spinsBeforeBlocking = 200;
 
   std::unique_ptr<gyre::Bootstrap> bootstrap;
   std::unique_ptr<gyre::CommTopology> topology;  // placement, rings and tuning from init
-  std::unique_ptr<gyre::StagingState> staging;   // device communicators: staged collectives in flight
-  // Device communicators whose ring, tree and doubling edges are all p2p run
-  // collectives as kernels (src/device/kernel_calls.h); send/recv stay staged.
-  bool deviceKernels = false;
-  std::unique_ptr<gyre::KernelState> kernels;
-  // GYRE_DEVICE_PATH=direct: collectives over IPC-mapped buffers of ranks
-  // sharing one GPU (src/device/direct_calls.h); the rest staged.
-  std::unique_ptr<gyre::DirectState> direct;
+  // The executors' views of this communicator (src/comm/executor_binding.h):
+  // the host executor's, always (device communicators stage through it too),
+  // and the device layer's, which also holds its state (kernels, direct
+  // path, staging), for device communicators only.
+  std::unique_ptr<gyre::HostComm> host;
+  std::unique_ptr<gyre::DeviceComm> device;
   std::vector<gyre::Channel> channels;   // ring channels made at init
   int minChannels = 1;                    // NCCL_MIN_NCHANNELS: the planner uses at least this many
   std::vector<gyre::CommTree> trees;  // the two trees of the double binary tree
   gyre::CommDoubling doubling;        // empty unless nranks is a power of two >= 4
   std::map<int, std::unique_ptr<gyre::Connection>> p2pSend;  // by peer rank
   std::map<int, std::unique_ptr<gyre::Connection>> p2pRecv;
-  gyre::ProgressEngine progress;
   // In-place host AlltoAll sends from a copy of the buffer. Kept between
   // calls (grow-only, freed with the communicator): a fresh allocation of tens
   // of MiB is mmap'd and faulted in on every call, which cost 30x here.

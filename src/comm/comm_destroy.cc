@@ -7,9 +7,8 @@
 #include "src/comm/comm_init.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
-#include "src/device/direct_calls.h"
-#include "src/device/kernel_calls.h"
-#include "src/device/staging.h"
+#include "src/device/device_layer.h"
+#include "src/host/host_comm.h"
 
 namespace gyre {
 namespace {
@@ -21,15 +20,12 @@ constexpr double kAbortDrainSeconds = 10;
 // ones fail fast; a job stuck behind other work on its stream past the wait
 // leaves the communicator allocated (a leak, not a use after free).
 ncclResult_t drainStagedJobs(ncclComm_t comm, bool abort) {
-  if (!comm->staging) return ncclSuccess;
+  if (!comm->device) return ncclSuccess;
   if (abort) comm->abortFlag.store(true);
   double wait = abort ? kAbortDrainSeconds : comm->collTimeoutSeconds;
-  if (drainDirect(comm, abort, wait) && drainStaging(comm, wait) && drainKernels(comm, abort, wait))
-    return ncclSuccess;
+  if (drainDeviceWork(comm->device.get(), abort, wait)) return ncclSuccess;
   comm->abortFlag.store(true);
-  if (drainDirect(comm, true, kAbortDrainSeconds) && drainStaging(comm, kAbortDrainSeconds) &&
-      drainKernels(comm, true, kAbortDrainSeconds))
-    return ncclSuccess;
+  if (drainDeviceWork(comm->device.get(), true, kAbortDrainSeconds)) return ncclSuccess;
   return fail(ncclInternalError, "%s: collectives are still queued on a stream that does not advance; the "
                                  "communicator of rank %d is left allocated",
               abort ? "ncclCommAbort" : "ncclCommDestroy", comm->rank);
@@ -44,7 +40,7 @@ void markCommFailed(ncclComm* comm, ncclResult_t code, int culprit) {
     std::lock_guard<std::mutex> lock(comm->errorMutex);
     comm->errorText = lastErrorText();
   }
-  if (culprit >= 0) comm->progress.sendAbortNotices(culprit);
+  if (culprit >= 0) comm->host->progress.sendAbortNotices(culprit);
 }
 
 namespace {
@@ -75,9 +71,8 @@ void warnUnreceivedSends(ncclComm* comm) {
 }  // namespace
 
 void releaseCommResources(ncclComm* comm) {
-  drainKernels(comm, true, kAbortDrainSeconds);  // a no-op after destroy's drain; frees a failed init's state
-  drainDirect(comm, true, kAbortDrainSeconds);
-  comm->progress.clear();
+  releaseDeviceExecutors(comm->device.get(), kAbortDrainSeconds);  // a no-op after destroy's drain
+  comm->host->progress.clear();
   // A connection whose set-up failed half way has no state to close.
   auto close = [](Connection& c) {
     if (c.transport && c.state) c.transport->close(c);

@@ -12,6 +12,9 @@
 #include "src/comm/comm.h"
 #include "src/comm/connect_channels.h"
 #include "src/comm/cuda_device.h"
+#include "src/comm/executor_binding.h"
+#include "src/device/device_layer.h"
+#include "src/host/host_comm.h"
 #include "src/device/runtime.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
@@ -103,19 +106,20 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   GYRE_CHECK(checkPeersAgree(comm));
   int ranksOnHost = 0;
   for (const PeerInfo& p : comm->bootstrap->peers()) ranksOnHost += p.hostHash == self.hostHash ? 1 : 0;
-  if (ranksOnHost > sysconf(_SC_NPROCESSORS_ONLN)) comm->spinsBeforeBlocking = 0;
+  shareBootstrapFacts(comm);
+  if (ranksOnHost > sysconf(_SC_NPROCESSORS_ONLN)) comm->host->spinsBeforeBlocking = 0;
   comm->topology = std::make_unique<CommTopology>();
   GYRE_CHECK(discoverTopology(comm, deadline, comm->topology.get()));
-  GYRE_CHECK(chooseDeviceExecutor(comm, deadline));
-  GYRE_CHECK(setupDirect(comm, deadline));
-  if (comm->deviceKernels) GYRE_CHECK(planKernelRings(comm, comm->topology.get()));
+  if (comm->device) GYRE_CHECK(setupDeviceExecutors(comm->device.get(), p2pToEveryPeer(comm), deadline));
+  if (runsKernels(comm)) GYRE_CHECK(planKernelRings(comm, comm->topology.get()));
   int nchannels = static_cast<int>(comm->topology->rings.channels.size());
   comm->minChannels = std::min(comm->topology->minChannels, nchannels);
   GYRE_CHECK(connectRings(comm, deadline));
   GYRE_CHECK(connectTrees(comm, deadline));
   GYRE_CHECK(connectDoubling(comm, deadline));
   GYRE_CHECK(finishConnections(comm));
-  startKernelWatchdog(comm);
+  shareInitConnections(comm);
+  startDeviceWatchdog(comm->device.get());
   // Nobody returns from init before every rank's connections exist.
   return comm->bootstrap->barrier(deadline, &comm->abortFlag);
 }
@@ -142,13 +146,13 @@ ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const ncclUniqueId& i
   comm->rank = rank;
   comm->nranks = nranks;
   comm->isHost = isHost;
-  if (!isHost) comm->staging = std::make_unique<StagingState>();
   ScopedLogRank logRank(rank);
   ncclResult_t r = isHost ? ncclSuccess : currentCudaDevice(&comm->cudaDev);
   if (r != ncclSuccess) {
     delete comm;
     return r;
   }
+  createExecutorViews(comm);
   if (config && config->blocking == 0) {
     // Nonblocking (NCCL's config.blocking = 0): the communicator exists at
     // once, ncclCommGetAsyncError says ncclInProgress until the set-up thread

@@ -17,6 +17,7 @@
 #include "src/comm/api_export.h"
 #include "src/comm/comm.h"
 #include "src/comm/comm_init.h"
+#include "src/device/device_layer.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/enqueue/arg_checks.h"
@@ -31,7 +32,7 @@ constexpr int kShrinkTagBase = 1 << 30;  // data-socket tags reach ~2^26
 // Stops in-flight work the way ncclCommAbort does, without destroying.
 void stopInFlight(ncclComm* comm) {
   comm->abortFlag.store(true);
-  abortKernels(comm);
+  abortDeviceWork(comm->device.get());
   while (comm->activeCalls.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "src/comm/comm.h"
+#include "src/comm/executor_binding.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
@@ -159,7 +160,7 @@ ncclResult_t discoverTopology(ncclComm* comm, const Deadline& deadline, CommTopo
 ncclResult_t planRings(ncclComm* comm, const RingOptions& opts, CommTopology* out) {
   GYRE_CHECK(buildRings(out->placement, opts, &out->rings));
   if (comm->rank == 0) logRings(out->placement, out->rings);
-  buildTuningTable(out->rings, comm->nranks, comm->isHost, comm->deviceKernels, &out->tuning);
+  buildTuningTable(out->rings, comm->nranks, comm->isHost, runsKernels(comm), &out->tuning);
   if (comm->rank == 0) logTuningTable(out->tuning);
   return ncclSuccess;
 }
@@ -207,6 +208,19 @@ bool p2pToEveryPeer(const ncclComm* comm) {
         (edgeKind(comm, r) != topo::EdgeTransport::P2P || !p2pTransport()->canConnect(peers[comm->rank], peers[r])))
       return false;
   return true;
+}
+
+PlanContext planContextOf(const ncclComm* comm) {
+  PlanContext ctx;
+  ctx.nranks = comm->nranks;
+  ctx.minChannels = comm->minChannels;
+  ctx.ringChannels = static_cast<int>(comm->channels.size());
+  ctx.slotBytes = comm->slotBytes;
+  ctx.kernels = runsKernels(comm);
+  ctx.trees = comm->trees.size() == 2;
+  ctx.doublingConnections = !comm->doubling.send.empty();
+  ctx.tuning = &comm->topology->tuning;
+  return ctx;
 }
 
 }  // namespace gyre

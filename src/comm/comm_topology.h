@@ -10,6 +10,7 @@
 
 #include "include/gyre.h"
 #include "src/debug/deadline.h"
+#include "src/plan/planner.h"
 #include "src/plan/ring_order.h"
 #include "src/plan/tuning.h"
 #include "topology/placement.h"
@@ -52,5 +53,8 @@ Transport* transportForPeer(const ncclComm* comm, int peer, bool forDeviceExecut
 // Whether every edge from this rank may be a p2p connection (the device
 // executor needs all of a communicator's edges to be).
 bool p2pToEveryPeer(const ncclComm* comm);
+
+// The planner's view of the communicator (src/plan/planner.h), after init.
+PlanContext planContextOf(const ncclComm* comm);
 
 }  // namespace gyre

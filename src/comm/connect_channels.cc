@@ -1,6 +1,8 @@
 #include "src/comm/connect_channels.h"
 
 #include "src/comm/comm.h"
+#include "src/comm/executor_binding.h"
+#include "src/host/host_comm.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/plan/trees.h"
@@ -14,9 +16,9 @@ ncclResult_t openConnection(ncclComm* comm, int channel, const Deadline& deadlin
                      helperNumaNode(*comm->topology, comm->rank)};
   c->peer = peer;
   c->isSend = isSend;
-  c->transport = transportForPeer(comm, peer, comm->deviceKernels);
+  c->transport = transportForPeer(comm, peer, runsKernels(comm));
   GYRE_CHECK(isSend ? c->transport->connectSend(ctx, peer, c) : c->transport->connectRecv(ctx, peer, c));
-  comm->progress.add(c);
+  comm->host->progress.add(c);
   return ncclSuccess;
 }
 

@@ -4,9 +4,8 @@
 
 #include <cstring>
 
-#include "src/comm/comm.h"
-#include "src/enqueue/arg_checks.h"
-#include "src/enqueue/enqueue.h"
+#include "src/call/call.h"
+#include "src/call/datatypes.h"
 
 namespace gyre {
 
@@ -14,12 +13,11 @@ namespace gyre {
 // its device pointer (ncclScalarDevice, read when the kernel starts) or its
 // value. Nothing for built-in operators.
 template <typename Call>
-void setCallScalar(const ncclComm* comm, const PendingCall& c, Call* d) {
-  if (c.op < ncclNumOps) return;
-  const CustomRedOp& custom = comm->customOps[c.op - ncclNumOps];
+void setCallScalar(const CollCall& c, Call* d) {
+  if (!c.scalar.present) return;
   d->hasScalar = 1;
-  if (custom.scalarPtr) d->scalarPtr = custom.scalarPtr;
-  else memcpy(d->scalar, custom.value, datatypeSize(c.datatype));
+  if (c.scalar.devicePtr) d->scalarPtr = c.scalar.devicePtr;
+  else memcpy(d->scalar, c.scalar.value, datatypeSize(c.datatype));
 }
 
 }  // namespace gyre

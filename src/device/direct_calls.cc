@@ -8,13 +8,13 @@
 #include <cstring>
 #include <string>
 
-#include "src/comm/comm.h"
+#include "src/device/device_comm.h"
 #include "src/config/env.h"
 #include "src/debug/deadline.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/call_scalar.h"
-#include "src/enqueue/arg_checks.h"
+#include "src/call/datatypes.h"
 
 namespace gyre {
 namespace {
@@ -43,14 +43,14 @@ bool sameCall(const CallInfo& a, const CallInfo& b) {
 }
 
 // Which of a rank's buffers its peers read or write.
-bool inputShared(const PendingCall& c, int rank) {
+bool inputShared(const DeviceRequest& c, int rank) {
   switch (c.coll) {
     case CollKind::AllReduce: case CollKind::Reduce: case CollKind::ReduceScatter: return true;
     case CollKind::Broadcast: return rank == c.root;
     default: return false;
   }
 }
-bool outputShared(const PendingCall& c, int rank) {
+bool outputShared(const DeviceRequest& c, int rank) {
   switch (c.coll) {
     case CollKind::AllReduce: case CollKind::Broadcast: case CollKind::AllGather: return true;
     case CollKind::Reduce: return rank == c.root;
@@ -58,10 +58,10 @@ bool outputShared(const PendingCall& c, int rank) {
   }
 }
 
-size_t inputBytes(const PendingCall& c) {
+size_t inputBytes(const DeviceRequest& c) {
   return c.count * datatypeSize(c.datatype) * inputBlocks(c.coll, c.comm->nranks);
 }
-size_t outputBytes(const PendingCall& c) {
+size_t outputBytes(const DeviceRequest& c) {
   return c.count * datatypeSize(c.datatype) * outputBlocks(c.coll, c.comm->nranks);
 }
 
@@ -78,8 +78,8 @@ bool describeBuffer(const void* p, size_t bytes, IpcHandle* handle, uint64_t* of
   return rt->ipcGetHandle(base, handle) == ncclSuccess;
 }
 
-CallInfo describeCall(const PendingCall& c, bool capturing) {
-  ncclComm* comm = c.comm;
+CallInfo describeCall(const DeviceRequest& c, bool capturing) {
+  DeviceComm* comm = c.comm;
   CallInfo info;
   info.callSeq = ++comm->direct->callSeq;
   info.count = c.count;
@@ -96,7 +96,7 @@ CallInfo describeCall(const PendingCall& c, bool capturing) {
 }
 
 // A peer's buffer as this process addresses it (mapped once per allocation).
-ncclResult_t peerPointer(ncclComm* comm, int peer, const IpcHandle& handle, uint64_t offset, void** out) {
+ncclResult_t peerPointer(DeviceComm* comm, int peer, const IpcHandle& handle, uint64_t offset, void** out) {
   DirectState& d = *comm->direct;
   std::array<unsigned char, sizeof(IpcHandle)> key;
   memcpy(key.data(), handle.bytes, key.size());
@@ -111,7 +111,7 @@ ncclResult_t peerPointer(ncclComm* comm, int peer, const IpcHandle& handle, uint
 }
 
 // Everyone's input (or output) as this rank addresses it, by rank.
-ncclResult_t buffersOf(ncclComm* comm, const std::vector<CallInfo>& infos, const PendingCall& c, bool input,
+ncclResult_t buffersOf(DeviceComm* comm, const std::vector<CallInfo>& infos, const DeviceRequest& c, bool input,
                        std::vector<char*>* out) {
   out->assign(comm->nranks, nullptr);
   for (int r = 0; r < comm->nranks; ++r) {
@@ -138,8 +138,8 @@ void shareOf(size_t count, size_t elementSize, int rank, int nranks, size_t* fir
   *n = std::min(hi, count) - *first;
 }
 
-ncclResult_t buildDirectCall(const PendingCall& c, const std::vector<CallInfo>& infos, DirectCall* out) {
-  ncclComm* comm = c.comm;
+ncclResult_t buildDirectCall(const DeviceRequest& c, const std::vector<CallInfo>& infos, DirectCall* out) {
+  DeviceComm* comm = c.comm;
   const int n = comm->nranks, me = comm->rank;
   const size_t es = datatypeSize(c.datatype);
   std::vector<char*> in, outs;
@@ -150,7 +150,7 @@ ncclResult_t buildDirectCall(const PendingCall& c, const std::vector<CallInfo>& 
   d.redop = static_cast<uint8_t>(c.op);
   d.nranks = n;
   d.abort = comm->direct->abortDevice;
-  setCallScalar(comm, c, &d);
+  setCallScalar(c, &d);
   size_t first = 0, count = 0;
   switch (c.coll) {
     case CollKind::AllReduce: case CollKind::Reduce: case CollKind::Broadcast: {
@@ -194,12 +194,12 @@ std::string describeInfo(const CallInfo& i) {
 }
 
 // Every rank sees the same table, so every rank reaches the same verdict.
-ncclResult_t checkAgreement(ncclComm* comm, const std::vector<CallInfo>& infos) {
+ncclResult_t checkAgreement(DeviceComm* comm, const std::vector<CallInfo>& infos) {
   for (int r = 1; r < comm->nranks; ++r) {
     if (sameCall(infos[0], infos[r])) continue;
     ncclResult_t res = fail(ncclInvalidUsage, "mismatched calls: rank 0 made %s while rank %d made %s",
                             describeInfo(infos[0]).c_str(), r, describeInfo(infos[r]).c_str());
-    markCommFailed(comm, res, -1);
+    comm->hooks->markFailed(res, -1);
     return res;
   }
   return ncclSuccess;
@@ -207,7 +207,7 @@ ncclResult_t checkAgreement(ncclComm* comm, const std::vector<CallInfo>& infos) 
 
 // Stream order: ready to every peer, wait for theirs, this rank's share,
 // done to every peer, wait for theirs.
-ncclResult_t enqueueDirect(ncclComm* comm, const DirectCall& call, StreamHandle stream) {
+ncclResult_t enqueueDirect(DeviceComm* comm, const DirectCall& call, StreamHandle stream) {
   DeviceRuntime* rt = deviceRuntime();
   DirectState& d = *comm->direct;
   const int n = comm->nranks, me = comm->rank;
@@ -230,7 +230,7 @@ ncclResult_t enqueueDirect(ncclComm* comm, const DirectCall& call, StreamHandle 
 
 // Satisfies every wait this rank's streams have or will have on its inbox,
 // and keeps its kernels from touching peer memory.
-void releaseWaits(ncclComm* comm) {
+void releaseWaits(DeviceComm* comm) {
   DirectState& d = *comm->direct;
   if (d.released.exchange(true)) return;
   __atomic_store_n(d.abortHost, 1u, __ATOMIC_RELEASE);
@@ -238,9 +238,9 @@ void releaseWaits(ncclComm* comm) {
   deviceRuntime()->copySync(d.inbox, values.data(), values.size() * sizeof(uint32_t));
 }
 
-void failAndRelease(ncclComm* comm, ncclResult_t r, int culprit) {
+void failAndRelease(DeviceComm* comm, ncclResult_t r, int culprit) {
   GYRE_WARN("%s", lastErrorText());
-  markCommFailed(comm, r, culprit);
+  comm->hooks->markFailed(r, culprit);
   releaseWaits(comm);
 }
 
@@ -258,7 +258,7 @@ bool processGone(int pid) {
 }
 
 // A peer process that is gone never writes its flags: fail, naming it.
-bool checkPeersAlive(ncclComm* comm) {
+bool checkPeersAlive(DeviceComm* comm) {
   const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank || !processGone(peers[p].pid)) continue;
@@ -277,7 +277,7 @@ struct StallClock {
   std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
 };
 
-void checkStalled(ncclComm* comm, StallClock* clock) {
+void checkStalled(DeviceComm* comm, StallClock* clock) {
   DirectState& d = *comm->direct;
   DeviceRuntime* rt = deviceRuntime();
   const int n = comm->nranks, me = comm->rank;
@@ -317,7 +317,7 @@ void checkStalled(ncclComm* comm, StallClock* clock) {
       }
 }
 
-void watchPeers(ncclComm* comm) {
+void watchPeers(DeviceComm* comm) {
   DirectState& d = *comm->direct;
   ScopedLogRank logRank(comm->rank);
   deviceRuntime()->setDevice(comm->cudaDev);  // the watchdog's copies go to the communicator's GPU
@@ -333,7 +333,7 @@ void watchPeers(ncclComm* comm) {
   }
 }
 
-bool oneProcessPerRankOnThisGpu(const ncclComm* comm) {
+bool oneProcessPerRankOnThisGpu(const DeviceComm* comm) {
   const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
   const PeerInfo& self = peers[comm->rank];
   for (int r = 0; r < comm->nranks; ++r) {
@@ -346,8 +346,8 @@ bool oneProcessPerRankOnThisGpu(const ncclComm* comm) {
 
 }  // namespace
 
-ncclResult_t setupDirect(ncclComm* comm, const Deadline& deadline) {
-  if (comm->isHost || env::getString("GYRE_DEVICE_PATH") != "direct") return ncclSuccess;
+ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
+  if (env::getString("GYRE_DEVICE_PATH") != "direct") return ncclSuccess;
   if (comm->nranks < 2 || comm->nranks > kMaxDirectRanks || !oneProcessPerRankOnThisGpu(comm))
     return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=direct needs 2 to %d ranks, each in its own process, all on "
                 "one GPU (rank %d of %d); unset it to stage through host memory", kMaxDirectRanks, comm->rank,
@@ -383,11 +383,11 @@ ncclResult_t setupDirect(ncclComm* comm, const Deadline& deadline) {
   return ncclSuccess;
 }
 
-ncclResult_t launchDirectCalls(const std::vector<PendingCall>& calls, std::vector<PendingCall>* staged) {
+ncclResult_t launchDirectCalls(const std::vector<DeviceRequest>& calls, std::vector<DeviceRequest>* staged) {
   DeviceRuntime* rt = deviceRuntime();
-  for (const PendingCall& c : calls) {
+  for (const DeviceRequest& c : calls) {
     if (c.count == 0) continue;
-    ncclComm* comm = c.comm;
+    DeviceComm* comm = c.comm;
     bool capturing = false;
     GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
     std::vector<CallInfo> infos(comm->nranks);
@@ -398,7 +398,7 @@ ncclResult_t launchDirectCalls(const std::vector<PendingCall>& calls, std::vecto
       std::string why = lastErrorText();
       r = fail(r, "%s: the ranks did not all reach this call within GYRE_TIMEOUT (%.0f s): %s", collName(c.coll),
                comm->collTimeoutSeconds, why.c_str());
-      markCommFailed(comm, r, -1);
+      comm->hooks->markFailed(r, -1);
       return r;
     }
     GYRE_CHECK(checkAgreement(comm, infos));
@@ -418,7 +418,7 @@ ncclResult_t launchDirectCalls(const std::vector<PendingCall>& calls, std::vecto
   return ncclSuccess;
 }
 
-bool drainDirect(ncclComm* comm, bool abort, double seconds) {
+bool drainDirect(DeviceComm* comm, bool abort, double seconds) {
   if (!comm->direct) return true;
   DirectState& d = *comm->direct;
   DeviceRuntime* rt = deviceRuntime();

@@ -37,9 +37,8 @@
 #include "include/gyre.h"
 #include "src/device/runtime.h"
 #include "src/device/stream_completions.h"
-#include "src/enqueue/enqueue.h"
+#include "src/device/device_comm.h"
 
-struct ncclComm;
 
 namespace gyre {
 
@@ -68,15 +67,15 @@ struct DirectState {
 // At init, after the executor choice: whether the communicator runs direct
 // (GYRE_DEVICE_PATH=direct and every rank in its own process on this GPU),
 // and if so its inbox, the peers' inboxes and the watchdog. All ranks agree.
-ncclResult_t setupDirect(ncclComm* comm, const Deadline& deadline);
+ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline);
 
 // Runs the collectives of a direct communicator (in group order); the ones
 // every rank agreed to stage are appended to `staged`.
-ncclResult_t launchDirectCalls(const std::vector<PendingCall>& calls, std::vector<PendingCall>* staged);
+ncclResult_t launchDirectCalls(const std::vector<DeviceRequest>& calls, std::vector<DeviceRequest>* staged);
 
 // Destroy/abort: waits (up to `seconds`) for the last calls, stops the
 // watchdog, unmaps the peers and frees the inbox. Without abort, the ranks
 // meet first so no peer still writes into this rank's inbox.
-bool drainDirect(ncclComm* comm, bool abort, double seconds);
+bool drainDirect(DeviceComm* comm, bool abort, double seconds);
 
 }  // namespace gyre

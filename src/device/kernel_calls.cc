@@ -4,16 +4,13 @@
 #include <array>
 #include <cstring>
 
-#include "src/comm/comm.h"
-#include "src/comm/comm_topology.h"
+#include "src/device/device_comm.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/call_scalar.h"
 #include "src/device/runtime.h"
-#include "src/enqueue/arg_checks.h"
-#include "src/enqueue/launch.h"
-#include "src/host/lane.h"
+#include "src/call/datatypes.h"
 
 namespace gyre {
 namespace {
@@ -39,9 +36,9 @@ ncclResult_t carveLanes(KernelState& k, size_t bytes, void** out) {
 
 // Builds the call's lanes in device memory: the DeviceLane array followed
 // by every lane's steps.
-ncclResult_t uploadLanes(const PendingCall& c, KernelState::Lanes* out) {
+ncclResult_t uploadLanes(const DeviceRequest& c, KernelState::Lanes* out) {
   std::vector<LaneSpec> specs;
-  GYRE_CHECK(collectiveLaneSpecs(c, &specs, &out->ll));
+  GYRE_CHECK(c.comm->hooks->laneSpecs(c, &specs, &out->ll));
   size_t totalSteps = 0;
   for (const LaneSpec& s : specs) totalSteps += s.nsteps;
   const size_t lanesBytes = specs.size() * sizeof(DeviceLane);
@@ -82,13 +79,13 @@ ncclResult_t uploadLanes(const PendingCall& c, KernelState::Lanes* out) {
   return ncclSuccess;
 }
 
-KernelState::Shape shapeOf(const PendingCall& c) {
+KernelState::Shape shapeOf(const DeviceRequest& c) {
   bool rooted = c.coll == CollKind::Broadcast || c.coll == CollKind::Reduce;
-  return {static_cast<int>(c.coll), c.count, static_cast<int>(c.datatype), rooted ? c.root : -1, isInPlace(c)};
+  return {static_cast<int>(c.coll), c.count, static_cast<int>(c.datatype), rooted ? c.root : -1, isInPlace(c, c.comm->rank)};
 }
 
 // The call's cached lanes (uploaded on first use of its shape).
-ncclResult_t lanesFor(const PendingCall& c, const KernelState::Lanes** out) {
+ncclResult_t lanesFor(const DeviceRequest& c, const KernelState::Lanes** out) {
   KernelState& k = *c.comm->kernels;
   const KernelState::Shape shape = shapeOf(c);
   std::lock_guard<std::mutex> lock(k.mutex);
@@ -105,11 +102,11 @@ ncclResult_t lanesFor(const PendingCall& c, const KernelState::Lanes** out) {
 // Calls that share one launch, with their cached lanes (no allocation: a
 // call outside a group is a run of one).
 struct LaunchRun {
-  std::array<const PendingCall*, kMaxFusedCalls> calls{};
+  std::array<const DeviceRequest*, kMaxFusedCalls> calls{};
   std::array<const KernelState::Lanes*, kMaxFusedCalls> lanes{};
   size_t size = 0;
   bool full() const { return size == calls.size(); }
-  void add(const PendingCall* c, const KernelState::Lanes* l) {
+  void add(const DeviceRequest* c, const KernelState::Lanes* l) {
     calls[size] = c;
     lanes[size] = l;
     ++size;
@@ -156,15 +153,15 @@ ncclResult_t fusedBlocksFor(const LaunchRun& run, KernelState::Blocks* out) {
 
 // Whether `b` may join a launch that starts with `a`: one kernel
 // instantiation (type, operator) on one stream of one communicator.
-bool sameLaunch(const PendingCall& a, const PendingCall& b) {
+bool sameLaunch(const DeviceRequest& a, const DeviceRequest& b) {
   return a.comm == b.comm && a.stream == b.stream && a.datatype == b.datatype && a.op == b.op;
 }
 
-DeviceCall describeCall(const PendingCall& c, const KernelState::Lanes& lanes) {
+DeviceCall describeCall(const DeviceRequest& c, const KernelState::Lanes& lanes) {
   GYRE_TRACE("COLL", "%s #%llu count %zu %s %s: %d lanes, %s", collName(c.coll),
              static_cast<unsigned long long>(c.comm->opCount + 1), c.count, datatypeName(c.datatype),
              redOpName(c.op), lanes.count, lanes.ll ? "LL" : "Simple");
-  ncclComm* comm = c.comm;
+  DeviceComm* comm = c.comm;
   DeviceCall d{};
   d.lanes = static_cast<const DeviceLane*>(lanes.device);
   d.nlanes = lanes.count;
@@ -178,7 +175,7 @@ DeviceCall describeCall(const PendingCall& c, const KernelState::Lanes& lanes) {
   d.count = c.count;
   d.opCount = ++comm->opCount;
   d.nranks = comm->nranks;
-  setCallScalar(comm, c, &d);
+  setCallScalar(c, &d);
   d.status = comm->kernels->statusDevice;
   d.peerGone = comm->kernels->peerGoneDevice;
   d.timeoutNs = static_cast<uint64_t>(comm->collTimeoutSeconds * 1e9);
@@ -187,7 +184,7 @@ DeviceCall describeCall(const PendingCall& c, const KernelState::Lanes& lanes) {
 
 // Kernels of two communicators on one stream would run one after the other,
 // and the first would wait forever for ranks whose kernel is queued behind it.
-ncclResult_t checkStreams(const std::vector<PendingCall>& calls) {
+ncclResult_t checkStreams(const std::vector<DeviceRequest>& calls) {
   for (size_t i = 0; i < calls.size(); ++i)
     for (size_t j = i + 1; j < calls.size(); ++j)
       if (calls[i].stream == calls[j].stream && calls[i].comm != calls[j].comm &&
@@ -201,7 +198,7 @@ ncclResult_t checkStreams(const std::vector<PendingCall>& calls) {
 // Kernels of different processes on one GPU do not run at the same time
 // without MPS: the GPU time-slices between their contexts, so kernels that
 // spin waiting for each other would advance one time slice per step.
-bool sharesGpuWithAnotherProcess(const ncclComm* comm) {
+bool sharesGpuWithAnotherProcess(const DeviceComm* comm) {
   const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
   const PeerInfo& self = peers[comm->rank];
   for (const PeerInfo& p : peers)
@@ -231,15 +228,14 @@ SlotMeta ownCall(const DeviceStatus& st) {
 
 }  // namespace
 
-ncclResult_t chooseDeviceExecutor(ncclComm* comm, const Deadline& deadline) {
-  if (comm->isHost) return ncclSuccess;
+ncclResult_t chooseDeviceExecutor(DeviceComm* comm, bool p2pToEveryPeer, const Deadline& deadline) {
   std::string mode = env::getString("GYRE_DEVICE_PATH");
   if (mode.empty()) mode = "auto";
   if (mode == "direct") return ncclSuccess;  // setupDirect; collectives it cannot run are staged
   DeviceRuntime* rt = deviceRuntime();
   // Per rank: {every edge may be p2p, shares its GPU with another process}.
   std::vector<std::array<int32_t, 2>> facts(comm->nranks, {0, 0});
-  facts[comm->rank] = {mode != "staged" && rt && p2pToEveryPeer(comm) ? 1 : 0,
+  facts[comm->rank] = {mode != "staged" && rt && p2pToEveryPeer ? 1 : 0,
                        sharesGpuWithAnotherProcess(comm) ? 1 : 0};
   GYRE_CHECK(comm->bootstrap->allGather(facts.data(), sizeof(facts[0]), deadline, &comm->abortFlag));
   std::vector<int32_t> able(comm->nranks);
@@ -277,7 +273,7 @@ ncclResult_t chooseDeviceExecutor(ncclComm* comm, const Deadline& deadline) {
   return ncclSuccess;
 }
 
-void startKernelWatchdog(ncclComm* comm) {
+void startKernelWatchdog(DeviceComm* comm) {
   if (comm->kernels) comm->kernels->watchdog.start(comm);
 }
 
@@ -285,7 +281,7 @@ namespace {
 
 // Launches the run's calls as one kernel; `blocks` when there are several.
 ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) {
-  const PendingCall& lead = *run.calls[0];
+  const DeviceRequest& lead = *run.calls[0];
   DeviceLaunch launch{};
   launch.ncalls = static_cast<int32_t>(run.size);
   for (size_t i = 0; i < run.size; ++i) launch.calls[i] = describeCall(*run.calls[i], *run.lanes[i]);
@@ -312,7 +308,7 @@ ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) 
 
 }  // namespace
 
-ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls) {
+ncclResult_t launchKernelCalls(const std::vector<DeviceRequest>& calls) {
   GYRE_CHECK(checkStreams(calls));
   DeviceRuntime* rt = deviceRuntime();
   // Every call's lanes are in device memory before the first kernel starts:
@@ -320,13 +316,13 @@ ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls) {
   // waiting for a communicator of this group whose kernel comes later.
   std::vector<const KernelState::Lanes*> lanesOf(calls.size(), nullptr);
   for (size_t i = 0; i < calls.size(); ++i) {
-    const PendingCall& c = calls[i];
+    const DeviceRequest& c = calls[i];
     if (c.count == 0 || (c.comm->nranks == 1 && c.op < ncclNumOps)) continue;
     GYRE_CHECK(lanesFor(c, &lanesOf[i]));
   }
   size_t i = 0;
   while (i < calls.size()) {
-    const PendingCall& c = calls[i];
+    const DeviceRequest& c = calls[i];
     if (c.count == 0) {
       ++i;
       continue;
@@ -365,7 +361,7 @@ ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls) {
   return ncclSuccess;
 }
 
-ncclResult_t pollKernelStatus(ncclComm* comm) {
+ncclResult_t pollKernelStatus(DeviceComm* comm) {
   if (!comm->kernels || !comm->kernels->statusHost) return ncclSuccess;
   checkDeviceFault(comm);
   const DeviceStatus& st = *comm->kernels->statusHost;
@@ -407,17 +403,17 @@ ncclResult_t pollKernelStatus(ncclComm* comm) {
     r = failMismatchedCalls(st.peer, st.seen, comm->rank, ownCall(st));
   GYRE_WARN("collective kernel stopped (%s): %s", describeKind(kind), lastErrorText());
   announceKernelFailure(comm);
-  markCommFailed(comm, r, st.deadPeer > 0 ? st.deadPeer - 1 : st.peer);
+  comm->hooks->markFailed(r, st.deadPeer > 0 ? st.deadPeer - 1 : st.peer);
   return r;
 }
 
-void abortKernels(ncclComm* comm) {
+void abortKernels(DeviceComm* comm) {
   if (!comm->kernels) return;
   comm->kernels->statusHost->abort = 1;
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
-bool drainKernels(ncclComm* comm, bool abort, double seconds) {
+bool drainKernels(DeviceComm* comm, bool abort, double seconds) {
   if (!comm->kernels) return true;
   KernelState& k = *comm->kernels;
   DeviceRuntime* rt = deviceRuntime();

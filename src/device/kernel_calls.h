@@ -25,7 +25,7 @@
 #include "src/device/fused_blocks.h"
 #include "src/device/kernel_watchdog.h"
 #include "src/device/stream_completions.h"
-#include "src/enqueue/enqueue.h"
+#include "src/device/device_comm.h"
 
 namespace gyre {
 
@@ -69,26 +69,27 @@ struct KernelState {
 
 // Decides at init (all ranks agree) whether the communicator runs kernels,
 // and prepares its status block when it does. Before connections are made.
-ncclResult_t chooseDeviceExecutor(ncclComm* comm, const Deadline& deadline);
+// `p2pToEveryPeer`: every edge from this rank may be a p2p connection.
+ncclResult_t chooseDeviceExecutor(DeviceComm* comm, bool p2pToEveryPeer, const Deadline& deadline);
 
 // Starts watching the peers (kernel_watchdog.h), once connections exist.
-void startKernelWatchdog(ncclComm* comm);
+void startKernelWatchdog(DeviceComm* comm);
 
 // Launches the calls (collectives of communicators with deviceKernels).
-ncclResult_t launchKernelCalls(const std::vector<PendingCall>& calls);
+ncclResult_t launchKernelCalls(const std::vector<DeviceRequest>& calls);
 
 // Turns an error the kernel reported into the communicator's async error
 // (once); returns it, or ncclSuccess.
-ncclResult_t pollKernelStatus(ncclComm* comm);
+ncclResult_t pollKernelStatus(DeviceComm* comm);
 
 // Makes the communicator's running and future kernels stop at their next
 // wait (ncclCommAbort, ncclCommRevoke, ncclCommShrink's abort).
-void abortKernels(ncclComm* comm);
+void abortKernels(DeviceComm* comm);
 
 // Destroy/abort: tells running kernels to stop (abort), waits up to
 // `seconds` for the launches to finish, then frees the cached lanes and the
 // status block (and stops the watchdog). False if launches were still running
 // (nothing is freed then). Also the clean-up of a failed init (no launches).
-bool drainKernels(ncclComm* comm, bool abort, double seconds);
+bool drainKernels(DeviceComm* comm, bool abort, double seconds);
 
 }  // namespace gyre

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <string>
 
-#include "src/comm/comm.h"
+#include "src/device/device_comm.h"
 #include "src/device/kernel_calls.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
@@ -16,12 +16,14 @@ constexpr auto kWatchInterval = std::chrono::milliseconds(100);
 
 // Calls fn on every p2p connection of the communicator until it returns true.
 template <typename Fn>
-bool anyP2P(ncclComm* comm, Fn fn) {
-  return anyInitConnection(comm, [&](Connection* c) { return c->transport == p2pTransport() && c->state && fn(c); });
+bool anyP2P(DeviceComm* comm, Fn fn) {
+  for (Connection* c : comm->initConnections)
+    if (c->transport == p2pTransport() && c->state && fn(c)) return true;
+  return false;
 }
 
 // Stops this rank's kernels because of `culprit`, as `reporter`'s notice says.
-void abortFor(ncclComm* comm, int culprit, int reporter) {
+void abortFor(DeviceComm* comm, int culprit, int reporter) {
   DeviceStatus* st = comm->kernels->statusHost;
   st->deadPeer = culprit + 1;
   st->noticeFrom = reporter + 1;
@@ -31,7 +33,7 @@ void abortFor(ncclComm* comm, int culprit, int reporter) {
 
 }  // namespace
 
-void announceCulprit(ncclComm* comm, int culprit) {
+void announceCulprit(DeviceComm* comm, int culprit) {
   if (culprit < 0 || comm->kernels->announced.exchange(true)) return;
   anyP2P(comm, [&](Connection* c) {
     c->transport->sendAbortNotice(*c, culprit);
@@ -39,7 +41,7 @@ void announceCulprit(ncclComm* comm, int culprit) {
   });
 }
 
-void announceKernelFailure(ncclComm* comm) {
+void announceKernelFailure(DeviceComm* comm) {
   const DeviceStatus* st = comm->kernels->statusHost;
   int32_t kind = __atomic_load_n(&st->error, __ATOMIC_ACQUIRE);
   int culprit = -1;
@@ -48,12 +50,12 @@ void announceKernelFailure(ncclComm* comm) {
   announceCulprit(comm, culprit);
 }
 
-void failOnDeviceError(ncclComm* comm, ncclResult_t code) {
-  markCommFailed(comm, code, comm->rank);  // tells host-executor peers (staged calls)
+void failOnDeviceError(DeviceComm* comm, ncclResult_t code) {
+  comm->hooks->markFailed(code, comm->rank);  // tells host-executor peers (staged calls)
   if (comm->kernels) announceCulprit(comm, comm->rank);
 }
 
-void checkDeviceFault(ncclComm* comm) {
+void checkDeviceFault(DeviceComm* comm) {
   KernelState& k = *comm->kernels;
   if (k.faulted.load()) return;
   if (!k.lastLaunch.anyFailed() || k.faulted.exchange(true)) return;
@@ -65,7 +67,7 @@ void checkDeviceFault(ncclComm* comm) {
   failOnDeviceError(comm, r);
 }
 
-void KernelWatchdog::start(ncclComm* comm) {
+void KernelWatchdog::start(DeviceComm* comm) {
   stopping_ = false;
   thread_ = std::thread([this, comm] { run(comm); });
 }
@@ -79,7 +81,7 @@ void KernelWatchdog::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void KernelWatchdog::run(ncclComm* comm) {
+void KernelWatchdog::run(DeviceComm* comm) {
   ScopedLogRank logRank(comm->rank);
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, kWatchInterval, [&] { return stopping_; })) {

@@ -15,7 +15,6 @@
 
 #include "include/gyre.h"
 
-struct ncclComm;
 
 namespace gyre {
 
@@ -24,29 +23,29 @@ namespace gyre {
 // abort notice blaming that rank. Called by the watchdog and by
 // pollKernelStatus, so the notice leaves before the application, seeing the
 // error, aborts and closes the connections.
-void announceKernelFailure(ncclComm* comm);
+void announceKernelFailure(DeviceComm* comm);
 
 // This rank hit a CUDA error it cannot get past (the error text is set): the
 // communicator fails with `code` and every peer is told this rank is the
 // culprit, so their kernels or staged calls stop now, naming it.
-void failOnDeviceError(ncclComm* comm, ncclResult_t code);
+void failOnDeviceError(DeviceComm* comm, ncclResult_t code);
 
 // A kernel that faulted (an illegal address, say) leaves a sticky error in
 // the context and never writes its status block; the events of the last
 // launches report it. Then failOnDeviceError with ncclUnhandledCudaError and
 // the CUDA text. Called by the watchdog and by pollKernelStatus.
-void checkDeviceFault(ncclComm* comm);
+void checkDeviceFault(DeviceComm* comm);
 
 class KernelWatchdog {
  public:
   ~KernelWatchdog() { stop(); }
   // After the communicator's connections exist.
-  void start(ncclComm* comm);
+  void start(DeviceComm* comm);
   // Joins the thread; safe to call twice.
   void stop();
 
  private:
-  void run(ncclComm* comm);
+  void run(DeviceComm* comm);
 
   std::thread thread_;
   std::mutex mutex_;

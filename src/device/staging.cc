@@ -4,12 +4,11 @@
 #include <chrono>
 #include <memory>
 
-#include "src/comm/comm.h"
+#include "src/device/device_comm.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/runtime.h"
-#include "src/enqueue/launch.h"
-#include "src/enqueue/arg_checks.h"
+#include "src/call/datatypes.h"
 #include "src/config/env.h"
 
 namespace gyre {
@@ -21,7 +20,7 @@ constexpr size_t kDefaultPieceBytes = 1 << 20;
 constexpr size_t kMaxPieces = 64;  // bounds the events and host functions of one call
 
 struct StagedCall {
-  PendingCall host;          // the call on staging buffers, as the host executor runs it
+  DeviceRequest host;          // the call on staging buffers, as the host executor runs it
   const void* deviceInput;
   void* deviceOutput;
   bool movesInput = false;   // whether this rank reads the input / writes the output at all
@@ -45,7 +44,7 @@ struct PieceRun {
 
 struct StagedJob {
   std::vector<StagedCall> calls;
-  std::vector<ncclComm*> comms;  // distinct, each counted in its jobsInFlight
+  std::vector<DeviceComm*> comms;  // distinct, each counted in its jobsInFlight
   size_t pieces = 1;             // the most pieces of any call
   std::vector<PieceRun> runs;    // one host function argument per piece
   std::atomic<bool> failed{false};  // later pieces skip the executor
@@ -73,7 +72,7 @@ size_t pieceBytesSetting() {
 // the same element range of every row, so peers, which share count and
 // type, cut their calls alike.
 void planPieces(StagedCall* s) {
-  const PendingCall& c = s->host;
+  const DeviceRequest& c = s->host;
   size_t elementSize = datatypeSize(c.datatype);
   size_t byBytes = std::max<size_t>(1, pieceBytesSetting() / elementSize);
   size_t byLimit = (c.count + kMaxPieces - 1) / kMaxPieces;
@@ -81,11 +80,11 @@ void planPieces(StagedCall* s) {
   s->pieces = c.count == 0 ? 1 : (c.count + s->pieceCount - 1) / s->pieceCount;
 }
 
-size_t inputRows(const PendingCall& c) { return inputBlocks(c.coll, c.comm->nranks); }
-size_t outputRows(const PendingCall& c) { return outputBlocks(c.coll, c.comm->nranks); }
+size_t inputRows(const DeviceRequest& c) { return inputBlocks(c.coll, c.comm->nranks); }
+size_t outputRows(const DeviceRequest& c) { return outputBlocks(c.coll, c.comm->nranks); }
 
 // Which side of the call this rank moves at all.
-void stagedSides(const PendingCall& c, bool* in, bool* out) {
+void stagedSides(const DeviceRequest& c, bool* in, bool* out) {
   bool root = c.comm->rank == c.root;
   *in = *out = true;
   switch (c.coll) {
@@ -104,7 +103,7 @@ void pieceRange(const StagedCall& s, size_t piece, size_t* first, size_t* count)
 
 // A host buffer of at least `bytes` from the communicator's pool; `capacity`
 // is its real size, under which it goes back to the pool.
-ncclResult_t takeBuffer(ncclComm* comm, size_t bytes, void** out, size_t* capacity) {
+ncclResult_t takeBuffer(DeviceComm* comm, size_t bytes, void** out, size_t* capacity) {
   StagingState& s = *comm->staging;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -132,34 +131,28 @@ void runPiece(void* arg) {
   StagedJob* job = run->job;
   if (job->failed.load()) return;  // an earlier piece failed and said why; do not wait out timeouts again
   std::vector<std::unique_lock<std::mutex>> locks;
-  std::vector<ncclComm*> order = job->comms;
+  std::vector<DeviceComm*> order = job->comms;
   std::sort(order.begin(), order.end());  // a fixed order, so two jobs never lock crosswise
-  for (ncclComm* c : order) locks.emplace_back(c->staging->executorMutex);
-  std::vector<PendingCall> calls;
+  for (DeviceComm* c : order) locks.emplace_back(c->staging->executorMutex);
+  std::vector<DeviceRequest> calls;
   for (const StagedCall& s : job->calls) {
     size_t first = 0, count = 0;
     pieceRange(s, run->piece, &first, &count);
     size_t elementSize = datatypeSize(s.host.datatype);
-    PendingCall c = s.host;
+    DeviceRequest c = s.host;
     c.count = count;  // 0 past this call's last piece: the executor skips it
     c.callCount = s.host.count;
     c.input = static_cast<const char*>(s.host.input) + inputRows(c) * first * elementSize;
     c.output = static_cast<char*>(s.host.output) + outputRows(c) * first * elementSize;
     calls.push_back(c);
   }
-  ncclResult_t r = runHostCalls(calls);
+  ncclResult_t r = calls[0].comm->hooks->runOnHost(calls);
   if (r != ncclSuccess) {
     job->failed.store(true);
     // The failing rank already marked its communicators; make sure each one
     // of this job reports the error through ncclCommGetAsyncError.
     std::string why = lastErrorText();
-    for (ncclComm* c : job->comms) {
-      int expected = ncclSuccess;
-      if (c->asyncError.compare_exchange_strong(expected, r)) {
-        std::lock_guard<std::mutex> lock(c->errorMutex);
-        c->errorText = why;
-      }
-    }
+    for (DeviceComm* c : job->comms) c->hooks->noteAsyncError(r, why);
     GYRE_WARN("staged collective failed: %s", why.c_str());
   }
 }
@@ -168,14 +161,14 @@ void runPiece(void* arg) {
 void beginCapturedJob(void* arg) {
   auto* job = static_cast<StagedJob*>(arg);
   job->failed.store(false);  // each graph launch starts afresh
-  for (ncclComm* comm : job->comms) {
+  for (DeviceComm* comm : job->comms) {
     std::lock_guard<std::mutex> lock(comm->staging->mutex);
     ++comm->staging->jobsInFlight;
   }
 }
 
 void endCapturedJob(void* arg) {
-  for (ncclComm* comm : static_cast<StagedJob*>(arg)->comms) {
+  for (DeviceComm* comm : static_cast<StagedJob*>(arg)->comms) {
     StagingState& s = *comm->staging;
     std::lock_guard<std::mutex> lock(s.mutex);
     --s.jobsInFlight;
@@ -192,7 +185,7 @@ void finishJob(void* arg) {
     s.freeBuffers.push_back({c.outCapacity, c.stageOut});
     if (c.stageScalar) s.freeBuffers.push_back({c.scalarCapacity, c.stageScalar});
   }
-  for (ncclComm* comm : job->comms) {
+  for (DeviceComm* comm : job->comms) {
     StagingState& s = *comm->staging;
     std::lock_guard<std::mutex> lock(s.mutex);
     --s.jobsInFlight;
@@ -265,7 +258,7 @@ ncclResult_t enqueuePieces(DeviceRuntime* rt, StagedJob* job, const JobStreams& 
 }
 
 // The communicator's own streams, made on its device at first use.
-ncclResult_t pipelineStreams(ncclComm* comm, JobStreams* js) {
+ncclResult_t pipelineStreams(DeviceComm* comm, JobStreams* js) {
   StagingState& s = *comm->staging;
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.ownStreams[0]) {
@@ -283,7 +276,7 @@ ncclResult_t pipelineStreams(ncclComm* comm, JobStreams* js) {
   return ncclSuccess;
 }
 
-ncclResult_t prepareCall(const PendingCall& c, StagedCall* s) {
+ncclResult_t prepareCall(const DeviceRequest& c, StagedCall* s) {
   s->host = c;
   s->deviceInput = c.input;
   s->deviceOutput = c.output;
@@ -296,8 +289,8 @@ ncclResult_t prepareCall(const PendingCall& c, StagedCall* s) {
   GYRE_CHECK(takeBuffer(c.comm, need, &s->stageOut, &s->outCapacity));
   s->host.input = s->stageIn;
   s->host.output = s->stageOut;
-  if (c.op >= ncclNumOps && c.coll != CollKind::SendRecv && c.comm->customOps[c.op - ncclNumOps].scalarPtr) {
-    s->deviceScalar = c.comm->customOps[c.op - ncclNumOps].scalarPtr;
+  if (c.scalar.devicePtr) {
+    s->deviceScalar = c.scalar.devicePtr;
     GYRE_CHECK(takeBuffer(c.comm, datatypeSize(c.datatype), &s->stageScalar, &s->scalarCapacity));
     s->host.stagedScalar = s->stageScalar;
   }
@@ -306,12 +299,12 @@ ncclResult_t prepareCall(const PendingCall& c, StagedCall* s) {
 
 }  // namespace
 
-ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls) {
+ncclResult_t launchStagedCalls(const std::vector<DeviceRequest>& calls) {
   DeviceRuntime* rt = deviceRuntime();
   if (!rt) return fail(ncclInvalidUsage, "device collectives need the CUDA runtime, which this build lacks");
   auto job = std::make_unique<StagedJob>();
   std::vector<StreamHandle> streams;
-  for (const PendingCall& c : calls) {
+  for (const DeviceRequest& c : calls) {
     bool capturing = false;
     GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
     job->captured |= capturing;
@@ -335,7 +328,7 @@ ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls) {
     // communicators from now on; begin/end nodes count each launch in flight.
     StagedJob* raw = job.get();
     std::shared_ptr<StagedJob> owned(job.release());
-    for (ncclComm* comm : raw->comms) {
+    for (DeviceComm* comm : raw->comms) {
       std::lock_guard<std::mutex> lock(comm->staging->mutex);
       comm->staging->capturedJobs.push_back(owned);
     }
@@ -344,7 +337,7 @@ ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls) {
     GYRE_CHECK(rt->hostFunc(driver, endCapturedJob, raw));
     return joinOthers(rt, streams, driver, false);
   }
-  for (ncclComm* comm : job->comms) {
+  for (DeviceComm* comm : job->comms) {
     GYRE_CHECK(comm->staging->order.followLast(driver));
     std::lock_guard<std::mutex> lock(comm->staging->mutex);
     ++comm->staging->jobsInFlight;
@@ -358,16 +351,16 @@ ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls) {
   // finishJob is queued even when a later copy could not be: the job is on
   // a stream, and its communicators count it until finishJob runs.
   // `raw` may be finished and freed from here on: only its communicators are used.
-  std::vector<ncclComm*> comms = raw->comms;
+  std::vector<DeviceComm*> comms = raw->comms;
   ncclResult_t finish = rt->hostFunc(driver, finishJob, raw);
   ncclResult_t joined = joinOthers(rt, streams, driver, false);
   ncclResult_t noted = ncclSuccess;
-  for (ncclComm* comm : comms)
+  for (DeviceComm* comm : comms)
     if (noted == ncclSuccess) noted = comm->staging->order.note(driver);
   return r != ncclSuccess ? r : finish != ncclSuccess ? finish : joined != ncclSuccess ? joined : noted;
 }
 
-bool drainStaging(ncclComm* comm, double seconds) {
+bool drainStaging(DeviceComm* comm, double seconds) {
   if (!comm->staging) return true;
   StagingState& s = *comm->staging;
   std::unique_lock<std::mutex> lock(s.mutex);

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "include/gyre.h"
-#include "src/enqueue/enqueue.h"
+#include "src/device/device_comm.h"
 #include "src/device/runtime.h"
 #include "src/device/stream_completions.h"
 
@@ -56,11 +56,11 @@ struct StagingState {
 };
 
 // Enqueues the calls (all on device communicators) on their streams.
-ncclResult_t launchStagedCalls(const std::vector<PendingCall>& calls);
+ncclResult_t launchStagedCalls(const std::vector<DeviceRequest>& calls);
 
 // Waits (up to `seconds`) for the communicator's jobs to finish, then frees
 // its buffers. False if jobs were still running at the deadline (their
 // buffers are then left allocated rather than freed under them).
-bool drainStaging(ncclComm* comm, double seconds);
+bool drainStaging(DeviceComm* comm, double seconds);
 
 }  // namespace gyre

@@ -5,13 +5,9 @@
 #include <cstddef>
 
 #include "include/gyre.h"
+#include "src/call/datatypes.h"
 
 namespace gyre {
-
-// Size in bytes of a datatype, 0 if the value is not a datatype.
-size_t datatypeSize(ncclDataType_t type);
-const char* datatypeName(ncclDataType_t type);
-const char* redOpName(ncclRedOp_t op);
 
 ncclResult_t checkComm(const ncclComm* comm, const char* caller);
 ncclResult_t checkDatatype(ncclDataType_t type, const char* caller);

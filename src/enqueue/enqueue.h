@@ -8,33 +8,21 @@
 #include <vector>
 
 #include "include/gyre.h"
-#include "src/comm/coll_kind.h"
+#include "src/call/call.h"
 
 namespace gyre {
 
-// One call as the user made it (after argument checks).
-struct PendingCall {
-  ncclComm* comm;
-  CollKind coll;
-  const void* input;
-  void* output;
-  size_t count;          // AllGather: sendcount; ReduceScatter: recvcount; Send/Recv: count
-  ncclDataType_t datatype;
-  ncclRedOp_t op;
-  int root;              // Broadcast/Reduce root, or the Send/Recv peer
-  bool isSend;           // SendRecv only: true for ncclSend
-  cudaStream_t stream = nullptr;  // device communicators: where the work is ordered
-  // Staged device calls: a host copy of an ncclScalarDevice operator's scalar
-  // (the device pointer cannot be read by the host executor).
-  const void* stagedScalar = nullptr;
-  // Staged pieces: the whole call's count, stamped into the slots instead of
-  // the piece's, so a count that differs between ranks is caught at the
-  // first piece rather than as a missing last one. 0: `count` is the call.
-  size_t callCount = 0;
+// One call as the user made it (after argument checks), on its communicator.
+// Layers below the communicator take the CollCall part only.
+struct PendingCall : CollCall {
+  ncclComm* comm = nullptr;
 };
 
-// Runs the call now, or queues it if a group is open on this thread.
-ncclResult_t enqueue(const PendingCall& call);
+// Runs the call on `comm` now, or queues it if a group is open on this
+// thread. A PreMulSum operator's scalar is looked up here, so what runs
+// later does not depend on the operator still existing.
+ncclResult_t enqueue(ncclComm* comm, const CollCall& call);
+
 
 ncclResult_t groupStart();
 // How many ncclGroupStart calls are open on this thread.

@@ -1,7 +1,9 @@
 // ncclGroupStart / ncclGroupEnd: a per-thread depth and list of calls. Nested
 // groups merge into the outermost; its end runs everything at once.
+#include <cstring>
 #include <vector>
 
+#include "src/comm/comm.h"
 #include "src/debug/error.h"
 #include "src/enqueue/enqueue.h"
 #include "src/enqueue/launch.h"
@@ -49,7 +51,16 @@ ncclResult_t groupSimulateEnd(std::vector<PendingCall>* calls) {
   return earlier;
 }
 
-ncclResult_t enqueue(const PendingCall& call) {
+ncclResult_t enqueue(ncclComm* comm, const CollCall& args) {
+  PendingCall call;
+  static_cast<CollCall&>(call) = args;
+  call.comm = comm;
+  if (args.op >= ncclNumOps && args.coll != CollKind::SendRecv) {
+    const CustomRedOp& custom = comm->customOps[args.op - ncclNumOps];
+    call.scalar.present = true;
+    call.scalar.devicePtr = custom.scalarPtr;
+    memcpy(call.scalar.value, custom.value, sizeof(call.scalar.value));
+  }
   if (group.depth > 0) {
     group.calls.push_back(call);
     return ncclSuccess;

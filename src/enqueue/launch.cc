@@ -8,14 +8,13 @@
 #include "src/comm/comm.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
-#include "src/device/direct_calls.h"
-#include "src/device/kernel_calls.h"
-#include "src/device/kernel_watchdog.h"
+#include "src/comm/executor_binding.h"
+#include "src/device/device_layer.h"
 #include "src/device/runtime.h"
-#include "src/device/staging.h"
 #include "src/enqueue/arg_checks.h"
 #include "src/enqueue/p2p_connect.h"
 #include "src/host/executor.h"
+#include "src/host/host_comm.h"
 #include "src/plan/planner.h"
 #include "src/sched/build_ring_allreduce.h"
 #include "src/sched/build_ring_collectives.h"
@@ -40,21 +39,8 @@ class ActiveCalls {
   const std::vector<ncclComm*>& comms_;
 };
 
-}  // namespace
-
-bool isInPlace(const PendingCall& c) {
-  size_t bytes = c.count * datatypeSize(c.datatype);
-  switch (c.coll) {
-    case CollKind::AllGather:
-      return static_cast<const char*>(c.input) == static_cast<char*>(c.output) + c.comm->rank * bytes;
-    default: return c.input == c.output;
-  }
-}
-
-namespace {
-
 ncclResult_t checkUsable(ncclComm* comm, CollKind coll) {
-  pollKernelStatus(comm);  // a kernel that failed since the last call
+  pollDeviceStatus(comm->device.get());  // a kernel that failed since the last call
   if (comm->abortFlag.load()) return fail(ncclInvalidUsage, "%s: the communicator was aborted", collName(coll));
   if (comm->finalized.load())
     return fail(ncclInvalidUsage, "%s: the communicator was finalized (ncclCommFinalize); only ncclCommDestroy "
@@ -76,7 +62,7 @@ ncclResult_t checkUsable(ncclComm* comm, CollKind coll) {
 ncclResult_t buildRingChannel(const PendingCall& c, const Plan& plan, const Channel& ch, size_t begin, size_t count,
                               ChannelSchedule* out) {
   int rootPos = c.root >= 0 && c.root < c.comm->nranks ? ch.positionOf[c.root] : 0;
-  RingShape shape{ch.position, c.comm->nranks, c.count, plan.chunkElems, rootPos, isInPlace(c), begin, count,
+  RingShape shape{ch.position, c.comm->nranks, c.count, plan.chunkElems, rootPos, isInPlace(c, c.comm->rank), begin, count,
                   ch.ringRanks.data()};
   switch (c.coll) {
     case CollKind::AllReduce:
@@ -155,7 +141,7 @@ class LaneSet {
     return s;
   }
 
-  ncclResult_t add(LaneSpec spec, const ChannelSchedule& steps, const void* orderKey) {
+  ncclResult_t add(LaneSpec spec, HostComm* comm, const ChannelSchedule& steps, const void* orderKey) {
     spec.steps = steps.steps.data();
     spec.nsteps = steps.steps.size();
     if (!hostLanes_) {
@@ -167,7 +153,7 @@ class LaneSet {
       lane = std::move(spare_.back());
       spare_.pop_back();
     }
-    GYRE_CHECK(reuseHostLane(spec, &lane));
+    GYRE_CHECK(reuseHostLane(spec, comm, &lane));
     // A lane waits for every lane of the previous call on the same key.
     Order& o = orderFor(orderKey);
     for (const Lane* p : o.previous) lane->runAfter(p);
@@ -222,17 +208,17 @@ thread_local std::vector<ncclComm*> tlsComms;
 // scalar must not be read on the host.
 LaneSpec baseSpec(const PendingCall& c, bool withScalar = true) {
   LaneSpec spec;
-  spec.comm = c.comm;
+  spec.rank = c.comm->rank;
+  spec.nranks = c.comm->nranks;
   spec.coll = c.coll;
   spec.datatype = c.datatype;
   spec.op = c.op;
   spec.count = c.callCount ? c.callCount : c.count;
   spec.buffers[kInputBuffer] = const_cast<void*>(c.input);
   spec.buffers[kOutputBuffer] = c.output;
-  if (withScalar && c.op >= ncclNumOps && c.coll != CollKind::SendRecv) {
-    const CustomRedOp& custom = c.comm->customOps[c.op - ncclNumOps];
+  if (withScalar && c.scalar.present) {
     spec.hasScalar = true;
-    const void* scalar = c.stagedScalar ? c.stagedScalar : custom.scalarPtr ? custom.scalarPtr : custom.value;
+    const void* scalar = c.stagedScalar ? c.stagedScalar : c.scalar.devicePtr ? c.scalar.devicePtr : c.scalar.value;
     memcpy(spec.scalar, scalar, datatypeSize(c.datatype));
   }
   return spec;
@@ -259,12 +245,12 @@ ncclResult_t addTreeAllReduce(const PendingCall& c, const Plan& plan, LaneSpec s
     spec.channel = tc.id;
     if (tc.parent < 0) {
       useConnections(&spec, tc.downSend, tc.upRecv);
-      GYRE_CHECK(set->add(spec, *up, c.comm));
+      GYRE_CHECK(set->add(spec, c.comm->host.get(), *up, c.comm));
     } else {
       useConnections(&spec, tc.upSend, tc.upRecv);
-      GYRE_CHECK(set->add(spec, *up, c.comm));
+      GYRE_CHECK(set->add(spec, c.comm->host.get(), *up, c.comm));
       useConnections(&spec, tc.downSend, tc.downRecv);
-      GYRE_CHECK(set->add(spec, *down, c.comm));
+      GYRE_CHECK(set->add(spec, c.comm->host.get(), *down, c.comm));
     }
   }
   return ncclSuccess;
@@ -284,7 +270,7 @@ ncclResult_t addDoublingAllReduce(const PendingCall& c, const Plan& plan, LaneSp
     useConnections(&spec, c.comm->doubling.send, c.comm->doubling.recv);
     spec.channel = kDoublingChannelBase;
   }
-  return set->add(spec, *sched, c.comm);
+  return set->add(spec, c.comm->host.get(), *sched, c.comm);
 }
 
 // Channels split the elements into contiguous ranges. Each element's
@@ -299,7 +285,7 @@ ncclResult_t addRingCollective(const PendingCall& c, const Plan& plan, LaneSpec 
     GYRE_CHECK(buildRingChannel(c, plan, ch, range.offset, range.count, sched));
     useConnections(&spec, ch.sendPtrs, ch.recvPtrs);
     spec.channel = ch.id;
-    GYRE_CHECK(set->add(spec, *sched, c.comm));
+    GYRE_CHECK(set->add(spec, c.comm->host.get(), *sched, c.comm));
   }
   return ncclSuccess;
 }
@@ -321,14 +307,14 @@ ncclResult_t addSendRecv(const PendingCall& c, const Plan& plan, LaneSpec spec, 
   spec.single = conn;
   spec.channel = kP2PChannelId;
   spec.opCount = ++conn->callSeq;
-  return set->add(spec, *sched, conn);
+  return set->add(spec, c.comm->host.get(), *sched, conn);
 }
 
 }  // namespace
 
 ncclResult_t collectiveLaneSpecs(const PendingCall& call, std::vector<LaneSpec>* out, bool* ll) {
   Plan plan;
-  GYRE_CHECK(planCollective(call.comm, call.coll, call.count, datatypeSize(call.datatype), &plan));
+  GYRE_CHECK(planCollective(planContextOf(call.comm), call.coll, call.count, datatypeSize(call.datatype), &plan));
   *ll = plan.protocol == Protocol::LL;
   thread_local LaneSet set;
   set.reset(false);
@@ -346,26 +332,13 @@ ncclResult_t launchCalls(std::vector<PendingCall>& calls) {
       return fail(ncclInvalidUsage, "%s: one group mixes host-memory and device communicators", collName(c.coll));
   }
   if (!device) return runHostCalls(calls);
-  // Collectives of communicators that run kernels go to the device
-  // executor first; everything else (send/recv, staged communicators) is
-  // staged after them on the same streams, so every rank orders a mixed group
-  // the same way.
-  std::vector<PendingCall> kernelCalls, directCalls, stagedCalls;
+  std::vector<DeviceRequest> requests;
   for (const PendingCall& c : calls) {
-    bool collective = c.coll != CollKind::SendRecv;
-    (collective && c.comm->deviceKernels ? kernelCalls : collective && c.comm->direct ? directCalls : stagedCalls)
-        .push_back(c);
+    DeviceRequest& r = requests.emplace_back();
+    static_cast<CollCall&>(r) = c;
+    r.comm = c.comm->device.get();
   }
-  ncclResult_t r = kernelCalls.empty() ? ncclSuccess : launchKernelCalls(kernelCalls);
-  // Direct calls every rank could not take join the staged ones (all ranks agree which).
-  if (r == ncclSuccess && !directCalls.empty()) r = launchDirectCalls(directCalls, &stagedCalls);
-  if (r == ncclSuccess && !stagedCalls.empty()) r = launchStagedCalls(stagedCalls);
-  if (r == ncclUnhandledCudaError && deviceRuntime()->contextBroken()) {
-    // The context is broken (CUDA errors are sticky): the communicators
-    // cannot run again, and peers waiting on this rank should hear it now.
-    for (const PendingCall& c : calls) failOnDeviceError(c.comm, r);
-  }
-  GYRE_CHECK(r);
+  GYRE_CHECK(launchDeviceCalls(requests));
   if (DeviceRuntime* rt = deviceRuntime(); rt && rt->synchronousForTests()) {
     for (const PendingCall& c : calls) GYRE_CHECK(rt->streamSynchronize(c.stream));
     for (const PendingCall& c : calls) GYRE_CHECK(checkUsable(c.comm, c.coll));
@@ -393,7 +366,7 @@ ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
     bool p2p = c.coll == CollKind::SendRecv;
     if (p2p && c.root == c.comm->rank) continue;  // copied above
     Plan plan;
-    GYRE_CHECK(planCollective(c.comm, c.coll, c.count, datatypeSize(c.datatype), &plan));
+    GYRE_CHECK(planCollective(planContextOf(c.comm), c.coll, c.count, datatypeSize(c.datatype), &plan));
     LaneSpec spec = baseSpec(c);
     if (p2p) {
       GYRE_CHECK(addSendRecv(c, plan, spec, &set));

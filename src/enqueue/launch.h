@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "src/enqueue/enqueue.h"
-#include "src/host/lane.h"
+#include "src/sched/lane_spec.h"
 
 namespace gyre {
 
@@ -14,9 +14,6 @@ ncclResult_t launchCalls(std::vector<PendingCall>& calls);
 
 // The host executor path itself (also what a staged job runs on its buffers).
 ncclResult_t runHostCalls(std::vector<PendingCall>& calls);
-
-// Whether the call's output is its input (AllGather: the rank's own block).
-bool isInPlace(const PendingCall& c);
 
 // The lanes one collective runs as (schedules and connections), without
 // making host lanes: what the device executor uploads. The specs' step

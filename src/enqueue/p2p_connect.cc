@@ -4,6 +4,7 @@
 
 #include "src/comm/comm.h"
 #include "src/comm/comm_topology.h"
+#include "src/host/host_comm.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 
@@ -33,7 +34,7 @@ ncclResult_t connectOne(ncclComm* comm, int peer, bool isSend) {
                 peer, isSend ? "ncclRecv" : "ncclSend", why.c_str());
   }
   GYRE_INFO("P2P", "connected %s rank %d over %s", isSend ? "to" : "from", peer, conn->transport->name());
-  comm->progress.add(conn.get());
+  comm->host->progress.add(conn.get());
   table[peer] = std::move(conn);
   return ncclSuccess;
 }

@@ -1,14 +1,14 @@
 #include "src/host/executor.h"
 
-#include "kernels/op_dispatch.h"
+#include "kernels/primitives/op_dispatch.h"
 
 namespace gyre {
 
-ncclResult_t makeHostLane(const LaneSpec& spec, std::unique_ptr<Lane>* out) {
-  OpParams params{spec.comm->nranks, spec.hasScalar, spec.scalar};
+ncclResult_t makeHostLane(const LaneSpec& spec, HostComm* comm, std::unique_ptr<Lane>* out) {
+  OpParams params{spec.nranks, spec.hasScalar, spec.scalar};
   ncclResult_t r = visitTypedOp(spec.datatype, spec.op, params, [&](auto op) {
     using Op = decltype(op);
-    *out = std::make_unique<TypedLane<typename Op::Elem, Op>>(spec, op);
+    *out = std::make_unique<TypedLane<typename Op::Elem, Op>>(spec, comm, op);
     return ncclSuccess;
   });
   if (r != ncclSuccess)
@@ -17,12 +17,12 @@ ncclResult_t makeHostLane(const LaneSpec& spec, std::unique_ptr<Lane>* out) {
   return ncclSuccess;
 }
 
-ncclResult_t reuseHostLane(const LaneSpec& spec, std::unique_ptr<Lane>* lane) {
+ncclResult_t reuseHostLane(const LaneSpec& spec, HostComm* comm, std::unique_ptr<Lane>* lane) {
   if (*lane && (*lane)->reusableFor(spec)) {
-    (*lane)->rebind(spec);
+    (*lane)->rebind(spec, comm);
     return ncclSuccess;
   }
-  return makeHostLane(spec, lane);
+  return makeHostLane(spec, comm, lane);
 }
 
 }  // namespace gyre

@@ -16,11 +16,11 @@
 
 namespace gyre {
 
-// Creates the lane for spec's datatype and operator.
-ncclResult_t makeHostLane(const LaneSpec& spec, std::unique_ptr<Lane>* out);
+// Creates the lane for spec's datatype and operator, on `comm`.
+ncclResult_t makeHostLane(const LaneSpec& spec, HostComm* comm, std::unique_ptr<Lane>* out);
 // Rebinds *lane to spec when its type and operator fit, else makes a new one:
 // repeated calls then allocate nothing.
-ncclResult_t reuseHostLane(const LaneSpec& spec, std::unique_ptr<Lane>* lane);
+ncclResult_t reuseHostLane(const LaneSpec& spec, HostComm* comm, std::unique_ptr<Lane>* lane);
 
 ncclResult_t runLanes(std::vector<std::unique_ptr<Lane>>& lanes);
 

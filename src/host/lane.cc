@@ -1,6 +1,5 @@
 #include "src/host/lane.h"
 
-#include "src/enqueue/arg_checks.h"
 
 namespace gyre {
 
@@ -12,43 +11,18 @@ Connection* Lane::blockingConnection() const {
   return nullptr;
 }
 
-SlotMeta makeSlotMeta(const LaneSpec& spec, uint32_t bytes) {
-  SlotMeta m{};
-  m.opCount = spec.opCount;
-  m.count = spec.count;
-  m.bytes = bytes;
-  m.coll = static_cast<uint8_t>(spec.coll);
-  m.datatype = static_cast<uint8_t>(spec.datatype);
-  m.redop = static_cast<uint8_t>(spec.op < ncclNumOps ? spec.op : 0xff);
-  return m;
-}
-
-ncclResult_t failMismatchedCalls(int sender, const SlotMeta& sent, int self, const SlotMeta& own) {
-  // Both ranks by number: the error is read on one rank's log, next to the
-  // other rank's, and "this rank" alone does not say which of them it is.
-  auto type = [](uint8_t t) { return datatypeName(static_cast<ncclDataType_t>(t)); };
-  auto op = [](uint8_t o) { return redOpName(static_cast<ncclRedOp_t>(o)); };
-  return fail(ncclInvalidUsage,
-              "mismatched calls: rank %d sent data for %s #%llu (count %llu, datatype %s, op %s) while rank %d "
-              "(this rank) is in %s #%llu (count %llu, datatype %s, op %s)",
-              sender, collName(static_cast<CollKind>(sent.coll)), static_cast<unsigned long long>(sent.opCount),
-              static_cast<unsigned long long>(sent.count), type(sent.datatype), op(sent.redop), self,
-              collName(static_cast<CollKind>(own.coll)), static_cast<unsigned long long>(own.opCount),
-              static_cast<unsigned long long>(own.count), type(own.datatype), op(own.redop));
-}
-
-ncclResult_t checkSlotMeta(const LaneSpec& spec, const Connection& in, uint32_t expectedBytes) {
+ncclResult_t checkSlotMeta(const LaneSpec& spec, HostComm* comm, const Connection& in, uint32_t expectedBytes) {
   const SlotMeta& got = in.fifo.metaOf(in.step);
   SlotMeta want = makeSlotMeta(spec, expectedBytes);
   ncclResult_t r = ncclSuccess;
   if (got.opCount != want.opCount || got.coll != want.coll || got.count != want.count ||
       got.datatype != want.datatype || got.redop != want.redop) {
-    r = failMismatchedCalls(in.peer, got, spec.comm->rank, want);
+    r = failMismatchedCalls(in.peer, got, spec.rank, want);
   } else if (got.bytes != expectedBytes) {
     r = fail(ncclInternalError, "%s #%llu: rank %d sent %u bytes for a %u-byte step", collName(spec.coll),
              static_cast<unsigned long long>(want.opCount), in.peer, got.bytes, expectedBytes);
   }
-  if (r != ncclSuccess) markCommFailed(spec.comm, r, in.peer);
+  if (r != ncclSuccess) comm->markFailed(r, in.peer);
   return r;
 }
 

@@ -1,6 +1,4 @@
-// A lane is one ordered list of steps over its own connections: one channel of
-// a collective, or all sends to (or receives from) one peer in a group. The
-// host executor interleaves many lanes in one thread, running each lane's next
+// A lane (src/sched/lane_spec.h) on the host: the host executor interleaves many lanes in one thread, running each lane's next
 // steps whenever they are ready and never blocking inside a lane, so channels
 // overlap and a group of sends and receives cannot deadlock on ordering.
 //
@@ -14,41 +12,19 @@
 
 #include "kernels/primitives/reduce_copy.h"
 #include "kernels/primitives/reduce_op.h"
-#include "src/host/half_simd.h"
-#include "src/comm/coll_kind.h"
-#include "src/comm/comm.h"
+#include "src/call/coll_kind.h"
 #include "src/debug/error.h"
+#include "src/host/half_simd.h"
+#include "src/host/host_comm.h"
 #include "src/host/wait.h"
+#include "src/sched/lane_spec.h"
+#include "src/sched/slot_meta.h"
 
 namespace gyre {
 
-// Everything a lane needs, independent of element type.
-struct LaneSpec {
-  ncclComm* comm = nullptr;
-  CollKind coll = CollKind::AllReduce;
-  ncclDataType_t datatype = ncclFloat32;
-  ncclRedOp_t op = ncclSum;
-  size_t count = 0;         // the call's count, stamped into SlotMeta for peer checks
-  uint64_t opCount = 0;     // the call's sequence number (per connection for send/recv)
-  int channel = 0;
-  const Step* steps = nullptr;
-  size_t nsteps = 0;
-  Connection* const* send = nullptr;  // indexed by Step::sendConn
-  Connection* const* recv = nullptr;  // indexed by Step::recvConn
-  size_t nsend = 0;
-  size_t nrecv = 0;
-  void* buffers[2] = {nullptr, nullptr};  // kInputBuffer, kOutputBuffer
-  // A send/recv lane has one connection: set this instead of send/recv and
-  // the lane points its one-entry array at its own copy.
-  Connection* single = nullptr;
-  // A PreMulSum operator's scalar, as bytes of `datatype`.
-  bool hasScalar = false;
-  unsigned char scalar[8] = {};
-};
-
 class Lane {
  public:
-  explicit Lane(const LaneSpec& spec) { bind(spec); }
+  Lane(const LaneSpec& spec, HostComm* comm) { bind(spec, comm); }
   virtual ~Lane() = default;
 
   // Whether rebind(spec) may reuse this lane: the element type and operator
@@ -56,11 +32,11 @@ class Lane {
   // lanes with one are never reused.
   bool reusableFor(const LaneSpec& spec) const {
     return !spec.hasScalar && !spec_.hasScalar && spec.datatype == spec_.datatype && spec.op == spec_.op &&
-           spec.comm->nranks == nranks_;  // ncclAvg scales by 1/nranks; spec_.comm may be gone by now
+           spec.nranks == spec_.nranks;  // ncclAvg scales by 1/nranks
   }
   // Starts the lane over on a new call, keeping its allocations.
-  void rebind(const LaneSpec& spec) {
-    bind(spec);
+  void rebind(const LaneSpec& spec, HostComm* comm) {
+    bind(spec, comm);
     next_ = 0;
     before_.clear();
   }
@@ -78,20 +54,21 @@ class Lane {
     return false;
   }
   const LaneSpec& spec() const { return spec_; }
+  HostComm* comm() const { return comm_; }
   size_t nextStep() const { return next_; }
   // The connection the next step waits on (for timeout messages), or null.
   Connection* blockingConnection() const;
 
  protected:
   LaneSpec spec_;
+  HostComm* comm_ = nullptr;
   size_t next_ = 0;
   std::vector<const Lane*> before_;
 
  private:
-  int nranks_ = 0;
-  void bind(const LaneSpec& spec) {
+  void bind(const LaneSpec& spec, HostComm* comm) {
     spec_ = spec;
-    nranks_ = spec.comm->nranks;
+    comm_ = comm;
     if (spec_.single) {
       (spec_.single->isSend ? spec_.send : spec_.recv) = &spec_.single;
       (spec_.single->isSend ? spec_.nsend : spec_.nrecv) = 1;
@@ -115,18 +92,14 @@ inline bool reduceHalfFast(const OpPreMulSum<Half>& op, bool pre, const Half* r,
   return halfReduceSimd(HalfSimdOp::Sum, r, l, d, nullptr, n, pre ? &op.scalar : nullptr);
 }
 
-SlotMeta makeSlotMeta(const LaneSpec& spec, uint32_t bytes);
-// The error for a step whose metadata (`sent` by `sender`) is not this rank's
-// own call (`own`); the host lanes and the device kernels' report share it.
-ncclResult_t failMismatchedCalls(int sender, const SlotMeta& sent, int self, const SlotMeta& own);
 // Both ranks must run the same call with the same arguments; otherwise the
-// bytes would be silently misinterpreted.
-ncclResult_t checkSlotMeta(const LaneSpec& spec, const Connection& in, uint32_t expectedBytes);
+// bytes would be silently misinterpreted. A mismatch fails the communicator.
+ncclResult_t checkSlotMeta(const LaneSpec& spec, HostComm* comm, const Connection& in, uint32_t expectedBytes);
 
 template <typename T, typename Op>
 class TypedLane final : public Lane {
  public:
-  TypedLane(const LaneSpec& spec, Op op) : Lane(spec), op_(op) {}
+  TypedLane(const LaneSpec& spec, HostComm* comm, Op op) : Lane(spec, comm), op_(op) {}
 
   ncclResult_t advance(bool* progressed) override {
     if (waiting()) return ncclSuccess;
@@ -153,7 +126,7 @@ class TypedLane final : public Lane {
     const T* received = nullptr;
     T* outgoing = nullptr;
     if (in) {
-      GYRE_CHECK(checkSlotMeta(spec_, *in, bytes));
+      GYRE_CHECK(checkSlotMeta(spec_, comm_, *in, bytes));
       received = reinterpret_cast<const T*>(in->fifo.payload(in->step, bytes));
     }
     if (out) outgoing = reinterpret_cast<T*>(out->fifo.payload(out->step, bytes));

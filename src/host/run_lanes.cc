@@ -59,7 +59,7 @@ class HeldFailure {
   bool held() const { return code_ != ncclSuccess; }
 
   // The first failure wins; its text is the thread's last error now.
-  void hold(ncclComm* comm, ncclResult_t code, int culprit) {
+  void hold(HostComm* comm, ncclResult_t code, int culprit) {
     if (held()) return;
     code_ = code;
     comm_ = comm;
@@ -87,7 +87,7 @@ class HeldFailure {
   // with its text.
   ncclResult_t raise() {
     ncclResult_t r = recordFailure(code_, text_.c_str());
-    markCommFailed(comm_, r, culprit_);
+    comm_->markFailed(r, culprit_);
     return r;
   }
 
@@ -109,7 +109,7 @@ class HeldFailure {
 
  private:
   ncclResult_t code_ = ncclSuccess;
-  ncclComm* comm_ = nullptr;
+  HostComm* comm_ = nullptr;
   int culprit_ = -1;
   std::string text_;
   std::chrono::steady_clock::time_point lastMove_;
@@ -118,11 +118,11 @@ class HeldFailure {
 };
 
 struct Waiter {
-  std::vector<ncclComm*> comms;
+  std::vector<HostComm*> comms;
   // The connections the lanes use that need progress() (sockets), with
   // their communicator: a pass drives only these, since a receive on every
   // idle connection (other channels, trees) costs a system call each.
-  std::vector<std::pair<Connection*, ncclComm*>> active;
+  std::vector<std::pair<Connection*, HostComm*>> active;
   int passes = 0;
   std::vector<pollfd> fds;
   std::vector<Connection*> blocked;
@@ -135,12 +135,12 @@ struct Waiter {
   void init(const Lanes& lanes) {
     comms.clear();
     for (const auto& l : lanes)
-      if (std::find(comms.begin(), comms.end(), l->spec().comm) == comms.end()) comms.push_back(l->spec().comm);
+      if (std::find(comms.begin(), comms.end(), l->comm()) == comms.end()) comms.push_back(l->comm());
     spinsBeforeBlocking = comms.empty() ? 0 : comms[0]->spinsBeforeBlocking;
-    timeoutSeconds = comms.empty() ? 1 : comms[0]->collTimeoutSeconds;
-    for (ncclComm* c : comms) {
+    timeoutSeconds = comms.empty() ? 1 : comms[0]->timeoutSeconds;
+    for (HostComm* c : comms) {
       spinsBeforeBlocking = std::min(spinsBeforeBlocking, c->spinsBeforeBlocking);
-      timeoutSeconds = std::min(timeoutSeconds, c->collTimeoutSeconds);
+      timeoutSeconds = std::min(timeoutSeconds, c->timeoutSeconds);
     }
     active.clear();
     passes = 0;
@@ -152,7 +152,7 @@ struct Waiter {
           if (list[i]->needsProgress &&
               std::find_if(active.begin(), active.end(), [&](const auto& a) { return a.first == list[i]; }) ==
                   active.end())
-            active.push_back({list[i], s.comm});
+            active.push_back({list[i], l->comm()});
     }
   }
 
@@ -172,7 +172,7 @@ struct Waiter {
 
   void progressEverything() {
     QuietFailures quiet(held.held());
-    for (ncclComm* c : comms) {
+    for (HostComm* c : comms) {
       int culprit = -1;
       ncclResult_t r = c->progress.progressAll(&culprit);
       if (r != ncclSuccess) held.hold(c, r, culprit);
@@ -180,12 +180,12 @@ struct Waiter {
   }
 
   void wakePeers() {
-    for (ncclComm* c : comms) c->progress.wakePeers();
+    for (HostComm* c : comms) c->progress.wakePeers();
   }
 
   ncclResult_t checkAborted(const char* what) {
-    for (ncclComm* c : comms)
-      if (c->abortFlag.load(std::memory_order_relaxed))
+    for (HostComm* c : comms)
+      if (c->abortFlag->load(std::memory_order_relaxed))
         return fail(ncclInvalidUsage, "%s: the communicator of rank %d was aborted (ncclCommAbort)", what, c->rank);
     return ncclSuccess;
   }
@@ -212,7 +212,7 @@ struct Waiter {
     }
     {
       QuietFailures quiet(held.held());
-      for (ncclComm* c : comms) {
+      for (HostComm* c : comms) {
         int culprit = -1;
         ncclResult_t r = c->progress.checkQuietPeers(&culprit);
         if (r != ncclSuccess) held.hold(c, r, culprit);
@@ -224,7 +224,7 @@ struct Waiter {
       return;
     }
     fds.clear();
-    for (ncclComm* c : comms) c->progress.appendPollFds(&fds);
+    for (HostComm* c : comms) c->progress.appendPollFds(&fds);
     if (shared > 0) ms = std::min(ms, 1);  // poll() does not see shared-memory steps
     if (fds.empty()) std::this_thread::yield();
     else poll(fds.data(), fds.size(), ms);
@@ -251,7 +251,7 @@ struct Waiter {
 
 ncclResult_t describeStall(const Lane& lane, const Connection* conn, double seconds, bool peerClosed) {
   const LaneSpec& s = lane.spec();
-  const PeerInfo& p = s.comm->bootstrap->peers()[conn->peer];
+  const PeerInfo& p = (*lane.comm()->peers)[conn->peer];
   ncclResult_t r;
   if (peerClosed)
     r = fail(ncclRemoteError,
@@ -264,8 +264,8 @@ ncclResult_t describeStall(const Lane& lane, const Connection* conn, double seco
              "%s #%llu (channel %d, step %zu of %zu): rank %d waited %.0f s (GYRE_TIMEOUT) for %s rank %d (%s pid "
              "%d); it is stalled, dead, or not making the matching call",
              collName(s.coll), static_cast<unsigned long long>(s.opCount), s.channel, lane.nextStep() + 1, s.nsteps,
-             s.comm->rank, seconds, conn->isSend ? "buffer space at" : "data from", conn->peer, p.host, p.pid);
-  markCommFailed(s.comm, r, conn->peer);
+             lane.comm()->rank, seconds, conn->isSend ? "buffer space at" : "data from", conn->peer, p.host, p.pid);
+  lane.comm()->markFailed(r, conn->peer);
   return r;
 }
 
@@ -306,7 +306,7 @@ ncclResult_t noProgressAtAll(const Lanes& lanes, double seconds) {
   const LaneSpec& s = lanes[0]->spec();
   ncclResult_t r = fail(ncclInternalError, "%s #%llu: no progress for %.0f s (GYRE_TIMEOUT) and no peer to blame",
                         collName(s.coll), static_cast<unsigned long long>(s.opCount), seconds);
-  markCommFailed(s.comm, r, -1);
+  lanes[0]->comm()->markFailed(r, -1);
   return r;
 }
 

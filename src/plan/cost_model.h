@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "src/comm/coll_kind.h"
+#include "src/call/coll_kind.h"
 #include "src/plan/algorithm.h"
 #include "src/plan/ring_order.h"
 #include "topology/paths.h"

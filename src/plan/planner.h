@@ -14,10 +14,9 @@
 #include <cstddef>
 
 #include "include/gyre.h"
-#include "src/comm/coll_kind.h"
+#include "src/call/coll_kind.h"
 #include "src/plan/algorithm.h"
-
-struct ncclComm;
+#include "src/plan/tuning.h"
 
 namespace gyre {
 
@@ -49,7 +48,20 @@ inline size_t collectiveBytes(CollKind coll, size_t count, size_t typeSize, int 
   return count * typeSize * (perRankCount ? static_cast<size_t>(nranks) : 1);
 }
 
-ncclResult_t planCollective(const ncclComm* comm, CollKind coll, size_t count, size_t typeSize, Plan* plan);
+// What the planner decides from besides the call: facts of the communicator,
+// fixed once init has made its rings, trees and tuning table.
+struct PlanContext {
+  int nranks = 1;
+  int minChannels = 1;             // NCCL_MIN_NCHANNELS, at most ringChannels
+  int ringChannels = 1;            // rings made at init
+  size_t slotBytes = 0;            // one pipeline step: NCCL_BUFFSIZE / kFifoSlots
+  bool kernels = false;            // device kernels run it (the only executor with LL)
+  bool trees = false;              // the double binary tree is connected
+  bool doublingConnections = false;  // recursive doubling's connections exist (4, 8, ... ranks)
+  const TuningTable* tuning = nullptr;
+};
+
+ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count, size_t typeSize, Plan* plan);
 
 // Checks NCCL_ALGO / NCCL_PROTO against what this build can run (at init, so a
 // bad value fails early and names the variable).

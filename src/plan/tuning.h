@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <string>
 
-#include "src/comm/coll_kind.h"
+#include "src/call/coll_kind.h"
 #include "src/plan/algorithm.h"
 #include "src/plan/cost_model.h"
 #include "src/plan/ring_order.h"

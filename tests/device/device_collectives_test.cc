@@ -21,6 +21,7 @@
 #include "../support/stream_gate.h"
 #include "coll_common.h"
 #include "src/comm/comm.h"
+#include "src/comm/executor_binding.h"
 #include "src/device/fake_capture.h"
 #include "src/device/runtime.h"
 #include "src/plan/planner.h"
@@ -43,8 +44,8 @@ RankOptions deviceOptions(double timeout = 60) {
 int checkPath(ncclComm_t comm, int rank) {
   const char* path = getenv("GYRE_DEVICE_PATH");
   bool kernels = !path || strcmp(path, "staged") != 0;
-  RANK_CHECK(comm->deviceKernels == kernels, "rank %d: GYRE_DEVICE_PATH=%s but the communicator runs %s", rank,
-             path ? path : "(unset)", comm->deviceKernels ? "kernels" : "staged");
+  RANK_CHECK(gyre::runsKernels(comm) == kernels, "rank %d: GYRE_DEVICE_PATH=%s but the communicator runs %s", rank,
+             path ? path : "(unset)", gyre::runsKernels(comm) ? "kernels" : "staged");
   return 0;
 }
 
@@ -199,7 +200,7 @@ int checkFusedGroup(ncclComm_t comm, int rank, int nranks) {
   ncclResult_t async = ncclSuccess;
   ncclCommGetAsyncError(comm, &async);
   RANK_CHECK(async == ncclSuccess, "rank %d: async error: %s", rank, lastError().c_str());
-  if (comm->deviceKernels)
+  if (gyre::runsKernels(comm))
     RANK_CHECK(launches == 3, "rank %d: the group took %lld kernel launches; expected 3 (6 float sums on stream 1, "
                "the int32 max, the call on stream 2)", rank, static_cast<long long>(launches));
 
@@ -299,11 +300,11 @@ TEST_CASE("an LL step never takes what an earlier Simple step left in its slot f
         ncclComm_t comm = nullptr;
         if (initDeviceComm(&comm, rank, n, id) != 0) return 1;
         const size_t big = 1 << 20, small = 2;
-        if (comm->deviceKernels) {
+        if (gyre::runsKernels(comm)) {
           gyre::Plan plan;
-          gyre::planCollective(comm, gyre::CollKind::AllReduce, big, 4, &plan);
+          gyre::planCollective(gyre::planContextOf(comm), gyre::CollKind::AllReduce, big, 4, &plan);
           RANK_CHECK(plan.protocol == gyre::Protocol::Simple, "rank %d: 4 MiB should run Simple", rank);
-          gyre::planCollective(comm, gyre::CollKind::AllReduce, small, 4, &plan);
+          gyre::planCollective(gyre::planContextOf(comm), gyre::CollKind::AllReduce, small, 4, &plan);
           RANK_CHECK(plan.protocol == gyre::Protocol::LL, "rank %d: 8 bytes should run LL", rank);
         }
         // The small call receives its first step on channel 0, at the step
@@ -316,7 +317,7 @@ TEST_CASE("an LL step never takes what an earlier Simple step left in its slot f
         const uint64_t perCall = head ? *head - first : 0;
         const uint64_t llStep = first + 2 * perCall;
         if (int32MaxAllReduce(comm, rank, big, static_cast<int32_t>(llStep + 1)) != 0) return 1;
-        if (comm->deviceKernels) RANK_CHECK(perCall >= 8 && *head == llStep, "rank %d: %llu steps a call", rank,
+        if (gyre::runsKernels(comm)) RANK_CHECK(perCall >= 8 && *head == llStep, "rank %d: %llu steps a call", rank,
                                             static_cast<unsigned long long>(perCall));
         // Rank 1 waits for its first LL step while rank 0 holds back.
         if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -534,7 +535,7 @@ TEST_CASE("NCCL_P2P_DISABLE sends device collectives through host memory; forcin
             return 0;
           }
           RANK_CHECK(r == ncclSuccess, "rank %d: init: %s", rank, lastError().c_str());
-          RANK_CHECK(!comm->deviceKernels, "rank %d: kernels run although NCCL_P2P_DISABLE=1", rank);
+          RANK_CHECK(!gyre::runsKernels(comm), "rank %d: kernels run although NCCL_P2P_DISABLE=1", rank);
           std::vector<float> buf(1000, float(rank + 1));
           RANK_CHECK(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, fakeStream(60)) ==
                          ncclSuccess,

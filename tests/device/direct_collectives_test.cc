@@ -14,6 +14,8 @@
 #include "../support/stream_gate.h"
 #include "coll_common.h"
 #include "src/comm/comm.h"
+#include "src/device/device_comm.h"
+#include "src/device/direct_calls.h"
 #include "src/device/runtime.h"
 
 namespace {
@@ -34,7 +36,7 @@ RankOptions directOptions(double timeout = 120) {
 int initDirectComm(ncclComm_t* comm, int rank, int nranks, const ncclUniqueId& id) {
   RANK_CHECK(ncclCommInitRank(comm, nranks, id, rank) == ncclSuccess, "rank %d: init: %s", rank,
              lastError().c_str());
-  RANK_CHECK((*comm)->direct != nullptr, "rank %d: GYRE_DEVICE_PATH=direct but the communicator is not direct",
+  RANK_CHECK((*comm)->device->direct != nullptr, "rank %d: GYRE_DEVICE_PATH=direct but the communicator is not direct",
              rank);
   return 0;
 }
@@ -176,8 +178,8 @@ TEST_CASE("direct collectives between processes sharing a fake GPU: every collec
                   }
                 }
               }
-          RANK_CHECK(comm->direct->callsRun.load() == cases, "rank %d: %llu of %zu calls ran direct", rank,
-                     (unsigned long long)comm->direct->callsRun.load(), cases);
+          RANK_CHECK(comm->device->direct->callsRun.load() == cases, "rank %d: %llu of %zu calls ran direct", rank,
+                     (unsigned long long)comm->device->direct->callsRun.load(), cases);
           ncclMemFree(b.in);
           ncclMemFree(b.out);
           RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
@@ -221,8 +223,8 @@ TEST_CASE("direct: a call on another stream waits for the previous call, whose i
         const float* b = static_cast<const float*>(second);
         RANK_CHECK(a[0] == 3.f && a[count - 1] == 3.f, "rank %d: the held call gave %g, expected 3", rank, a[0]);
         RANK_CHECK(b[0] == 3.f && b[count - 1] == 3.f, "rank %d: the second call gave %g, expected 3", rank, b[0]);
-        RANK_CHECK(comm->direct->callsRun.load() == 2, "rank %d: %d calls ran direct, expected 2", rank,
-                   int(comm->direct->callsRun.load()));
+        RANK_CHECK(comm->device->direct->callsRun.load() == 2, "rank %d: %d calls ran direct, expected 2", rank,
+                   int(comm->device->direct->callsRun.load()));
         RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
         ncclMemFree(first);
         ncclMemFree(second);
@@ -252,7 +254,7 @@ TEST_CASE("direct: a call on memory that is not cudaMalloc'd is staged by every 
                    lastError().c_str());
         gyre::deviceRuntime()->streamSynchronize(stream);
         RANK_CHECK(buf[0] == 3.f && buf[1023] == 3.f, "rank %d: staged result %g", rank, buf[0]);
-        RANK_CHECK(comm->direct->callsRun.load() == 0, "rank %d: a call ran direct on unmappable memory", rank);
+        RANK_CHECK(comm->device->direct->callsRun.load() == 0, "rank %d: a call ran direct on unmappable memory", rank);
         // Counts that differ: every rank sees both in the exchange and fails now.
         float* d = static_cast<float*>(dev);
         ncclResult_t r = ncclAllReduce(d, d, rank == 0 ? 1024 : 512, ncclFloat32, ncclSum, comm, stream);

@@ -1,0 +1,26 @@
+// How a communicator hands itself down to the executors: it makes their views
+// of it (HostComm for the host executor, DeviceComm for the device layer) and
+// fills them as init learns the facts, and answers the device layer's
+// requests (DeviceCommHooks) from its own state. This is the one place where
+// the communicator's internals meet the executors' interfaces.
+#pragma once
+
+#include "include/gyre.h"
+
+struct ncclComm;
+
+namespace gyre {
+
+// When the communicator is created (rank, nranks, isHost and cudaDev set).
+void createExecutorViews(ncclComm* comm);
+
+// Once the bootstrap exists: timeouts, the peers' facts, spinning.
+void shareBootstrapFacts(ncclComm* comm);
+
+// Once init's connections exist: the device layer watches them.
+void shareInitConnections(ncclComm* comm);
+
+// Whether the communicator's collectives run as device kernels.
+bool runsKernels(const ncclComm* comm);
+
+}  // namespace gyre

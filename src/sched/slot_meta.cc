@@ -1,0 +1,33 @@
+#include "src/sched/slot_meta.h"
+
+#include "src/call/datatypes.h"
+#include "src/debug/error.h"
+
+namespace gyre {
+
+SlotMeta makeSlotMeta(const LaneSpec& spec, uint32_t bytes) {
+  SlotMeta m{};
+  m.opCount = spec.opCount;
+  m.count = spec.count;
+  m.bytes = bytes;
+  m.coll = static_cast<uint8_t>(spec.coll);
+  m.datatype = static_cast<uint8_t>(spec.datatype);
+  m.redop = static_cast<uint8_t>(spec.op < ncclNumOps ? spec.op : 0xff);
+  return m;
+}
+
+ncclResult_t failMismatchedCalls(int sender, const SlotMeta& sent, int self, const SlotMeta& own) {
+  // Both ranks by number: the error is read on one rank's log, next to the
+  // other rank's, and "this rank" alone does not say which of them it is.
+  auto type = [](uint8_t t) { return datatypeName(static_cast<ncclDataType_t>(t)); };
+  auto op = [](uint8_t o) { return redOpName(static_cast<ncclRedOp_t>(o)); };
+  return fail(ncclInvalidUsage,
+              "mismatched calls: rank %d sent data for %s #%llu (count %llu, datatype %s, op %s) while rank %d "
+              "(this rank) is in %s #%llu (count %llu, datatype %s, op %s)",
+              sender, collName(static_cast<CollKind>(sent.coll)), static_cast<unsigned long long>(sent.opCount),
+              static_cast<unsigned long long>(sent.count), type(sent.datatype), op(sent.redop), self,
+              collName(static_cast<CollKind>(own.coll)), static_cast<unsigned long long>(own.opCount),
+              static_cast<unsigned long long>(own.count), type(own.datatype), op(own.redop));
+}
+
+}  // namespace gyre
