@@ -64,7 +64,6 @@ void createExecutorViews(ncclComm* comm) {
   d.nranks = comm->nranks;
   d.cudaDev = comm->cudaDev;
   d.hooks = std::make_unique<CommDeviceHooks>(comm);
-  d.staging = std::make_unique<StagingState>();
 }
 
 void shareBootstrapFacts(ncclComm* comm) {

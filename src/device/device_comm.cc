@@ -6,7 +6,8 @@
 
 namespace gyre {
 
-// Out of line: the states are complete types only here.
+DeviceComm::DeviceComm(std::atomic<bool>& abort, std::atomic<int>& error, uint64_t& ops)
+    : abortFlag(abort), asyncError(error), opCount(ops), staging(std::make_unique<StagingState>()) {}
 DeviceComm::~DeviceComm() = default;
 
 }  // namespace gyre

@@ -49,8 +49,8 @@ class DeviceCommHooks {
 };
 
 struct DeviceComm {
-  DeviceComm(std::atomic<bool>& abort, std::atomic<int>& error, uint64_t& ops)
-      : abortFlag(abort), asyncError(error), opCount(ops) {}
+  // Out of line, with the destructor: the states are complete types only there.
+  DeviceComm(std::atomic<bool>& abort, std::atomic<int>& error, uint64_t& ops);
   ~DeviceComm();
 
   int rank = 0;

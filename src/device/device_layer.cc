@@ -1,5 +1,6 @@
 #include "src/device/device_layer.h"
 
+#include "src/debug/error.h"
 #include "src/device/direct_calls.h"
 #include "src/device/kernel_calls.h"
 #include "src/device/kernel_watchdog.h"

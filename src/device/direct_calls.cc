@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "src/bootstrap/bootstrap.h"
 #include "src/device/device_comm.h"
 #include "src/config/env.h"
 #include "src/debug/deadline.h"

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 
+#include "src/bootstrap/bootstrap.h"
 #include "src/device/device_comm.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
@@ -11,6 +12,8 @@
 #include "src/device/call_scalar.h"
 #include "src/device/runtime.h"
 #include "src/call/datatypes.h"
+#include "src/sched/slot_meta.h"
+#include "transport/transport.h"
 
 namespace gyre {
 namespace {

@@ -18,6 +18,8 @@
 
 namespace gyre {
 
+struct DeviceComm;  // device_comm.h
+
 // Once per communicator: when this rank's kernel gave up on a peer (timeout,
 // mismatch, a peer that left, or a notice it received), sends every peer an
 // abort notice blaming that rank. Called by the watchdog and by

@@ -1,3 +1,5 @@
+// Over 500 lines on purpose: one binary (one fork of ranks per case) keeps
+// every kind of bad input in one list a reader can check against the API.
 // Bad input to the collectives gives a clear error, never a crash or a hang: arguments
 // a rank can check alone (root, peer, overlapping buffers, PreMulSum ops used with
 // another datatype or after destroy, datatype, stream) fail the call with

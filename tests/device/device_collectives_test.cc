@@ -1,3 +1,5 @@
+// Over 500 lines on purpose: the cases share the fake-runtime set-up and run
+// as one binary per device path (meson runs it once per GYRE_DEVICE_PATH).
 // Device communicators on the fake CUDA runtime (GYRE_FAKE_CUDA=1: host
 // memory stands in for device memory, each stream is a host thread running
 // its work in order, the collective kernel runs as a host thread per lane).

@@ -1,4 +1,6 @@
 // fork_ranks.cc — the fork harness behind runRanks() (see fork_ranks.h).
+// Over 500 lines on purpose: forking ranks, the line protocol of their report
+// pipes, and serializing a run for the parent test share private state.
 #include "fork_ranks.h"
 
 #include <arpa/inet.h>
