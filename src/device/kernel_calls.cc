@@ -84,7 +84,8 @@ ncclResult_t uploadLanes(const DeviceRequest& c, KernelState::Lanes* out) {
 
 KernelState::Shape shapeOf(const DeviceRequest& c) {
   bool rooted = c.coll == CollKind::Broadcast || c.coll == CollKind::Reduce;
-  return {static_cast<int>(c.coll), c.count, static_cast<int>(c.datatype), rooted ? c.root : -1, isInPlace(c, c.comm->rank)};
+  return {static_cast<int>(c.coll), c.count, static_cast<int>(c.datatype), rooted ? c.root : -1,
+          isInPlace(c, c.comm->rank)};
 }
 
 // The call's cached lanes (uploaded on first use of its shape).

@@ -62,7 +62,8 @@ ncclResult_t checkUsable(ncclComm* comm, CollKind coll) {
 ncclResult_t buildRingChannel(const PendingCall& c, const Plan& plan, const Channel& ch, size_t begin, size_t count,
                               ChannelSchedule* out) {
   int rootPos = c.root >= 0 && c.root < c.comm->nranks ? ch.positionOf[c.root] : 0;
-  RingShape shape{ch.position, c.comm->nranks, c.count, plan.chunkElems, rootPos, isInPlace(c, c.comm->rank), begin, count,
+  bool inPlace = isInPlace(c, c.comm->rank);
+  RingShape shape{ch.position, c.comm->nranks, c.count, plan.chunkElems, rootPos, inPlace, begin, count,
                   ch.ringRanks.data()};
   switch (c.coll) {
     case CollKind::AllReduce:
@@ -332,7 +333,8 @@ ncclResult_t launchCalls(std::vector<PendingCall>& calls) {
       return fail(ncclInvalidUsage, "%s: one group mixes host-memory and device communicators", collName(c.coll));
   }
   if (!device) return runHostCalls(calls);
-  std::vector<DeviceRequest> requests;
+  thread_local std::vector<DeviceRequest> requests;  // reused: a lone call allocates nothing here
+  requests.clear();
   for (const PendingCall& c : calls) {
     DeviceRequest& r = requests.emplace_back();
     static_cast<CollCall&>(r) = c;

@@ -1,6 +1,7 @@
-// A lane (src/sched/lane_spec.h) on the host: the host executor interleaves many lanes in one thread, running each lane's next
-// steps whenever they are ready and never blocking inside a lane, so channels
-// overlap and a group of sends and receives cannot deadlock on ordering.
+// A lane (src/sched/lane_spec.h) on the host. The host executor interleaves
+// many lanes in one thread, running each lane's next steps whenever they are
+// ready and never blocking inside a lane, so channels overlap and a group of
+// sends and receives cannot deadlock on ordering.
 //
 // TypedLane<T, Op> is the step loop for one element type and operator; the
 // only virtual call is advance(), once per lane per pass, not per step or element.
