@@ -1,6 +1,7 @@
 /* Built with `pkg-config --cflags --libs gyre` against an installed gyre:
  * host-memory communicators (gyreCommInitRankHost) over two forked ranks, an
  * AllReduce and a Broadcast checked against exact results. */
+#define _GNU_SOURCE /* dladdr, in ranks.h */
 #include <gyre.h>
 #include <stdio.h>
 

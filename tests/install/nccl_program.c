@@ -2,6 +2,7 @@
  * plain NCCL API calls (no gyre* function), two forked ranks, an AllReduce
  * and an AllGather checked against exact sums. Run with GYRE_FAKE_CUDA=1,
  * where device communicators take host memory, so no GPU is needed. */
+#define _GNU_SOURCE /* dladdr, in ranks.h */
 #include <nccl.h>
 #include <stdio.h>
 #include <string.h>

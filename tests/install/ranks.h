@@ -5,7 +5,7 @@
 #ifndef GYRE_TESTS_INSTALL_RANKS_H_
 #define GYRE_TESTS_INSTALL_RANKS_H_
 
-#define _GNU_SOURCE
+
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
