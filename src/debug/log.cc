@@ -59,11 +59,14 @@ std::string loadedFrom() {
 
 // The debug settings: from the settings snapshot at first use; after
 // ncclResetDebugInit, from the environment as it is then (the point of that
-// call), falling back to the snapshot (nccl.conf values).
+// call: a program may have set or unset them), else nccl.conf, else the default.
 std::string debugSetting(const char* name, bool reread) {
-  if (reread)
-    if (const char* value = getenv(name)) return value;
-  return env::getString(name);
+  if (!reread) return env::getString(name);
+  if (const char* value = getenv(name)) return value;
+  env::Setting s = env::lookup(name);
+  if (s.source == env::Source::File) return s.value;
+  const env::VarSpec* spec = env::find(name);
+  return spec ? spec->defaultValue : "";
 }
 
 LogSink* makeSink(bool reread) {

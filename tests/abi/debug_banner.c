@@ -47,6 +47,16 @@ int main(int argc, char** argv) {
   }
   ncclResetDebugInit();
   if (oneRankComm()) return 1;
+  /* Unset again and reset: logging stops. */
+  long logged = fileSize(log);
+  unsetenv("NCCL_DEBUG");
+  ncclResetDebugInit();
+  setenv("NCCL_DEBUG_SUBSYS", "ALL", 1);
+  if (oneRankComm()) return 1;
+  if (fileSize(log) != logged) {
+    fprintf(stderr, "FAIL: lines were logged after NCCL_DEBUG was unset and ncclResetDebugInit called\n");
+    return 1;
+  }
 
   char text[4096] = {0};
   FILE* f = fopen(log, "r");
