@@ -127,6 +127,7 @@ ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const ncclUniqueId& i
     return fail(ncclInvalidArgument, "%s: rank=%d is outside 0..%d (nranks=%d)", caller, rank, nranks - 1, nranks);
   ncclConfig_t settings;
   GYRE_CHECK(readConfig(config, caller, &settings));
+  config = &settings;  // from here on only the fields the caller's config.version has
 
   auto* comm = new ncclComm();
   comm->rank = rank;
@@ -139,7 +140,7 @@ ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const ncclUniqueId& i
     delete comm;
     return r;
   }
-  if (settings.blocking == 0) {
+  if (config && config->blocking == 0) {
     // Nonblocking (NCCL's config.blocking = 0): the communicator exists at
     // once, ncclCommGetAsyncError says ncclInProgress until the set-up thread
     // finishes, then ncclSuccess or the error. A failed one stays allocated
