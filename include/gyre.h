@@ -67,6 +67,11 @@ typedef struct ncclWindow_vidmem* ncclWindow_t;
 #define NCCL_WIN_COLL_SYMMETRIC 0x01
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
+/* ncclConfig_t.CTAPolicy values (gyre accepts them; its kernels have no CTA policy). */
+#define NCCL_CTA_POLICY_DEFAULT 0x00
+#define NCCL_CTA_POLICY_EFFICIENCY 0x01
+#define NCCL_CTA_POLICY_ZERO 0x02
+
 /* ncclCommShrink flags: shrink a healthy communicator, or first stop its
  * in-flight operations (after a peer failed). */
 #define NCCL_SHRINK_DEFAULT 0x00
@@ -149,6 +154,9 @@ const char* ncclGetErrorString(ncclResult_t result);
 /* Text of the most recent failure seen by the calling thread (or, if that
  * thread saw none, by the process). `comm` may be NULL. */
 const char* ncclGetLastError(ncclComm_t comm);
+/* Makes the next log line read NCCL_DEBUG, NCCL_DEBUG_SUBSYS and
+ * NCCL_DEBUG_FILE again (from the environment as it is then). */
+void ncclResetDebugInit(void);
 
 /* What ncclGroupSimulateEnd reports; initialise with NCCL_SIM_INFO_INITIALIZER. */
 typedef struct ncclSimInfo_v22200 {

@@ -12,11 +12,16 @@
 
 using namespace gyre;
 
+// The NCCL API level whose every function libnccl.so.2 exports (not gyre's
+// own release, which the NCCL_DEBUG=VERSION banner shows): programs compare
+// it with NCCL_VERSION(...) to decide which calls they may make.
 GYRE_EXPORT ncclResult_t ncclGetVersion(int* version) {
   if (!version) return fail(ncclInvalidArgument, "ncclGetVersion: version is NULL");
   *version = NCCL_VERSION_CODE;
   return ncclSuccess;
 }
+
+GYRE_EXPORT void ncclResetDebugInit(void) { resetLogSettings(); }
 
 GYRE_EXPORT const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {

@@ -10,6 +10,7 @@
 
 #include "src/bootstrap/rendezvous.h"
 #include "src/comm/comm.h"
+#include "src/comm/config_read.h"
 #include "src/comm/connect_channels.h"
 #include "src/comm/cuda_device.h"
 #include "src/comm/executor_binding.h"
@@ -45,18 +46,6 @@ uint64_t hostHash(const char* host) {
   char netns[64] = {};
   if (readlink("/proc/self/ns/net", netns, sizeof(netns) - 1) > 0) id += netns;
   return fnv1a(id.data(), id.size());
-}
-
-ncclResult_t checkConfig(const ncclConfig_t* config, const char* caller) {
-  if (!config) return ncclSuccess;
-  if (config->magic != NCCL_CONFIG_MAGIC)
-    return fail(ncclInvalidArgument, "%s: config was not initialized with NCCL_CONFIG_INITIALIZER (magic 0x%x)",
-                caller, config->magic);
-  if (config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
-    return fail(ncclInvalidArgument, "%s: config size %zu is too small", caller, config->size);
-  if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
-    return fail(ncclInvalidArgument, "%s: config.blocking=%d must be 0 or 1", caller, config->blocking);
-  return ncclSuccess;
 }
 
 // Settings every rank must share; a mismatch is reported identically everywhere.
@@ -140,7 +129,9 @@ ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const ncclUniqueId& i
   if (nranks < 1) return fail(ncclInvalidArgument, "%s: nranks=%d must be at least 1", caller, nranks);
   if (rank < 0 || rank >= nranks)
     return fail(ncclInvalidArgument, "%s: rank=%d is outside 0..%d (nranks=%d)", caller, rank, nranks - 1, nranks);
-  GYRE_CHECK(checkConfig(config, caller));
+  ncclConfig_t settings;
+  GYRE_CHECK(readConfig(config, caller, &settings));
+  config = &settings;  // from here on only the fields the caller's config.version has
 
   auto* comm = new ncclComm();
   comm->rank = rank;

@@ -133,10 +133,18 @@ std::vector<std::pair<bool, std::string>> problemList() {
 
 void warnOnce() {
   if (snapshot().warned.exchange(true)) return;
+  // NCCL settings gyre does not implement get one WARN line together (a
+  // program moved from NCCL should hear that they have no effect, without a
+  // line for each of the many a cluster may set), and an INFO line each.
+  std::string ignored;
   for (const auto& [serious, text] : problemList()) {
     if (serious) GYRE_WARN("%s", text.c_str());
     else GYRE_INFO("INIT", "%s", text.c_str());
   }
+  for (const auto& [name, origin] : snapshot().unknown)
+    if ((name.rfind("NCCL_", 0) == 0 || name.rfind("GYRE_", 0) == 0) && nearestName(name).empty())
+      ignored += (ignored.empty() ? "" : ", ") + name;
+  if (!ignored.empty()) GYRE_WARN("gyre does not implement and ignores: %s", ignored.c_str());
 }
 
 }  // namespace

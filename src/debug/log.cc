@@ -1,8 +1,10 @@
 #include "src/debug/log.h"
 
+#include <dlfcn.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,42 +49,77 @@ std::string expandFileName(const char* pattern, const char* host) {
   return out;
 }
 
+// Where the code of this library was loaded from (libnccl.so.2 or
+// libgyre.so), so the banner answers "which library did this process load?".
+std::string loadedFrom() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&loadedFrom), &info) && info.dli_fname) return info.dli_fname;
+  return "?";
+}
+
+// The debug settings: from the settings snapshot at first use; after
+// ncclResetDebugInit, from the environment as it is then (the point of that
+// call: a program may have set or unset them), else nccl.conf, else the default.
+std::string debugSetting(const char* name, bool reread) {
+  if (!reread) return env::getString(name);
+  if (const char* value = getenv(name)) return value;
+  env::Setting s = env::lookup(name);
+  if (s.source == env::Source::File) return s.value;
+  const env::VarSpec* spec = env::find(name);
+  return spec ? spec->defaultValue : "";
+}
+
+LogSink* makeSink(bool reread) {
+  auto* ls = new LogSink();
+  gethostname(ls->host, sizeof(ls->host) - 1);
+  if (char* dot = strchr(ls->host, '.')) *dot = '\0';
+  std::string level = debugSetting("NCCL_DEBUG", reread);
+  if (level == "VERSION") ls->level = LogLevel::Version;
+  else if (level == "WARN") ls->level = LogLevel::Warn;
+  else if (level == "INFO") ls->level = LogLevel::Info;
+  else if (level == "TRACE") ls->level = LogLevel::Trace;
+  std::string subsys = debugSetting("NCCL_DEBUG_SUBSYS", reread);
+  if (!subsys.empty() && subsys[0] == '^') {
+    ls->excludeSubsystems = true;
+    subsys.erase(0, 1);
+  }
+  for (size_t pos = 0; pos <= subsys.size();) {
+    size_t comma = subsys.find(',', pos);
+    std::string item = subsys.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (!item.empty()) ls->subsystems.push_back(item);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  std::string file = debugSetting("NCCL_DEBUG_FILE", reread);
+  if (ls->level != LogLevel::None && !file.empty()) {
+    std::string name = expandFileName(file.c_str(), ls->host);
+    if (FILE* f = fopen(name.c_str(), "a")) {
+      setvbuf(f, nullptr, _IOLBF, 0);
+      ls->file = f;
+    }
+  }
+  // The banner: NCCL prints "NCCL version X" here; gyre says that it is gyre,
+  // its own release, the NCCL API level it implements, and the file loaded.
+  if (ls->level >= LogLevel::Version)
+    fprintf(ls->file, "%s:%d:%d NCCL INFO gyre %d.%d.%d (NCCL API %d.%d.%d) loaded from %s\n", ls->host, getpid(),
+            static_cast<int>(syscall(SYS_gettid)), GYRE_MAJOR, GYRE_MINOR, GYRE_PATCH, NCCL_MAJOR, NCCL_MINOR,
+            NCCL_PATCH, loadedFrom().c_str());
+  return ls;
+}
+
+// Sinks are replaced only by ncclResetDebugInit; old ones are leaked on
+// purpose, since other threads may be writing through them, and logging must
+// work during static destruction.
+std::atomic<LogSink*> g_sink{nullptr};
+std::atomic<bool> g_reread{false};
+std::mutex g_sinkMutex;
+
 LogSink& sink() {
-  static LogSink* s = [] {
-    auto* ls = new LogSink();  // leaked on purpose: logging must work during static destruction
-    gethostname(ls->host, sizeof(ls->host) - 1);
-    if (char* dot = strchr(ls->host, '.')) *dot = '\0';
-    std::string level = env::getString("NCCL_DEBUG");
-    if (level == "VERSION") ls->level = LogLevel::Version;
-    else if (level == "WARN") ls->level = LogLevel::Warn;
-    else if (level == "INFO") ls->level = LogLevel::Info;
-    else if (level == "TRACE") ls->level = LogLevel::Trace;
-    std::string subsys = env::getString("NCCL_DEBUG_SUBSYS");
-    if (!subsys.empty() && subsys[0] == '^') {
-      ls->excludeSubsystems = true;
-      subsys.erase(0, 1);
-    }
-    for (size_t pos = 0; pos <= subsys.size();) {
-      size_t comma = subsys.find(',', pos);
-      std::string item = subsys.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-      if (!item.empty()) ls->subsystems.push_back(item);
-      if (comma == std::string::npos) break;
-      pos = comma + 1;
-    }
-    std::string file = env::getString("NCCL_DEBUG_FILE");
-    if (ls->level != LogLevel::None && !file.empty()) {
-      std::string name = expandFileName(file.c_str(), ls->host);
-      if (FILE* f = fopen(name.c_str(), "a")) {
-        setvbuf(f, nullptr, _IOLBF, 0);
-        ls->file = f;
-      }
-    }
-    if (ls->level >= LogLevel::Version)
-      fprintf(ls->file, "%s:%d:%d NCCL INFO gyre %d.%d.%d (NCCL API %d.%d.%d)\n", ls->host, getpid(),
-              static_cast<int>(syscall(SYS_gettid)), GYRE_MAJOR, GYRE_MINOR, GYRE_PATCH, NCCL_MAJOR,
-              NCCL_MINOR, NCCL_PATCH);
-    return ls;
-  }();
+  if (LogSink* s = g_sink.load(std::memory_order_acquire)) return *s;
+  std::lock_guard<std::mutex> lock(g_sinkMutex);
+  if (LogSink* s = g_sink.load(std::memory_order_acquire)) return *s;
+  LogSink* s = makeSink(g_reread.load());
+  g_sink.store(s, std::memory_order_release);
   return *s;
 }
 
@@ -105,6 +142,11 @@ bool subsystemShown(const LogSink& s, const char* subsys) {
 }  // namespace
 
 LogLevel logLevel() { return sink().level; }
+void resetLogSettings() {
+  std::lock_guard<std::mutex> lock(g_sinkMutex);
+  g_reread.store(true);
+  g_sink.store(nullptr, std::memory_order_release);
+}
 void setLogRank(int rank) { tlsLogRank = rank; }
 int logRank() { return tlsLogRank; }
 

@@ -9,8 +9,12 @@ namespace gyre {
 
 enum class LogLevel : int { None = 0, Version = 1, Warn = 2, Info = 3, Trace = 4 };
 
-// The level chosen by NCCL_DEBUG (read once).
+// The level chosen by NCCL_DEBUG (read once, again after resetLogSettings).
 LogLevel logLevel();
+
+// ncclResetDebugInit: the next log line reads NCCL_DEBUG, NCCL_DEBUG_SUBSYS
+// and NCCL_DEBUG_FILE again, from the environment as it is then.
+void resetLogSettings();
 
 // Writes one line if `level` is enabled. `subsys` is a short tag ("INIT", "NET", "COLL").
 void logLine(LogLevel level, const char* subsys, const char* fmt, ...)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs tests/abi/nccl_program (built against NVIDIA's nccl.h and libnccl.so.2)
-# with gyre's library in libnccl.so.2's place, and checks that every nccl*
+# with gyre's libnccl.so.2 in NCCL's place, and checks that every nccl*
 # function NVIDIA's library exports is exported by gyre too, except NCCL's
 # device-side API helpers, which gyre does not offer (listed below).
 #
-# usage: run_nccl_program.sh PROGRAM LIBGYRE NCCL_LIBRARY
+# usage: run_nccl_program.sh PROGRAM GYRE_LIBNCCL NCCL_LIBRARY
 set -uo pipefail
 program=${1:?} libgyre=${2:?} libnccl=${3:?}
 dir=$(mktemp -d)
@@ -23,7 +23,7 @@ fi
 
 # Device-side API (nccl_device/*.h) helpers and debug internals gyre leaves out.
 allowed="ncclGinBarrierCreateRequirement ncclLLA2ACalcSlots ncclLLA2ACreateRequirement
-ncclLsaBarrierCreateRequirement ncclResetDebugInit ncclResetDebugInitInternal ncclTeamLsa ncclTeamRail
+ncclLsaBarrierCreateRequirement ncclResetDebugInitInternal ncclTeamLsa ncclTeamRail
 ncclTeamRankToLsa ncclTeamRankToWorld ncclTeamWorld"
 symbols() { nm -D --defined-only "$1" | awk '{print $3}' | sed 's/@.*//' | grep -E '^p?nccl' | sort -u; }
 missing=$(comm -23 <(symbols "$libnccl") <(symbols "$libgyre"))
