@@ -42,6 +42,23 @@ struct CollCall {
   size_t callCount = 0;
 };
 
+// A call's arguments as the API received them (no scalar yet: enqueue()
+// resolves it from the communicator).
+inline CollCall makeCall(CollKind coll, const void* input, void* output, size_t count, ncclDataType_t datatype,
+                         ncclRedOp_t op, int root, bool isSend, cudaStream_t stream) {
+  CollCall c;
+  c.coll = coll;
+  c.input = input;
+  c.output = output;
+  c.count = count;
+  c.datatype = datatype;
+  c.op = op;
+  c.root = root;
+  c.isSend = isSend;
+  c.stream = stream;
+  return c;
+}
+
 // Whether the call's output is its input (AllGather: the rank's own block of
 // the output, `rank` being the caller's).
 inline bool isInPlace(const CollCall& c, int rank) {

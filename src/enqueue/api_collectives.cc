@@ -67,7 +67,7 @@ GYRE_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
   CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", count, size, fn));
   CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn));
   CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
-  return enqueue(comm, {CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, false, stream});
+  return enqueue(comm, makeCall(CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, false, stream));
 }
 
 GYRE_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
@@ -82,7 +82,7 @@ GYRE_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, siz
     CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
   }
   CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn));
-  return enqueue(comm, {CollKind::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, false, stream});
+  return enqueue(comm, makeCall(CollKind::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, false, stream));
 }
 
 GYRE_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -103,7 +103,7 @@ GYRE_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t
     CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn));
     CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
   }
-  return enqueue(comm, {CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, false, stream});
+  return enqueue(comm, makeCall(CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, false, stream));
 }
 
 GYRE_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -117,7 +117,7 @@ GYRE_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, siz
   CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", sendcount, size, fn));
   size_t bytes = sendcount * size;
   CHECK_ARG(checkBlockOverlap(fn, sendbuff, bytes, recvbuff, bytes * comm->nranks, bytes * comm->rank));
-  return enqueue(comm, {CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, false, stream});
+  return enqueue(comm, makeCall(CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, false, stream));
 }
 
 GYRE_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -134,7 +134,7 @@ GYRE_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
   size_t bytes = recvcount * size;
   // In place: recvbuff is this rank's block of sendbuff.
   CHECK_ARG(checkBlockOverlap(fn, recvbuff, bytes, sendbuff, bytes * comm->nranks, bytes * comm->rank));
-  return enqueue(comm, {CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, false, stream});
+  return enqueue(comm, makeCall(CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, false, stream));
 }
 
 GYRE_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -144,7 +144,7 @@ GYRE_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataTy
   ScopedLogRank logRank(comm->rank);
   CHECK_ARG(checkRoot(fn, comm, peer, "peer"));
   CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", count, datatypeSize(datatype), fn));
-  return enqueue(comm, {CollKind::SendRecv, sendbuff, nullptr, count, datatype, ncclSum, peer, true, stream});
+  return enqueue(comm, makeCall(CollKind::SendRecv, sendbuff, nullptr, count, datatype, ncclSum, peer, true, stream));
 }
 
 GYRE_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
@@ -154,7 +154,7 @@ GYRE_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t d
   ScopedLogRank logRank(comm->rank);
   CHECK_ARG(checkRoot(fn, comm, peer, "peer"));
   CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, datatypeSize(datatype), fn));
-  return enqueue(comm, {CollKind::SendRecv, nullptr, recvbuff, count, datatype, ncclSum, peer, false, stream});
+  return enqueue(comm, makeCall(CollKind::SendRecv, nullptr, recvbuff, count, datatype, ncclSum, peer, false, stream));
 }
 
 GYRE_EXPORT ncclResult_t ncclGroupStart() { return groupStart(); }
