@@ -1,0 +1,23 @@
+"""Prints what meson needs to build torch_gyre against the interpreter's torch.
+
+One `key=value` line each; exits non-zero (so meson treats torch as absent)
+when torch cannot be imported.
+"""
+import sys
+import sysconfig
+
+try:
+    import torch
+    from torch.utils import cpp_extension
+except Exception as e:  # any failure to import means: no usable torch
+    print("torch not importable: %s" % e, file=sys.stderr)
+    sys.exit(1)
+
+major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+print("version=%s" % torch.__version__)
+print("major=%d" % major)
+print("minor=%d" % minor)
+print("cxx11_abi=%d" % int(torch._C._GLIBCXX_USE_CXX11_ABI))
+print("include_dirs=%s" % ";".join(cpp_extension.include_paths()))
+print("library_dirs=%s" % ";".join(cpp_extension.library_paths()))
+print("cuda=%d" % int(torch.version.cuda is not None))
