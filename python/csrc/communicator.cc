@@ -55,8 +55,15 @@ ncclUniqueId exchangeId(const c10::intrusive_ptr<c10d::Store>& store, int rank) 
     store->set(kIdKey, std::vector<uint8_t>(bytes, bytes + sizeof(id.internal)));
     return id;
   }
-  // get() waits for the key with the store's timeout and throws naming it.
-  std::vector<uint8_t> bytes = store->get(kIdKey);
+  // get() waits for the key with the store's timeout.
+  std::vector<uint8_t> bytes;
+  try {
+    bytes = store->get(kIdKey);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "gyre backend: rank ", rank, " waited for rank 0 to publish gyre's unique id (store key '",
+                kIdKey, "') until the store gave up, after ", store->getTimeout().count(),
+                " ms: is rank 0 running and using backend gyre? (", e.what(), ")");
+  }
   TORCH_CHECK(bytes.size() == sizeof(id.internal), "gyre backend: the unique id in the store has ", bytes.size(),
               " bytes, expected ", sizeof(id.internal), " (another library's key?)");
   std::copy(bytes.begin(), bytes.end(), id.internal);
@@ -80,7 +87,7 @@ Communicator::~Communicator() {
   if (broken_) {
     ncclCommAbort(comm_);
   } else if (ncclCommDestroy(comm_) != ncclSuccess) {
-    LOG(WARNING) << "gyre backend: ncclCommDestroy: " << ncclGetLastError(comm_);
+    LOG(WARNING) << "gyre backend: ncclCommDestroy: " << ncclGetLastError(nullptr);
   }
 }
 

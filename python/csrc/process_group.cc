@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "gil.h"
+
 namespace torch_gyre {
 
 ProcessGroupGyre::ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -13,8 +15,10 @@ ProcessGroupGyre::ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store,
 }
 
 ProcessGroupGyre::~ProcessGroupGyre() {
-  queue_.reset();  // runs what is queued, joins the worker
-  comm_.reset();
+  withoutGil([this] {
+    queue_.reset();  // runs what is queued, joins the worker
+    comm_.reset();
+  });
 }
 
 c10::intrusive_ptr<GyreWork> ProcessGroupGyre::makeWork(c10d::OpType type, std::vector<at::Tensor> outputs) {
