@@ -21,3 +21,7 @@ print("cxx11_abi=%d" % int(torch._C._GLIBCXX_USE_CXX11_ABI))
 print("include_dirs=%s" % ";".join(cpp_extension.include_paths()))
 print("library_dirs=%s" % ";".join(cpp_extension.library_paths()))
 print("cuda=%d" % int(torch.version.cuda is not None))
+# pybind11 shares its type registry between modules only when these three
+# agree; torch says what it was built with (as cpp_extension passes them).
+for name in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):
+    print("pybind11_%s=%s" % (name.lower(), getattr(torch._C, "_PYBIND11_" + name, "")))
