@@ -34,6 +34,7 @@ void OpQueue::submit(std::vector<Op> ops, bool grouped) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (t.p2p) lastP2P_ = std::chrono::steady_clock::now();
+    t.seq = submitted_++;
     tasks_.push_back(std::move(t));
   }
   cv_.notify_all();
@@ -42,20 +43,20 @@ void OpQueue::submit(std::vector<Op> ops, bool grouped) {
 void OpQueue::flush() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    flush_ = true;
+    flushBefore_ = submitted_;
   }
   cv_.notify_all();
 }
 
 OpQueue::Task OpQueue::next(std::unique_lock<std::mutex>& lock) {
-  auto p2pRun = [&] {  // leading p2p tasks, and whether something else follows them
+  auto blockedBehind = [&] {  // a collective follows the leading p2p tasks
     size_t n = 0;
     while (n < tasks_.size() && tasks_[n].p2p) ++n;
-    return std::make_pair(n, n < tasks_.size());
+    return n < tasks_.size();
   };
   while (tasks_.front().p2p) {
-    auto [n, blocked] = p2pRun();
-    if (blocked || flush_ || stop_) break;
+    bool blocked = blockedBehind();
+    if (blocked || tasks_.front().seq < flushBefore_ || stop_) break;
     if (cv_.wait_until(lock, lastP2P_ + kP2PQuiet) == std::cv_status::timeout &&
         std::chrono::steady_clock::now() >= lastP2P_ + kP2PQuiet)
       break;
@@ -72,7 +73,6 @@ OpQueue::Task OpQueue::next(std::unique_lock<std::mutex>& lock) {
     for (Op& op : tasks_.front().ops) task.ops.push_back(std::move(op));
     tasks_.pop_front();
   }
-  flush_ = false;
   return task;
 }
 

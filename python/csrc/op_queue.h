@@ -56,6 +56,7 @@ class OpQueue {
     std::vector<Op> ops;
     bool grouped = false;
     bool p2p = false;
+    uint64_t seq = 0;  // submission number
   };
   void loop();
   Task next(std::unique_lock<std::mutex>& lock);
@@ -67,7 +68,10 @@ class OpQueue {
   std::condition_variable cv_;
   std::deque<Task> tasks_;
   bool stop_ = false;
-  bool flush_ = false;
+  uint64_t submitted_ = 0;
+  // Tasks submitted before a wait() asked for a flush (seq < flushBefore_)
+  // are not held back.
+  uint64_t flushBefore_ = 0;
   std::chrono::steady_clock::time_point lastP2P_;
   std::string error_;  // the first failure; every later op fails with it
   std::thread worker_;

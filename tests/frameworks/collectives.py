@@ -9,6 +9,7 @@ with a reference computed in float64 or exact integers. Counts include 0,
 """
 import datetime
 import sys
+import time
 import traceback
 import zlib
 
@@ -233,12 +234,29 @@ def worker(rank, world):
     check(bool((from_next == nxt + 0.25).all()) and from_next_base[0::2].abs().sum().item() == 0,
           "batch_isend_irecv into a strided view from next rank")
 
+    # isend/irecv that nobody waits for still run (polling is_completed()).
+    t = torch.full((8,), float(rank)) if rank == 0 else torch.empty(8)
+    if rank in (0, 1):
+        w = dist.isend(t, 1) if rank == 0 else dist.irecv(t, 0)
+        deadline = time.monotonic() + 10
+        while not w.is_completed() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        check(w.is_completed() and bool((t == 0).all()), "polled isend/irecv completes without wait()")
+
     # all_reduce_coalesced
     ts = [gen(rank, (c,), torch.float32, ("co", c)) for c in (3, 0, 11)]
     refs = [sum(gen(r, (c,), torch.float32, ("co", c)) for r in range(world)) for c in (3, 0, 11)]
     dist.all_reduce_coalesced(ts)
     for t, ref in zip(ts, refs):
         same(t, ref, "all_reduce_coalesced count %d" % t.numel())
+
+    # all_gather_coalesced: two inputs of different sizes (torch wants one dtype).
+    ins = [gen(rank, (c,), dt, ("agc", c)) for c, dt in ((5, torch.float64), (2, torch.float64))]
+    outs = [[torch.empty_like(t) for _ in range(world)] for t in ins]
+    dist.all_gather_coalesced(outs, ins)
+    for (c, dt), lst in zip(((5, torch.float64), (2, torch.float64)), outs):
+        for r in range(world):
+            same(lst[r], gen(r, (c,), dt, ("agc", c)), "all_gather_coalesced count %d block %d" % (c, r))
 
     # async_op: several in flight, then wait; get_future with a callback.
     ts = [torch.full((1000,), float(rank + i)) for i in range(4)]
