@@ -13,6 +13,16 @@ except Exception as e:  # any failure to import means: no usable torch
     print("torch not importable: %s" % e, file=sys.stderr)
     sys.exit(1)
 
+prefix = sys.argv[1] if len(sys.argv) > 1 else ""
+# Where `meson install` should put the package for this interpreter to find
+# it. Debian's python looks in /usr/local/lib/python3.X/dist-packages for
+# /usr/local, which meson's default (lib/python3/dist-packages under the
+# prefix, right for /usr) misses; elsewhere meson's own choice stands ("").
+site = ""
+if prefix == "/usr/local" and "posix_local" in sysconfig.get_scheme_names():
+    site = sysconfig.get_path("platlib", "posix_local", vars={"base": "/usr", "platbase": "/usr"})
+print("site=%s" % site)
+
 major, minor = (int(x) for x in torch.__version__.split(".")[:2])
 print("version=%s" % torch.__version__)
 print("major=%d" % major)
