@@ -6,8 +6,9 @@ torchrun-style environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and
 checks that all exit 0 within the time limit; with `--worker` it is one rank
 and runs `worker(rank, world)`.
 
-Exit status 77 (meson's "skipped") only when torch or the built extension is
-absent.
+Exit status 77 (meson's "skipped") only when torch is absent or the build
+was told not to make the extension (-Dtorch=disabled); torch present and the
+extension missing (say, pybind11's headers were not installed) fails.
 """
 import os
 import socket
@@ -25,7 +26,11 @@ def require_torch_gyre():
         print("SKIP: torch is not installed (%s)" % e)
         sys.exit(SKIP)
     if os.environ.get("TORCH_GYRE_BUILT", "1") == "0":
-        print("SKIP: torch_gyre was not built (meson option torch, or its headers are missing)")
+        missing = os.environ.get("TORCH_GYRE_MISSING", "")
+        if missing:
+            print("FAIL: torch is installed but %s" % missing)
+            sys.exit(1)
+        print("SKIP: torch_gyre is disabled (meson option torch)")
         sys.exit(SKIP)
     import torch_gyre  # noqa: F401  (a failure here is a real failure)
 
