@@ -43,6 +43,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::enqueueGroup(c10d::OpType type,
   // Only the last op of a group completes its Work: the ops share it, and
   // it must not report success before all of them ran.
   for (size_t i = 0; i + 1 < ops.size(); ++i) ops[i].work = makeWork(type, {});
+  std::lock_guard<std::mutex> lock(submitMu_);
   if (batch_) {
     for (Op& op : ops) batch_->push_back(std::move(op));
   } else {
@@ -53,11 +54,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::enqueueGroup(c10d::OpType type,
 }
 
 void ProcessGroupGyre::openBatch() {
+  std::lock_guard<std::mutex> lock(submitMu_);
   TORCH_CHECK(!batch_, "gyre backend: coalescing started twice without ending");
   batch_.emplace();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::closeBatch() {
+  std::lock_guard<std::mutex> lock(submitMu_);
   TORCH_CHECK(batch_, "gyre backend: endCoalescing without startCoalescing");
   std::vector<Op> ops = std::move(*batch_);
   batch_.reset();

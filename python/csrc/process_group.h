@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -79,6 +80,9 @@ class ProcessGroupGyre : public compat::BackendAdapter {
   // Declared before queue_: the worker stops before the communicator goes.
   std::unique_ptr<Communicator> comm_;
   std::shared_ptr<OpQueue> queue_;
+  // Ops may be issued from several threads (DDP's autograd thread and the
+  // main thread): the batch and the order of submission are guarded here.
+  std::mutex submitMu_;
   std::optional<std::vector<Op>> batch_;  // open between openBatch and closeBatch
 };
 
