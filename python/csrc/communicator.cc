@@ -1,0 +1,94 @@
+#include "communicator.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+
+#include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
+
+namespace torch_gyre {
+
+void check(ncclResult_t r, const char* call, ncclComm_t comm) {
+  if (r == ncclSuccess) return;
+  const char* last = ncclGetLastError(comm);
+  std::string text = std::string("gyre: ") + call + " failed (" + ncclGetErrorString(r) + ")";
+  if (last != nullptr && *last != '\0') text += ": " + std::string(last);
+  throw std::runtime_error(text);
+}
+
+namespace {
+
+// The store key of the unique id. The store torch hands a backend is already
+// prefixed per group, so one fixed name serves every group.
+constexpr const char* kIdKey = "torch_gyre/unique_id";
+
+// gyre reads GYRE_TIMEOUT and GYRE_INIT_TIMEOUT once per process, at its
+// first communicator, and has no per-communicator setting. So the first
+// group's timeout is exported before then (unless the user set the variables
+// themselves); a later group with another timeout keeps the first one's, and
+// says so once.
+void applyTimeout(std::chrono::milliseconds timeout) {
+  static std::mutex mu;
+  static long applied = -1;
+  long seconds = std::max(1L, static_cast<long>(std::ceil(timeout.count() / 1000.0)));
+  seconds = std::min(seconds, 86400L);  // gyre's allowed range is 1..86400
+  std::lock_guard<std::mutex> lock(mu);
+  if (applied < 0) {
+    std::string s = std::to_string(seconds);
+    setenv("GYRE_TIMEOUT", s.c_str(), /*overwrite=*/0);
+    setenv("GYRE_INIT_TIMEOUT", s.c_str(), 0);
+    applied = seconds;
+  } else if (applied != seconds) {
+    TORCH_WARN_ONCE("gyre backend: this process group's timeout (", seconds,
+                    " s) is not applied; gyre reads GYRE_TIMEOUT once per process and keeps the first "
+                    "group's ", applied, " s");
+  }
+}
+
+ncclUniqueId exchangeId(const c10::intrusive_ptr<c10d::Store>& store, int rank) {
+  ncclUniqueId id{};
+  if (rank == 0) {
+    check(ncclGetUniqueId(&id), "ncclGetUniqueId", nullptr);
+    const auto* bytes = reinterpret_cast<const uint8_t*>(id.internal);
+    store->set(kIdKey, std::vector<uint8_t>(bytes, bytes + sizeof(id.internal)));
+    return id;
+  }
+  // get() waits for the key with the store's timeout.
+  std::vector<uint8_t> bytes;
+  try {
+    bytes = store->get(kIdKey);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "gyre backend: rank ", rank, " waited for rank 0 to publish gyre's unique id (store key '",
+                kIdKey, "') until the store gave up, after ", store->getTimeout().count(),
+                " ms: is rank 0 running and using backend gyre? (", e.what(), ")");
+  }
+  TORCH_CHECK(bytes.size() == sizeof(id.internal), "gyre backend: the unique id in the store has ", bytes.size(),
+              " bytes, expected ", sizeof(id.internal), " (another library's key?)");
+  std::copy(bytes.begin(), bytes.end(), id.internal);
+  return id;
+}
+
+}  // namespace
+
+Communicator::Communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                           std::chrono::milliseconds timeout) {
+  TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "gyre backend: rank ", rank, " outside a group of ", size);
+  applyTimeout(timeout);
+  ncclUniqueId id = exchangeId(store, rank);
+  check(gyreCommInitRankHost(&comm_, size, id, rank, nullptr), "gyreCommInitRankHost", nullptr);
+}
+
+Communicator::~Communicator() {
+  if (comm_ == nullptr) return;
+  // Destroy waits for the peers to finish with the connections; after a
+  // failure they may be dead, so abort instead.
+  if (broken_) {
+    ncclCommAbort(comm_);
+  } else if (ncclCommDestroy(comm_) != ncclSuccess) {
+    LOG(WARNING) << "gyre backend: ncclCommDestroy: " << ncclGetLastError(nullptr);
+  }
+}
+
+}  // namespace torch_gyre

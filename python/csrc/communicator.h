@@ -1,0 +1,38 @@
+// A gyre host-memory communicator made for one process group: the unique id
+// travels through the c10d::Store the group was created with, and the
+// group's timeout becomes gyre's.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include <gyre.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+namespace torch_gyre {
+
+// Throws std::runtime_error (RuntimeError in Python) carrying gyre's own
+// message (ncclGetLastError) when `r` is not ncclSuccess.
+void check(ncclResult_t r, const char* call, ncclComm_t comm);
+
+class Communicator {
+ public:
+  // Collective over the group: rank 0 makes the id and publishes it; the
+  // others wait for it with the store's timeout.
+  Communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+               std::chrono::milliseconds timeout);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  ncclComm_t get() const { return comm_; }
+  // After a failure the peers may be gone: destruction then aborts instead
+  // of waiting for them.
+  void markBroken() { broken_ = true; }
+
+ private:
+  ncclComm_t comm_ = nullptr;
+  bool broken_ = false;
+};
+
+}  // namespace torch_gyre

@@ -1,0 +1,37 @@
+// The Python module torch_gyre._C: the ProcessGroupGyre class (a subclass
+// of torch's own backend class, so torch.distributed accepts it) and the
+// creator that Backend.register_backend calls.
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "process_group.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// torch calls the creator as creator(store, rank, size, timeout), the
+// timeout a datetime.timedelta.
+c10::intrusive_ptr<torch_gyre::ProcessGroupGyre> create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                        int size, std::chrono::milliseconds timeout) {
+  return c10::make_intrusive<torch_gyre::ProcessGroupGyre>(store, rank, size, timeout);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "gyre's torch.distributed backend (see torch_gyre/__init__.py)";
+  py::object base = py::module::import(torch_gyre::compat::kPythonBaseModule).attr(torch_gyre::compat::kPythonBaseClass);
+  py::class_<torch_gyre::ProcessGroupGyre, c10::intrusive_ptr<torch_gyre::ProcessGroupGyre>>(m, "ProcessGroupGyre",
+                                                                                               base)
+      .def(py::init(&create), py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+           py::call_guard<py::gil_scoped_release>());
+  // Blocks on the store (rank > 0) and on the other ranks' init: without
+  // the GIL, so other Python threads keep running meanwhile.
+  m.def("create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+        py::call_guard<py::gil_scoped_release>());
+  m.attr("torch_major") = GYRE_TORCH_MAJOR;
+  int version = 0;
+  ncclGetVersion(&version);
+  m.attr("nccl_api_version") = version;
+}

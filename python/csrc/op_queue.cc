@@ -1,0 +1,121 @@
+#include "op_queue.h"
+
+#include <exception>
+
+#include "communicator.h"
+
+namespace torch_gyre {
+
+namespace {
+// How long held sends and receives wait for partners when nobody asks for
+// them. Issuing the partner ops of one exchange takes microseconds; this
+// only delays code that never calls wait().
+constexpr auto kP2PQuiet = std::chrono::milliseconds(5);
+}  // namespace
+
+OpQueue::OpQueue(ncclComm_t comm, std::function<void()> onFailure)
+    : comm_(comm), onFailure_(std::move(onFailure)), worker_([this] { loop(); }) {}
+
+OpQueue::~OpQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+void OpQueue::submit(std::vector<Op> ops, bool grouped) {
+  Task t;
+  t.p2p = !ops.empty();
+  for (const Op& op : ops) t.p2p = t.p2p && op.p2p;
+  t.ops = std::move(ops);
+  t.grouped = grouped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (t.p2p) lastP2P_ = std::chrono::steady_clock::now();
+    t.seq = submitted_++;
+    tasks_.push_back(std::move(t));
+  }
+  cv_.notify_all();
+}
+
+void OpQueue::flush() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    flushBefore_ = submitted_;
+  }
+  cv_.notify_all();
+}
+
+OpQueue::Task OpQueue::next(std::unique_lock<std::mutex>& lock) {
+  auto blockedBehind = [&] {  // a collective follows the leading p2p tasks
+    size_t n = 0;
+    while (n < tasks_.size() && tasks_[n].p2p) ++n;
+    return n < tasks_.size();
+  };
+  while (tasks_.front().p2p) {
+    bool blocked = blockedBehind();
+    if (blocked || tasks_.front().seq < flushBefore_ || stop_) break;
+    if (cv_.wait_until(lock, lastP2P_ + kP2PQuiet) == std::cv_status::timeout &&
+        std::chrono::steady_clock::now() >= lastP2P_ + kP2PQuiet)
+      break;
+  }
+  Task task;
+  if (!tasks_.front().p2p) {
+    task = std::move(tasks_.front());
+    tasks_.pop_front();
+    return task;
+  }
+  task.grouped = true;
+  task.p2p = true;
+  while (!tasks_.empty() && tasks_.front().p2p) {
+    for (Op& op : tasks_.front().ops) task.ops.push_back(std::move(op));
+    tasks_.pop_front();
+  }
+  return task;
+}
+
+void OpQueue::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+    if (tasks_.empty()) return;  // stopped and drained
+    Task task = next(lock);
+    lock.unlock();
+    execute(task);
+    lock.lock();
+  }
+}
+
+void OpQueue::execute(Task& task) {
+  Cleanups cleanups;
+  try {
+    if (!error_.empty())
+      throw std::runtime_error("gyre backend: the process group failed earlier and runs no more operations: " +
+                               error_);
+    try {
+      if (task.grouped) check(ncclGroupStart(), "ncclGroupStart", comm_);
+      for (Op& op : task.ops)
+        if (op.launch) op.launch(comm_, cleanups);
+      if (task.grouped) check(ncclGroupEnd(), "ncclGroupEnd", comm_);
+    } catch (const std::exception& e) {
+      // A group left open would swallow the next task's calls.
+      if (task.grouped) ncclGroupEnd();
+      if (error_.empty()) error_ = e.what();
+      onFailure_();
+      throw;
+    }
+    for (auto& c : cleanups) c();
+    cleanups.clear();
+    for (Op& op : task.ops)
+      if (op.finish) op.finish();
+  } catch (const std::exception& e) {
+    for (auto& c : cleanups) c();
+    for (Op& op : task.ops) op.work->fail(e.what());
+    return;
+  }
+  for (Op& op : task.ops) op.work->complete();
+}
+
+}  // namespace torch_gyre

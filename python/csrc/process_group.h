@@ -1,0 +1,89 @@
+// The torch.distributed backend "gyre": every c10d operation on CPU tensors,
+// run by a gyre host-memory communicator.
+//
+// Each operation is checked and prepared on the calling thread (so a bad
+// dtype, op, device or size raises at the call), then queued to the group's
+// worker (op_queue.h), which completes its Work and future.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "communicator.h"
+#include "compat.h"
+#include "op_queue.h"
+
+namespace torch_gyre {
+
+class ProcessGroupGyre : public compat::BackendAdapter {
+ public:
+  ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                   std::chrono::milliseconds timeout);
+  ~ProcessGroupGyre() override;
+
+  const std::string getBackendName() const override { return "gyre"; }
+
+  // Collectives (collectives.cc).
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // Gathering and scattering (gather_scatter.cc).
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+
+  // Point to point and all-to-all (p2p.cc).
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits, std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+
+  void openBatch() override;
+  c10::intrusive_ptr<c10d::Work> closeBatch() override;
+
+ private:
+  // Wraps `op` in a Work over `outputs` and queues it (or adds it to the open
+  // batch); returns the Work.
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs, Op op);
+  // Several ops that run as one group and complete together under one Work.
+  c10::intrusive_ptr<c10d::Work> enqueueGroup(c10d::OpType type, std::vector<at::Tensor> outputs, std::vector<Op> ops);
+  c10::intrusive_ptr<GyreWork> makeWork(c10d::OpType type, std::vector<at::Tensor> outputs);
+  void checkPeer(int peer, const char* what) const;
+
+  // Declared before queue_: the worker stops before the communicator goes.
+  std::unique_ptr<Communicator> comm_;
+  std::shared_ptr<OpQueue> queue_;
+  // Ops may be issued from several threads (DDP's autograd thread and the
+  // main thread): the batch and the order of submission are guarded here.
+  std::mutex submitMu_;
+  std::optional<std::vector<Op>> batch_;  // open between openBatch and closeBatch
+};
+
+}  // namespace torch_gyre

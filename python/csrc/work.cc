@@ -1,0 +1,38 @@
+#include "work.h"
+
+#include <stdexcept>
+
+namespace torch_gyre {
+
+GyreWork::GyreWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+
+bool GyreWork::wait(std::chrono::milliseconds timeout) {
+  if (flush_) flush_();
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (timeout == kNoTimeout) {
+    cv_.wait(lock, [&] { return completed_; });
+  } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
+    throw std::runtime_error("gyre: operation did not complete within the wait() timeout of " +
+                             std::to_string(timeout.count()) + " ms");
+  }
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+void GyreWork::complete() {
+  // The future first: a thread that wait() returns to may read the future's
+  // value at once (DDP does), so it must already be marked.
+  future_->markCompleted(c10::IValue(outputs_));
+  finish();
+}
+
+void GyreWork::fail(const std::string& message) {
+  auto error = std::make_exception_ptr(std::runtime_error(message));
+  future_->setError(error);
+  finish(error);
+}
+
+}  // namespace torch_gyre

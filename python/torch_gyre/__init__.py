@@ -1,0 +1,45 @@
+"""gyre as a torch.distributed backend.
+
+``import torch_gyre`` registers the backend ``"gyre"``, after which
+``torch.distributed.init_process_group("gyre")`` (or ``torchrun``) runs the
+group's collectives on CPU tensors through gyre's host-memory communicators::
+
+    import torch.distributed as dist
+    import torch_gyre  # noqa: F401  (registers "gyre")
+    dist.init_process_group("gyre")        # env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
+    dist.all_reduce(tensor)
+
+The process group's timeout becomes gyre's GYRE_TIMEOUT (read once per
+process, so the first group's timeout holds for all), and a peer that dies
+makes the others' operations raise RuntimeError with gyre's message.
+"""
+import inspect
+
+import torch  # noqa: F401  (loads libtorch before the extension needs it)
+import torch.distributed as _dist
+
+from . import _C
+
+__all__ = ["ProcessGroupGyre", "BACKEND_NAME"]
+
+BACKEND_NAME = "gyre"
+ProcessGroupGyre = _C.ProcessGroupGyre
+
+
+def _create(store, rank, size, timeout):
+    return _C.create_process_group(store, rank, size, timeout)
+
+
+def _register():
+    if BACKEND_NAME.upper() in getattr(_dist.Backend, "_plugins", {}):
+        return  # a second import (or reload) must not register twice
+    params = inspect.signature(_dist.Backend.register_backend).parameters
+    if "devices" in params:
+        # torch 2.x: a plugin names the devices it serves (a list: a plain
+        # string would be read letter by letter).
+        _dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu"])
+    else:
+        _dist.Backend.register_backend(BACKEND_NAME, _create)
+
+
+_register()
