@@ -82,7 +82,8 @@ GYRE_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, siz
     CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
   }
   CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn));
-  return enqueue(comm, makeCall(CollKind::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, false, stream));
+  return enqueue(comm, makeCall(CollKind::Broadcast, sendbuff, recvbuff, count,
+                                datatype, ncclSum, root, false, stream));
 }
 
 GYRE_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -117,7 +118,8 @@ GYRE_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, siz
   CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", sendcount, size, fn));
   size_t bytes = sendcount * size;
   CHECK_ARG(checkBlockOverlap(fn, sendbuff, bytes, recvbuff, bytes * comm->nranks, bytes * comm->rank));
-  return enqueue(comm, makeCall(CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, false, stream));
+  return enqueue(comm, makeCall(CollKind::AllGather, sendbuff, recvbuff, sendcount,
+                                datatype, ncclSum, 0, false, stream));
 }
 
 GYRE_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -134,7 +136,8 @@ GYRE_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
   size_t bytes = recvcount * size;
   // In place: recvbuff is this rank's block of sendbuff.
   CHECK_ARG(checkBlockOverlap(fn, recvbuff, bytes, sendbuff, bytes * comm->nranks, bytes * comm->rank));
-  return enqueue(comm, makeCall(CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, false, stream));
+  return enqueue(comm, makeCall(CollKind::ReduceScatter, sendbuff, recvbuff, recvcount,
+                                datatype, op, 0, false, stream));
 }
 
 GYRE_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
