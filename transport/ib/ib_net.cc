@@ -21,7 +21,9 @@ namespace gyre::ib {
 namespace {
 
 constexpr uint32_t kMagic = 0x6779'4942;  // "gyIB"
-constexpr double kSetupSeconds = 30;
+// Bounds each blocking piece of set-up (a TCP connect, a small send): the
+// caller's init deadline bounds the whole, between the calls.
+constexpr double kSetupSeconds = 5;
 
 // Lives in the caller's handle buffer, which stays put while connect() is retried.
 struct Handle {
@@ -128,7 +130,11 @@ ncclResult_t ibConnect(int dev, void* handle, void** sendComm, gyreNetDeviceHand
     c->port = port;
     NetAddress addr = NetAddress::fromWire(h->addr);
     c->what = port->label() + " -> " + addr.toString();
-    ncclResult_t r = Socket::connectTo(addr, Deadline::afterSeconds(kSetupSeconds), nullptr, &c->sock, c->what.c_str());
+    // The receiver listened before it sent the handle: a refusal means it
+    // is gone, so that fails at once instead of retrying.
+    const Deadline refused = Deadline::afterMs(0);
+    ncclResult_t r = Socket::connectTo(addr, Deadline::afterSeconds(kSetupSeconds), nullptr, &c->sock, c->what.c_str(),
+                                       &refused);
     if (r == ncclSuccess) r = createQps(c);
     if (r == ncclSuccess) {
       c->fifoMr = verbs(nullptr)->regMr(port->pd, c->fifo, sizeof(c->fifo),
