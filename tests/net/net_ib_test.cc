@@ -150,6 +150,15 @@ TEST_CASE("every collective over 3 ranks is exact with 2 QPs per connection stri
   (void)system(("rm -rf " + dir).c_str());
 }
 
+TEST_CASE("every collective over 4 ranks is exact over NCCL_NET=IB on RoCE ports with 2 QPs per connection",
+          "[ib]") {
+  const std::string dir = freshDir("four");
+  RunResult result = runCollectives(4, {{"NCCL_IB_QPS_PER_CONNECTION", "2"}, {"NCCL_IB_HCA", "fake_roce0"}}, dir);
+  INFO(result.describe());
+  CHECK(result.allOk());
+  (void)system(("rm -rf " + dir).c_str());
+}
+
 TEST_CASE("RoCE ports get a GRH with NCCL_IB_TC and the chosen GID; QPs get NCCL_IB_TIMEOUT, RETRY_CNT and SL",
           "[ib]") {
   const std::string dir = freshDir("roce");
