@@ -19,6 +19,9 @@
 //                                 the QP enters the error state, and the peer
 //                                 sees the link drop (its receives flush)
 //   FAKEVERBS_PORT_DOWN=dev:port  that port reports state DOWN
+//   FAKEVERBS_PORT_DOWN_AFTER=N   from the Nth RDMA write with immediate on,
+//                                 the ports go down while running: every QP
+//                                 that writes fails as above, ports report DOWN
 //   FAKEVERBS_REG_MR_ENOMEM=1     ibv_reg_mr fails with ENOMEM
 //   FAKEVERBS_DELAY_US=N          each completion is delayed N µs (slow network)
 // Counters for the tests: fakeverbs_counts(), fakeverbs_last_qp_attr().
@@ -71,6 +74,7 @@ uint32_t gNextKey = 0x100;
 std::atomic<long> gLiveMrs{0}, gLiveQps{0}, gLiveCqs{0}, gLivePds{0}, gOpenCtx{0}, gPostSends{0}, gRegCalls{0};
 std::atomic<int> gLastTimeout{-1}, gLastRetry{-1}, gLastSl{-1}, gLastTc{-1}, gLastGidIndex{-1}, gLastIsGlobal{-1};
 std::atomic<uint32_t> gQpCounter{0};
+std::atomic<bool> gPortDown{false};  // FAKEVERBS_PORT_DOWN_AFTER struck
 
 long envLong(const char* name) {
   const char* v = getenv(name);
@@ -275,6 +279,7 @@ int fakePostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     static std::atomic<long> dataWrites{0};
     const long n = wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? ++dataWrites : 0;
     const long failAt = envLong("FAKEVERBS_QP_ERROR_AFTER");
+    const long downAt = envLong("FAKEVERBS_PORT_DOWN_AFTER");
     const bool signaled = wr->send_flags & IBV_SEND_SIGNALED;
     int fd;
     {
@@ -291,6 +296,11 @@ int fakePostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
         continue;
       }
       if (failAt > 0 && n == failAt) {
+        q->failLocked(IBV_WC_RETRY_EXC_ERR);
+        continue;
+      }
+      if (downAt > 0 && n >= downAt) {  // the port is gone: this write and every later one fail
+        gPortDown = true;
         q->failLocked(IBV_WC_RETRY_EXC_ERR);
         continue;
       }
@@ -427,6 +437,7 @@ EXPORT int ibv_query_port(ibv_context* ctx, uint8_t port, _compat_ibv_port_attr*
   a->state = IBV_PORT_ACTIVE;
   const char* down = getenv("FAKEVERBS_PORT_DOWN");
   if (down && std::string(down) == std::string(d->dev.name) + ":" + std::to_string(port)) a->state = IBV_PORT_DOWN;
+  if (gPortDown) a->state = IBV_PORT_DOWN;
   a->max_mtu = a->active_mtu = IBV_MTU_4096;
   a->gid_tbl_len = d->roce ? 4 : 1;
   a->lid = d->roce ? 0 : static_cast<uint16_t>(0x10 + port);
@@ -529,7 +540,8 @@ EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   q->qp.recv_cq = attr->recv_cq;
   q->qp.qp_type = IBV_QPT_RC;
   q->qp.state = IBV_QPS_RESET;
-  q->qp.qp_num = (static_cast<uint32_t>(getpid()) << 8) | (gQpCounter++ & 0xff);
+  // Unique on the machine while alive: 20 bits of pid, 4096 QPs per process.
+  q->qp.qp_num = ((static_cast<uint32_t>(getpid()) & 0xfffff) << 12) | (gQpCounter++ & 0xfff);
   q->sendCq = reinterpret_cast<FakeCq*>(attr->send_cq);
   q->recvCq = reinterpret_cast<FakeCq*>(attr->recv_cq);
   q->listenFd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

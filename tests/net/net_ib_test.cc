@@ -257,3 +257,30 @@ TEST_CASE("a QP that enters the error state mid-collective fails every rank with
   CHECK(e1.find("fake_ib0") != std::string::npos);
   CHECK(e1.find("to rank 2") != std::string::npos);
 }
+
+TEST_CASE("ports going down mid-collective fail every rank within the timeout, the rank that lost them naming the "
+          "verbs status",
+          "[ib][fault]") {
+  const double start = monotonicSeconds();
+  RunResult r = runFaulty(3, {}, [](int rank) {
+    return rank == 2 ? Env{{"FAKEVERBS_PORT_DOWN_AFTER", "30"}} : Env{};
+  }, 60);
+  INFO(r.describe());
+  CHECK(monotonicSeconds() - start < 45);
+  for (const RankOutcome& o : r.ranks) {
+    const std::string e = o.records.count("error") ? o.records.at("error") : "";
+    INFO("rank " << o.rank << ": " << e);
+    CHECK(o.ok());
+    CHECK(!e.empty());
+    CHECK(e.find("rank ") != std::string::npos);
+  }
+  CHECK(r.ranks[2].records["error"].find("transport retry counter exceeded") != std::string::npos);
+}
+
+TEST_CASE("slow completions (300 us each) still give exact collectives over 3 ranks", "[ib]") {
+  const std::string dir = freshDir("slow");
+  RunResult result = runCollectives(3, {{"FAKEVERBS_DELAY_US", "300"}, {"NCCL_IB_HCA", "=fake_ib0:1"}}, dir);
+  INFO(result.describe());
+  CHECK(result.allOk());
+  (void)system(("rm -rf " + dir).c_str());
+}
