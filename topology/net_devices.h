@@ -5,9 +5,10 @@
 //                       (a NIC is usable through its netdev when it matches)
 //   NCCL_IB_HCA         selects the verbs devices ("mlx5_0", "mlx5_0:1") of an
 //                       InfiniBand transport
-// This build has no InfiniBand transport, so an IB port counts only through
-// its IPoIB netdev; NCCL_IB_HCA is still parsed and applied for when one
-// exists (`haveIbTransport`).
+// The planner does not probe verbs devices (the IB network does, in
+// transport/ib, applying NCCL_IB_HCA to the ports it uses), so here an IB
+// port counts only through its IPoIB netdev unless a caller sets
+// `haveIbTransport`.
 #pragma once
 
 #include <string>

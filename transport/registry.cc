@@ -1,5 +1,5 @@
 #include "transport/shm/shm_transport.h"
-#include "transport/socket/socket_transport.h"
+#include "transport/net/network.h"
 #include "transport/transport.h"
 
 namespace gyre {
@@ -7,7 +7,7 @@ namespace gyre {
 std::vector<Transport*> registeredTransports() {
   return {
       shmTransport(),     // same host, unless NCCL_SHM_DISABLE=1
-      socketTransport(),  // always possible; later transports go above it
+      networkTransport(),  // always possible: sockets at least (transport/net/network.h)
   };
 }
 

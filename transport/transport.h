@@ -76,6 +76,12 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
+  // What carries `conn`, as NCCL's INFO lines say it: "SHM", "P2P/IPC",
+  // "NET/Socket/0", "NET/IB/1".
+  virtual std::string via(const Connection& conn) const {
+    (void)conn;
+    return name();
+  }
   // Whether this transport can link `self` and `peer` (checked on both sides alike).
   virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
   // Every rank first calls connectSend for all its send connections, then

@@ -14,7 +14,7 @@
 #include "topology/net_devices.h"
 #include "topology/xml.h"
 #include "transport/p2p/p2p_transport.h"
-#include "transport/socket/socket_transport.h"
+#include "transport/net/network.h"
 #include "transport/transport.h"
 
 namespace gyre {
@@ -141,6 +141,7 @@ ncclResult_t planRings(ncclComm* comm, const RingOptions& opts, CommTopology* ou
 
 ncclResult_t discoverTopology(ncclComm* comm, const Deadline& deadline, CommTopology* out) {
   GYRE_CHECK(topo::readTransportPolicy(&out->policy));
+  GYRE_CHECK(selectNetwork(nullptr));  // NCCL_NET / NCCL_NET_PLUGIN / NCCL_IB_* errors fail init here
   GYRE_CHECK(buildPlacement(comm, deadline, &out->placement));
   int64_t minChannels = 1, maxChannels = 1;
   GYRE_CHECK(env::getInt("NCCL_MIN_NCHANNELS", &minChannels));
@@ -196,7 +197,7 @@ topo::EdgeTransport edgeKind(const ncclComm* comm, int peer) {
 // registry's list: host lanes (and staged device calls) never get it.
 Transport* transportForPeer(const ncclComm* comm, int peer, bool forDeviceExecutor) {
   if (forDeviceExecutor) return p2pTransport();
-  if (edgeKind(comm, peer) == topo::EdgeTransport::NET) return socketTransport();
+  if (edgeKind(comm, peer) == topo::EdgeTransport::NET) return networkTransport();
   const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
   return pickTransport(peers[comm->rank], peers[peer]);
 }

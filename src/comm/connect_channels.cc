@@ -18,6 +18,8 @@ ncclResult_t openConnection(ncclComm* comm, int channel, const Deadline& deadlin
   c->isSend = isSend;
   c->transport = transportForPeer(comm, peer, runsKernels(comm));
   GYRE_CHECK(isSend ? c->transport->connectSend(ctx, peer, c) : c->transport->connectRecv(ctx, peer, c));
+  GYRE_INFO("INIT", "channel %d: rank %d %s rank %d via %s", channel, comm->rank, isSend ? "->" : "<-", peer,
+            c->transport->via(*c).c_str());
   comm->host->progress.add(c);
   return ncclSuccess;
 }

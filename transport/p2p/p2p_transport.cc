@@ -80,6 +80,7 @@ int tagOf(int channel) { return kP2PTagBase + channel; }
 class P2PTransport final : public Transport {
  public:
   const char* name() const override { return "p2p"; }
+  std::string via(const Connection&) const override { return "P2P/IPC"; }
 
   // Same host, both device ranks, and the GPUs reach each other: trivially
   // when they are one GPU (same PCI address), else when this process sees the

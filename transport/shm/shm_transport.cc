@@ -56,6 +56,7 @@ void finish(ShmConn* s, Connection* out) {
 class ShmTransport final : public Transport {
  public:
   const char* name() const override { return "shm"; }
+  std::string via(const Connection&) const override { return "SHM"; }
 
   bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
     int64_t disabled = 0;

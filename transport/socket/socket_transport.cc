@@ -88,6 +88,7 @@ void initFifo(SocketConn* s, size_t slotBytes, Connection* out) {
 class SocketTransport final : public Transport {
  public:
   const char* name() const override { return "socket"; }
+  std::string via(const Connection&) const override { return "NET/Socket/0"; }
   bool canConnect(const PeerInfo&, const PeerInfo&) const override { return true; }
 
   // Connects the control socket and then the data sockets without waiting for

@@ -1,0 +1,286 @@
+// The IB network on the fake verbs provider (GYRE_IBVERBS_LIB, set by
+// tests/net/meson.build): every collective over 2 and 3 ranks with
+// NCCL_NET=IB and shared memory off, 1 and 2 QPs per connection, IB and RoCE
+// ports; the QP attributes the settings ask for; no QP, CQ or memory region
+// left after ncclCommDestroy; injected faults (a QP error, a port down,
+// ibv_reg_mr failing) end in an error on every rank, within the timeout.
+// There is no RDMA hardware here: this tests gyre's protocol and error paths
+// against the fake, not a real HCA.
+#include <catch2/catch.hpp>
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "net_test_util.h"
+
+namespace {
+
+using namespace gyre::nettest;
+
+using Env = std::vector<std::pair<std::string, std::optional<std::string>>>;
+
+void* fakeLib() { return dlopen(getenv("GYRE_IBVERBS_LIB"), RTLD_NOW | RTLD_NOLOAD); }
+
+struct FakeCounts {
+  long mrs = -1, qps = -1, cqs = -1, pds = -1, regs = -1, sends = -1;
+};
+
+FakeCounts fakeCounts() {
+  FakeCounts c;
+  void* lib = fakeLib();
+  if (!lib) return c;
+  auto fn = reinterpret_cast<void (*)(long*, long*, long*, long*, long*, long*)>(dlsym(lib, "fakeverbs_counts"));
+  fn(&c.mrs, &c.qps, &c.cqs, &c.pds, &c.regs, &c.sends);
+  dlclose(lib);
+  return c;
+}
+
+// Runs every collective at every count; records the QP attributes the fake saw.
+RunResult runCollectives(int nranks, const Env& extra, const std::string& logDir) {
+  RankOptions options;
+  options.timeout_s = 90;
+  options.env = {{"NCCL_SHM_DISABLE", "1"}, {"NCCL_NET", "IB"},   {"GYRE_TIMEOUT", "20"},
+                 {"GYRE_INIT_TIMEOUT", "20"}, {"NCCL_BUFFSIZE", "262144"}, {"NCCL_DEBUG", "INFO"},
+                 {"NCCL_DEBUG_SUBSYS", "INIT,NET"}, {"NCCL_DEBUG_FILE", logDir + "/log.%p"}};
+  options.env.insert(options.env.end(), extra.begin(), extra.end());
+  return runRanks(
+      nranks,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        rankProgress("init");
+        ncclResult_t r = gyreCommInitRankHost(&comm, n, id, rank, nullptr);
+        RANK_CHECK(r == ncclSuccess, "rank %d: init returned %d: %s", rank, int(r), lastError().c_str());
+        for (size_t count : netCounts()) {
+          rankProgress("count " + std::to_string(count));
+          if (!checkEveryCollective(comm, rank, n, count)) return 1;
+        }
+        const FakeCounts during = fakeCounts();
+        RANK_CHECK(during.sends > 0 && during.qps > 0, "rank %d: the fake provider saw %ld QPs and %ld post_sends",
+                   rank, during.qps, during.sends);
+        void* lib = fakeLib();
+        auto attr = reinterpret_cast<void (*)(int*, int*, int*, int*, int*, int*)>(
+            dlsym(lib, "fakeverbs_last_qp_attr"));
+        int timeout, retry, sl, tc, gid, global;
+        attr(&timeout, &retry, &sl, &tc, &gid, &global);
+        rankRecord("attr", std::to_string(timeout) + "," + std::to_string(retry) + "," + std::to_string(sl) + "," +
+                               std::to_string(tc) + "," + std::to_string(gid) + "," + std::to_string(global));
+        dlclose(lib);
+        r = ncclCommDestroy(comm);
+        RANK_CHECK(r == ncclSuccess, "rank %d: destroy returned %d: %s", rank, int(r), lastError().c_str());
+        const FakeCounts after = fakeCounts();
+        RANK_CHECK(after.mrs == 0 && after.qps == 0 && after.cqs == 0,
+                   "rank %d: after ncclCommDestroy the fake holds %ld MRs, %ld QPs, %ld CQs", rank, after.mrs,
+                   after.qps, after.cqs);
+        return 0;
+      },
+      options);
+}
+
+std::string logsOf(const std::string& dir) {
+  std::string all;
+  for (const std::string& f : filesIn(dir)) all += readFile(f);
+  return all;
+}
+
+std::string freshDir(const char* tag) {
+  const std::string d = std::string("/tmp/gyre_net_ib_") + tag + "_" + std::to_string(getpid());
+  REQUIRE(system(("rm -rf " + d + " && mkdir -p " + d).c_str()) == 0);
+  return d;
+}
+
+// Init (and one AllReduce when init works) on `n` ranks; the per-rank error texts.
+RunResult runFaulty(int n, const Env& env, const std::function<Env(int)>& rankEnv, double timeout_s) {
+  RankOptions options;
+  options.timeout_s = timeout_s;
+  options.idMode = rankEnv ? IdMode::kEnvCommId : IdMode::kParent;
+  options.env = {{"NCCL_SHM_DISABLE", "1"}, {"NCCL_NET", "IB"}, {"GYRE_TIMEOUT", "8"}, {"GYRE_INIT_TIMEOUT", "10"},
+                 {"NCCL_BUFFSIZE", "262144"}};
+  options.env.insert(options.env.end(), env.begin(), env.end());
+  if (rankEnv) options.rankEnv = rankEnv;
+  return runRanks(
+      n,
+      [](int rank, int nr, const ncclUniqueId& given) {
+        ncclUniqueId id = given;
+        if (getenv("NCCL_COMM_ID") && ncclGetUniqueId(&id) != ncclSuccess) {
+          rankRecord("error", "ncclGetUniqueId: " + lastError());
+          return 0;
+        }
+        ncclComm_t comm = nullptr;
+        ncclResult_t r = gyreCommInitRankHost(&comm, nr, id, rank, nullptr);
+        if (r != ncclSuccess) {
+          rankRecord("error", "init: " + lastError());
+          return 0;
+        }
+        std::vector<int32_t> v(100000, rank);
+        for (int i = 0; i < 20 && r == ncclSuccess; ++i)
+          r = ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr);
+        rankRecord("error", r == ncclSuccess ? "" : "allreduce: " + lastError());
+        ncclCommAbort(comm);
+        return 0;
+      },
+      options);
+}
+
+}  // namespace
+
+TEST_CASE("every collective over 2 ranks is exact over NCCL_NET=IB on the fake provider, leaving no QP or MR",
+          "[ib]") {
+  const std::string dir = freshDir("two");
+  RunResult result = runCollectives(2, {}, dir);
+  INFO(result.describe());
+  CHECK(result.allOk());
+  const std::string logs = logsOf(dir);
+  INFO(logs.substr(0, 3000));
+  CHECK(logs.find("via NET/IB/0") != std::string::npos);
+  CHECK(logs.find("via NET/IB/1") != std::string::npos);  // channel 1 on the second port
+  CHECK(logs.find("using network IB") != std::string::npos);
+  (void)system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("every collective over 3 ranks is exact with 2 QPs per connection striping each message", "[ib]") {
+  const std::string dir = freshDir("qps");
+  RunResult result = runCollectives(3, {{"NCCL_IB_QPS_PER_CONNECTION", "2"}, {"NCCL_IB_HCA", "=fake_ib0:1"}}, dir);
+  INFO(result.describe());
+  CHECK(result.allOk());
+  const std::string logs = logsOf(dir);
+  CHECK(logs.find("via NET/IB/0") != std::string::npos);
+  CHECK(logs.find("via NET/IB/1") == std::string::npos);  // one port allowed
+  (void)system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("every collective over 4 ranks is exact over NCCL_NET=IB on RoCE ports with 2 QPs per connection",
+          "[ib]") {
+  const std::string dir = freshDir("four");
+  RunResult result = runCollectives(4, {{"NCCL_IB_QPS_PER_CONNECTION", "2"}, {"NCCL_IB_HCA", "fake_roce0"}}, dir);
+  INFO(result.describe());
+  CHECK(result.allOk());
+  (void)system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("RoCE ports get a GRH with NCCL_IB_TC and the chosen GID; QPs get NCCL_IB_TIMEOUT, RETRY_CNT and SL",
+          "[ib]") {
+  const std::string dir = freshDir("roce");
+  RunResult result = runCollectives(2,
+                                    {{"NCCL_IB_HCA", "fake_roce0"}, {"NCCL_IB_TC", "106"}, {"NCCL_IB_SL", "3"},
+                                     {"NCCL_IB_TIMEOUT", "18"}, {"NCCL_IB_RETRY_CNT", "5"}},
+                                    dir);
+  INFO(result.describe());
+  REQUIRE(result.allOk());
+  for (const RankOutcome& o : result.ranks) CHECK(o.records.at("attr") == "18,5,3,106,2,1");
+  (void)system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("NCCL_IB_GID_INDEX picks the GID and one beyond the table is an error naming it", "[ib]") {
+  const std::string dir = freshDir("gid");
+  RunResult ok = runCollectives(2, {{"NCCL_IB_HCA", "=fake_roce0:2"}, {"NCCL_IB_GID_INDEX", "1"}}, dir);
+  INFO(ok.describe());
+  REQUIRE(ok.allOk());
+  CHECK(ok.ranks[0].records.at("attr").find(",1,1") != std::string::npos);  // sgid_index 1, global
+  (void)system(("rm -rf " + dir).c_str());
+  RunResult bad = runFaulty(2, {{"NCCL_IB_HCA", "fake_roce0"}, {"NCCL_IB_GID_INDEX", "9"}}, nullptr, 30);
+  INFO(bad.describe());
+  const std::string e = bad.ranks[0].records["error"];
+  INFO(e);
+  CHECK(e.find("NCCL_IB_GID_INDEX=9") != std::string::npos);
+  CHECK(e.find("fake_roce0:1") != std::string::npos);
+}
+
+TEST_CASE("NCCL_IB_HCA allowing no active port fails init listing the ports that exist", "[ib]") {
+  RunResult r = runFaulty(2, {{"NCCL_IB_HCA", "mlx5"}}, nullptr, 30);
+  INFO(r.describe());
+  const std::string e = r.ranks[0].records["error"];
+  INFO(e);
+  CHECK(e.find("NCCL_IB_HCA=mlx5") != std::string::npos);
+  CHECK(e.find("fake_ib0:1") != std::string::npos);
+  CHECK(e.find("fake_roce0:2") != std::string::npos);
+}
+
+TEST_CASE("a port that is down is not used; the only allowed port down leaves NCCL_NET=IB an error", "[ib][fault]") {
+  RunResult r = runFaulty(2, {{"NCCL_IB_HCA", "=fake_ib0:1"}, {"FAKEVERBS_PORT_DOWN", "fake_ib0:1"}}, nullptr, 30);
+  INFO(r.describe());
+  const std::string e = r.ranks[0].records["error"];
+  INFO(e);
+  CHECK(e.find("NCCL_IB_HCA==fake_ib0:1") != std::string::npos);
+  CHECK(e.find("fake_ib0:1 (IB)") == std::string::npos);  // not listed as active
+}
+
+TEST_CASE("ibv_reg_mr failing with ENOMEM fails set-up on every rank, naming the device and the errno text",
+          "[ib][fault]") {
+  RunResult r = runFaulty(2, {{"FAKEVERBS_REG_MR_ENOMEM", "1"}}, nullptr, 60);
+  INFO(r.describe());
+  bool named = false;
+  for (const RankOutcome& o : r.ranks) {
+    const std::string e = o.records.count("error") ? o.records.at("error") : "";
+    INFO("rank " << o.rank << ": " << e);
+    CHECK(o.ok());
+    CHECK(!e.empty());
+    named |= e.find("Cannot allocate memory") != std::string::npos && e.find("fake_ib0") != std::string::npos;
+  }
+  CHECK(named);
+}
+
+TEST_CASE("one rank whose ibv_reg_mr fails makes every rank's init fail within GYRE_INIT_TIMEOUT", "[ib][fault]") {
+  const double start = monotonicSeconds();
+  RunResult r = runFaulty(3, {}, [](int rank) { return rank == 1 ? Env{{"FAKEVERBS_REG_MR_ENOMEM", "1"}} : Env{}; },
+                          60);
+  INFO(r.describe());
+  CHECK(monotonicSeconds() - start < 40);
+  for (const RankOutcome& o : r.ranks) {
+    const std::string e = o.records.count("error") ? o.records.at("error") : "";
+    INFO("rank " << o.rank << ": " << e);
+    CHECK(o.ok());
+    CHECK(!e.empty());
+  }
+}
+
+TEST_CASE("a QP that enters the error state mid-collective fails every rank within the timeout, the failing rank "
+          "naming the device, the peer and the verbs status",
+          "[ib][fault]") {
+  const double start = monotonicSeconds();
+  RunResult r = runFaulty(3, {}, [](int rank) {
+    return rank == 1 ? Env{{"FAKEVERBS_QP_ERROR_AFTER", "40"}} : Env{};
+  }, 60);
+  INFO(r.describe());
+  CHECK(monotonicSeconds() - start < 45);
+  for (const RankOutcome& o : r.ranks) {
+    CHECK(o.ok());
+    const std::string e = o.records.count("error") ? o.records.at("error") : "";
+    INFO("rank " << o.rank << ": " << e);
+    CHECK(!e.empty());
+    CHECK(e.find("rank ") != std::string::npos);
+  }
+  const std::string e1 = r.ranks[1].records["error"];
+  INFO(e1);
+  CHECK(e1.find("transport retry counter exceeded") != std::string::npos);
+  CHECK(e1.find("fake_ib0") != std::string::npos);
+  CHECK(e1.find("to rank 2") != std::string::npos);
+}
+
+TEST_CASE("ports going down mid-collective fail every rank within the timeout, the rank that lost them naming the "
+          "verbs status",
+          "[ib][fault]") {
+  const double start = monotonicSeconds();
+  RunResult r = runFaulty(3, {}, [](int rank) {
+    return rank == 2 ? Env{{"FAKEVERBS_PORT_DOWN_AFTER", "30"}} : Env{};
+  }, 60);
+  INFO(r.describe());
+  CHECK(monotonicSeconds() - start < 45);
+  for (const RankOutcome& o : r.ranks) {
+    const std::string e = o.records.count("error") ? o.records.at("error") : "";
+    INFO("rank " << o.rank << ": " << e);
+    CHECK(o.ok());
+    CHECK(!e.empty());
+    CHECK(e.find("rank ") != std::string::npos);
+  }
+  CHECK(r.ranks[2].records["error"].find("transport retry counter exceeded") != std::string::npos);
+}
+
+TEST_CASE("slow completions (300 us each) still give exact collectives over 3 ranks", "[ib]") {
+  const std::string dir = freshDir("slow");
+  RunResult result = runCollectives(3, {{"FAKEVERBS_DELAY_US", "300"}, {"NCCL_IB_HCA", "=fake_ib0:1"}}, dir);
+  INFO(result.describe());
+  CHECK(result.allOk());
+  (void)system(("rm -rf " + dir).c_str());
+}

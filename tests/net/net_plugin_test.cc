@@ -1,0 +1,178 @@
+// External NCCL net plugins: the test plugin (test_net_plugin.cc, path in
+// NETTEST_PLUGIN) carries every collective between 2 and 3 ranks with
+// shared memory off; its call counters prove the data went through it, and
+// every comm it opened is closed after ncclCommDestroy. A plugin that is
+// missing, fails init, or a NCCL_NET naming no network fails init with an
+// error naming the variable and what exists. NCCL_DEBUG=INFO names the
+// network of each connection.
+#include <catch2/catch.hpp>
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "net_test_util.h"
+
+namespace {
+
+using namespace gyre::nettest;
+
+std::string pluginPath() {
+  const char* p = getenv("NETTEST_PLUGIN");
+  return p ? p : "";
+}
+
+using CountsFn = void (*)(long*, long*, long*, long*, long*, long*);
+
+void expectCollectivesThroughPlugin(int nranks) {
+  REQUIRE(!pluginPath().empty());
+  const std::string logDir = "/tmp/gyre_net_plugin_" + std::to_string(getpid());
+  REQUIRE(system(("rm -rf " + logDir + " && mkdir -p " + logDir).c_str()) == 0);
+  RankOptions options;
+  options.timeout_s = 60;
+  options.env = {{"NCCL_SHM_DISABLE", "1"},         {"NCCL_NET_PLUGIN", pluginPath()},
+                 {"GYRE_TIMEOUT", "20"},            {"GYRE_INIT_TIMEOUT", "20"},
+                 {"NCCL_BUFFSIZE", "262144"},       {"NCCL_DEBUG", "INFO"},
+                 {"NCCL_DEBUG_SUBSYS", "INIT,NET"}, {"NCCL_DEBUG_FILE", logDir + "/log.%p"}};
+  RunResult result = runRanks(
+      nranks,
+      [&](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        rankProgress("init");
+        ncclResult_t r = gyreCommInitRankHost(&comm, n, id, rank, nullptr);
+        RANK_CHECK(r == ncclSuccess, "rank %d: init returned %d: %s", rank, int(r), lastError().c_str());
+        for (size_t count : netCounts()) {
+          rankProgress("count " + std::to_string(count));
+          if (!checkEveryCollective(comm, rank, n, count)) return 1;
+        }
+        void* lib = dlopen(pluginPath().c_str(), RTLD_NOW | RTLD_NOLOAD);
+        RANK_CHECK(lib != nullptr, "rank %d: the plugin %s was not loaded by gyre", rank, pluginPath().c_str());
+        auto counts = reinterpret_cast<CountsFn>(dlsym(lib, "gyretest_counts"));
+        RANK_CHECK(counts != nullptr, "no gyretest_counts");
+        long isends, irecvs, tests, open, regs, deregs;
+        counts(&isends, &irecvs, &tests, &open, &regs, &deregs);
+        // Two messages per step and at least one step per collective call.
+        RANK_CHECK(isends >= 12 && irecvs >= 12 && tests > 0, "rank %d: plugin calls: %ld isend, %ld irecv, %ld test",
+                   rank, isends, irecvs, tests);
+        r = ncclCommDestroy(comm);
+        RANK_CHECK(r == ncclSuccess, "rank %d: destroy returned %d: %s", rank, int(r), lastError().c_str());
+        counts(&isends, &irecvs, &tests, &open, &regs, &deregs);
+        RANK_CHECK(open == 0, "rank %d: %ld plugin comms or listeners still open after destroy", rank, open);
+        RANK_CHECK(regs == deregs && regs > 0, "rank %d: %ld regMr, %ld deregMr", rank, regs, deregs);
+        dlclose(lib);
+        return 0;
+      },
+      options);
+  INFO(result.describe());
+  CHECK(result.allOk());
+  // Every rank's log names the plugin's network for its connections.
+  std::string all;
+  for (const std::string& f : filesIn(logDir)) all += readFile(f);
+  INFO(all.substr(0, 4000));
+  CHECK(all.find("via NET/GyreTest/0") != std::string::npos);
+  CHECK(all.find("via NET/GyreTest/1") != std::string::npos);  // channel 1 on the plugin's second device
+  CHECK(all.find("via NET/Socket") == std::string::npos);
+  if (all.find("via NET/GyreTest/0") != std::string::npos) (void)system(("rm -rf " + logDir).c_str());
+}
+
+// Runs init on 2 ranks with `env`; returns the first rank's error text ("" if init succeeded).
+std::string initError(const std::vector<std::pair<std::string, std::optional<std::string>>>& env) {
+  RankOptions options;
+  options.timeout_s = 30;
+  options.env = env;
+  options.env.push_back({"NCCL_SHM_DISABLE", "1"});
+  options.env.push_back({"GYRE_INIT_TIMEOUT", "10"});
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        ncclResult_t r = gyreCommInitRankHost(&comm, n, id, rank, nullptr);
+        rankRecord("error", r == ncclSuccess ? "" : lastError());
+        if (r == ncclSuccess) ncclCommDestroy(comm);
+        return 0;
+      },
+      options);
+  INFO(result.describe());
+  REQUIRE(result.allOk());
+  return result.ranks[0].records["error"];
+}
+
+}  // namespace
+
+TEST_CASE("every collective over 2 ranks runs through an external ncclNet_v8 plugin and closes what it opened",
+          "[plugin]") {
+  expectCollectivesThroughPlugin(2);
+}
+
+TEST_CASE("every collective over 3 ranks runs through an external ncclNet_v8 plugin and closes what it opened",
+          "[plugin]") {
+  expectCollectivesThroughPlugin(3);
+}
+
+TEST_CASE("NCCL_NET naming no network fails init listing the networks that exist", "[plugin]") {
+  const std::string e = initError({{"NCCL_NET", "Bogus"}});
+  INFO(e);
+  CHECK(e.find("NCCL_NET=Bogus") != std::string::npos);
+  CHECK(e.find("Socket") != std::string::npos);
+}
+
+TEST_CASE("NCCL_NET names the plugin's network case-insensitively", "[plugin]") {
+  CHECK(initError({{"NCCL_NET", "gyretest"}, {"NCCL_NET_PLUGIN", pluginPath()}}) == "");
+}
+
+TEST_CASE("a missing plugin fails init naming NCCL_NET_PLUGIN and the file", "[plugin]") {
+  const std::string e = initError({{"NCCL_NET_PLUGIN", "nosuchthing"}});
+  INFO(e);
+  CHECK(e.find("NCCL_NET_PLUGIN=nosuchthing") != std::string::npos);
+  CHECK(e.find("libnccl-net-nosuchthing.so") != std::string::npos);
+}
+
+TEST_CASE("a plugin whose init fails fails init with the plugin's own warning", "[plugin]") {
+  const std::string e = initError({{"NCCL_NET_PLUGIN", pluginPath()}, {"TESTNET_FAIL_INIT", "1"}});
+  INFO(e);
+  CHECK(e.find("GyreTest") != std::string::npos);
+  CHECK(e.find("init refused") != std::string::npos);
+}
+
+TEST_CASE("a library that exports no ncclNet_v8 fails init naming the supported version", "[plugin]") {
+  // libgyre itself exports no ncclNet_vN.
+  const char* self = getenv("NETTEST_LIBGYRE");
+  REQUIRE(self != nullptr);
+  const std::string e = initError({{"NCCL_NET_PLUGIN", std::string(self)}});
+  INFO(e);
+  CHECK(e.find("exports no ncclNet_v8") != std::string::npos);
+}
+
+TEST_CASE("NCCL_NET=Socket carries every collective over 3 ranks and the log names NET/Socket/0 per connection",
+          "[socket]") {
+  const std::string logDir = "/tmp/gyre_net_socket_" + std::to_string(getpid());
+  REQUIRE(system(("rm -rf " + logDir + " && mkdir -p " + logDir).c_str()) == 0);
+  RankOptions options;
+  options.timeout_s = 60;
+  options.env = {{"NCCL_SHM_DISABLE", "1"}, {"NCCL_NET", "socket"},          {"GYRE_TIMEOUT", "20"},
+                 {"NCCL_BUFFSIZE", "262144"}, {"NCCL_DEBUG", "INFO"},          {"NCCL_DEBUG_SUBSYS", "INIT"},
+                 {"NCCL_DEBUG_FILE", logDir + "/log.%p"}};
+  RunResult result = runRanks(
+      3,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        ncclResult_t r = gyreCommInitRankHost(&comm, n, id, rank, nullptr);
+        RANK_CHECK(r == ncclSuccess, "rank %d: init returned %d: %s", rank, int(r), lastError().c_str());
+        for (size_t count : netCounts()) {
+          rankProgress("count " + std::to_string(count));
+          if (!checkEveryCollective(comm, rank, n, count)) return 1;
+        }
+        RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      options);
+  INFO(result.describe());
+  CHECK(result.allOk());
+  std::string all;
+  for (const std::string& f : filesIn(logDir)) all += readFile(f);
+  INFO(all.substr(0, 3000));
+  CHECK(all.find("via NET/Socket/0") != std::string::npos);
+  CHECK(all.find("via SHM") == std::string::npos);
+  (void)system(("rm -rf " + logDir).c_str());
+}
