@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Network faults between namespaced hosts (2 hosts x 2 ranks, tests/netns/
+# hostnet.sh), the fault matrix's network rows:
+#   link down:   host 1's link is set down in the middle of a long AllReduce.
+#                Every rank must exit with an error within GYRE_TIMEOUT plus a
+#                margin (none killed by the backstop), the error naming a rank
+#                on the other side of the link.
+#   5 % loss:    iptables' statistic match drops 5 % of the packets arriving
+#                at each host. TCP retransmits, so every collective must still
+#                finish with exact results, only slower.
+# Each case prints a MATRIX row (scripts/fault-matrix) with what each rank
+# said, the time from the fault to the last rank's exit, and what was left:
+# processes and established TCP connections in the namespaces, /dev/shm.
+#
+# usage: net_faults.sh BUILD_DIR    (exit 77 = skipped: not root / no netns)
+set -uo pipefail
+build=${1:?usage: net_faults.sh BUILD_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=hostnet.sh
+. "$here/hostnet.sh"
+hostnet_check
+nhosts=2 per=2 world=4 timeout_s=5
+hostnet_up $nhosts || { echo "FAIL: could not build $nhosts hosts"; exit 1; }
+export GYRE_INIT_TIMEOUT=20 GYRE_TIMEOUT=$timeout_s
+failures=0
+port=$(( 22000 + $$ % 20000 ))
+
+# What is left once the ranks are gone: processes and established TCP
+# connections in the host namespaces, gyre segments in /dev/shm.
+leftovers() {
+  local procs=0 conns=0 h
+  for (( h = 0; h < nhosts; h++ )); do
+    procs=$(( procs + $(ip netns pids "${HN_NS[h]}" | wc -l) ))
+    conns=$(( conns + $(ip netns exec "${HN_NS[h]}" ss -Htn state established | wc -l) ))
+  done
+  local shm; shm=$(find /dev/shm -maxdepth 1 -name '*gyre*' 2>/dev/null | wc -l)
+  if [ $procs = 0 ] && [ $conns = 0 ] && [ "$shm" = 0 ]; then echo "none (processes, TCP connections, /dev/shm)"
+  else echo "$procs processes, $conns TCP connections, $shm /dev/shm segments"; fi
+}
+
+# The first line of rank r's output that names a failure, shortened.
+said() {
+  local line; line=$(grep -m1 -iE "error|fail|timed out|WARN" "$HN_WORK/$1.$2" | sed 's/.*NCCL WARN //' | cut -c1-110)
+  echo "${line:-(no error line)}" | tr '|' '/'
+}
+
+# ---- link down mid-AllReduce -------------------------------------------------
+port=$(( port + 1 ))
+hostnet_launch cut $nhosts $per 90 $port "$build/bench/all_reduce_perf" -b 16M -e 16M -n 100000 -w 1 -c 0
+sleep 4
+ip -n "${HN_NS[1]}" link set eth0 down
+cut_at=$(date +%s.%N)
+hostnet_wait; codes=$HN_CODES
+read -ra code <<<"$codes"
+saw="" worst=0 ok=1
+for (( r = 0; r < world; r++ )); do
+  t=$(awk -v a="$cut_at" -v b="$(cat "$HN_WORK/cut.$r.end")" 'BEGIN { printf "%.2f", b - a }')
+  worst=$(awk -v a="$worst" -v b="$t" 'BEGIN { print (b > a) ? b : a }')
+  saw+="r$r: exit ${code[r]} after ${t} s \"$(said cut $r)\"; "
+  # Ranks across the link: host 0 holds ranks 0-1, host 1 ranks 2-3.
+  other=$(( r < per ? 2 : 0 ))
+  if [ "${code[r]}" = 0 ] || [ "${code[r]}" = 137 ]; then ok=0; echo "rank $r: exit ${code[r]} (0 = no error, 137 = hung)"
+  elif ! grep -qE "rank ($other|$(( other + 1 )))" "$HN_WORK/cut.$r"; then ok=0; echo "rank $r: no rank across the link named"
+  elif awk -v t="$t" -v m=$(( timeout_s + 10 )) 'BEGIN { exit !(t > m) }'; then ok=0; echo "rank $r: took $t s"; fi
+done
+ip -n "${HN_NS[1]}" link set eth0 up
+left=$(leftovers)
+[ $ok = 1 ] && verdict=pass || { verdict=FAIL; failures=$(( failures + 1 )); tail -n 5 "$HN_WORK"/cut.?; }
+echo "MATRIX|link set down mid-AllReduce (2 hosts x 2 ranks, netns)|$saw|$worst s|$left|$verdict"
+
+# ---- 5 % packet loss -------------------------------------------------------
+if command -v iptables >/dev/null && ip netns exec "${HN_NS[0]}" iptables -L >/dev/null 2>&1; then
+  for (( h = 0; h < nhosts; h++ )); do
+    ip netns exec "${HN_NS[h]}" iptables -A INPUT -i eth0 -m statistic --mode random --probability 0.05 -j DROP
+  done
+  port=$(( port + 1 ))
+  start=$(date +%s.%N)
+  hostnet_launch loss $nhosts $per 120 $port "$build/bench/all_reduce_perf" -b 8 -e 1M -f 8 -n 3 -w 1 -c 1
+  hostnet_wait; codes=$HN_CODES
+  took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  dropped=$(ip netns exec "${HN_NS[0]}" iptables -L INPUT -v -n | awk '/statistic/ { print $1 }')
+  saw=""
+  for (( r = 0; r < world; r++ )); do saw+="r$r: exit $(echo "$codes" | cut -d' ' -f$(( r + 1 ))); "; done
+  if [ "$codes" = "0 0 0 0" ] && grep -q "Wrong elements *: 0 OK" "$HN_WORK/loss.0"; then verdict=pass
+  else verdict=FAIL; failures=$(( failures + 1 )); tail -n 5 "$HN_WORK"/loss.?; fi
+  saw+="results exact (0 wrong), $dropped packets dropped at host 0, run took $took s"
+  echo "MATRIX|5 % packet loss (iptables statistic, 2 hosts x 2 ranks)|$saw|-|$(leftovers)|$verdict"
+else
+  echo "MATRIX|5 % packet loss (iptables statistic)|skipped: iptables missing or unusable here (scripts/install-deps installs it)|-|-|skip"
+fi
+
+[ $failures -eq 0 ] && echo "PASS: network faults" || echo "FAILED: $failures case(s)"
+exit $(( failures > 0 ))
