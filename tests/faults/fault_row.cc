@@ -41,8 +41,8 @@ const char* resultName(ncclResult_t r) {
 
 void recordOutcome(ncclResult_t r, const std::string& error) {
   // Enough of the message to show who and what it names; the rest is in
-  // the test's log.
-  std::string text = error.size() > 110 ? error.substr(0, 107) + "..." : error;
+  // the test's log. Head and tail: a cause is often appended at the end.
+  std::string text = error.size() > 180 ? error.substr(0, 100) + " ... " + error.substr(error.size() - 75) : error;
   std::replace(text.begin(), text.end(), '|', '/');
   rankRecord("saw", r == ncclSuccess ? "ok" : std::string(resultName(r)) + " \"" + text + "\"");
   rankRecord("t_err", std::to_string(monotonicSeconds()));
@@ -99,7 +99,7 @@ void printRow(const std::string& name, const RunResult& result, int shmBefore, d
     saw << (s.empty() ? "exit " + std::to_string(r.exitCode) : s);
     if (!r.failures.empty()) saw << " [check failed]";
     const std::string t = recordOf(r, "t_err");
-    if (!t.empty() && faultTime > 0 && s != "ok") worst = std::max(worst, std::stod(t) - faultTime);
+    if (!t.empty() && faultTime > 0 && s.rfind("ok", 0) != 0) worst = std::max(worst, std::stod(t) - faultTime);
     const std::string l = recordOf(r, "left");
     if (!l.empty() && l.rfind("0 fds (0 sockets), 0 threads", 0) != 0) {
       left << "r" << r.rank << ": " << l << "; ";

@@ -80,6 +80,10 @@ hostnet_up() {
 # LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), rank r's output in
 # $HN_WORK/NAME.r, each bounded by `timeout`. Extra variables come from the
 # caller's environment (export them before). Sets HN_PIDS (by rank).
+# Ranks go to hosts in blocks (host h: ranks h*PER ...), or round robin
+# (host h: ranks h, h+N, ...) with HN_PLACE=cyclic: then rank order says
+# nothing about hosts, and only gyre's host-aware ring search keeps each
+# host's ranks together in a ring.
 hostnet_launch() {
   local name=$1 nhosts=$2 per=$3 limit=$4 port=$5; shift 5
   local world=$(( nhosts * per )) h l r
@@ -87,6 +91,7 @@ hostnet_launch() {
   for (( h = 0; h < nhosts; h++ )); do
     for (( l = 0; l < per; l++ )); do
       r=$(( h * per + l ))
+      [ "${HN_PLACE:-block}" = cyclic ] && r=$(( l * nhosts + h ))
       # The rank's exit time goes to NAME.r.end (for the time to an error).
       ( ip netns exec "${HN_NS[h]}" timeout -s KILL "$limit" env NCCL_HOSTID="host$h" NCCL_SOCKET_IFNAME=eth0 \
           MASTER_ADDR="${HN_ADDR[0]}" MASTER_PORT="$port" WORLD_SIZE="$world" RANK="$r" \

@@ -14,10 +14,15 @@
 #     children [...]" line.
 # Sizes are small: this runs on a 2-core CI machine.
 #
-# usage: hosts.sh BUILD_DIR NHOSTS        (exit 77 = skipped: not root / no netns)
+# With PLACEMENT cyclic, rank r runs on host r % NHOSTS (as a launcher that
+# deals ranks round robin would place them), so a ring in rank order would
+# cross a host boundary at every hop.
+#
+# usage: hosts.sh BUILD_DIR NHOSTS [block|cyclic]   (exit 77 = skipped: not root / no netns)
 set -uo pipefail
-build=${1:?usage: hosts.sh BUILD_DIR NHOSTS}
-nhosts=${2:?usage: hosts.sh BUILD_DIR NHOSTS}
+build=${1:?usage: hosts.sh BUILD_DIR NHOSTS [block|cyclic]}
+nhosts=${2:?usage: hosts.sh BUILD_DIR NHOSTS [block|cyclic]}
+export HN_PLACE=${3:-block}
 per=2
 world=$(( nhosts * per ))
 here=$(cd "$(dirname "$0")" && pwd)
@@ -44,7 +49,7 @@ run() {
     tail -n 8 "$HN_WORK/$name".*
     return 1
   fi
-  echo "ok: $name ($world ranks on $nhosts hosts): $(grep -E '^ +[0-9]+ ' "$HN_WORK/$name.0" | tail -1 | awk '{print $1 " B, busbw " $8 " GB/s"}')"
+  echo "ok: $name ($world ranks on $nhosts hosts, $HN_PLACE placement): $(grep -E '^ +[0-9]+ ' "$HN_WORK/$name.0" | tail -1 | awk '{print $1 " B, busbw " $8 " GB/s"}')"
 }
 
 bench=$build/bench
@@ -59,7 +64,8 @@ run sendrecv "$bench/sendrecv_perf" "${sizes[@]}"
 run alltoall "$bench/alltoall_perf" -b 1K -e 64K -f 64 -n 2 -w 1 -c 1
 
 # ---- Where the ring and the tree cross host boundaries ----------------------
-# Rank r lives on host r / per (hostnet_launch numbers ranks host by host).
+# The host of rank r, as hostnet_launch placed it.
+host_of() { if [ "$HN_PLACE" = cyclic ]; then echo $(( $1 % nhosts )); else echo $(( $1 / per )); fi; }
 log0=$HN_WORK/allreduce_ring.0
 if [ -f "$log0" ]; then
   grep -q "over $nhosts host(s)" "$log0" || fail "init did not plan $nhosts hosts: $(grep 'host(s)' "$log0" | head -1)"
@@ -71,7 +77,7 @@ if [ -f "$log0" ]; then
     crossings=0
     for (( i = 0; i < ${#ranks[@]}; i++ )); do
       a=${ranks[i]} b=${ranks[(i + 1) % ${#ranks[@]}]}
-      [ $(( a / per )) != $(( b / per )) ] && crossings=$(( crossings + 1 ))
+      [ "$(host_of "$a")" != "$(host_of "$b")" ] && crossings=$(( crossings + 1 ))
     done
     # A cycle through N groups that keeps each group together crosses exactly
     # N boundaries; any more means some host is entered twice.
@@ -85,7 +91,7 @@ if [ -f "$log0" ]; then
   for (( r = 0; r < world; r++ )); do
     while read -r ch prev me next transport; do
       want=shm
-      [ $(( me / per )) != $(( next / per )) ] && want=socket
+      [ "$(host_of "$me")" != "$(host_of "$next")" ] && want=socket
       [ "$transport" = "$want" ] || fail "rank $me channel $ch: hop to rank $next is over $transport, want $want"
     done < <(sed -nE 's/.*ring channel ([0-9]+): ([0-9]+) -> ([0-9]+) -> ([0-9]+) over ([a-z]+).*/\1 \2 \3 \4 \5/p' \
                "$HN_WORK/allreduce_ring.$r")
@@ -98,7 +104,7 @@ if [ -f "$HN_WORK/allreduce_tree.0" ]; then
       parent=$(sed -nE "s/.*tree $t: parent (-?[0-9]+),.*/\1/p" "$HN_WORK/allreduce_tree.$r" | head -1)
       [ -n "$parent" ] || { fail "rank $r printed no 'tree $t' line"; continue; }
       if [ "$parent" = -1 ]; then roots=$(( roots + 1 ))
-      elif [ $(( parent / per )) = $(( r / per )) ]; then intra=$(( intra + 1 ))
+      elif [ "$(host_of "$parent")" = "$(host_of "$r")" ]; then intra=$(( intra + 1 ))
       else inter=$(( inter + 1 )); fi
     done
     # A tree over N hosts of `per` ranks: one root, N-1 links between hosts
