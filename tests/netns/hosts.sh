@@ -84,7 +84,8 @@ if [ -f "$log0" ]; then
     if [ ${#ranks[@]} != $world ] || [ $crossings != "$nhosts" ]; then
       fail "channel $ch ring [$order] crosses host boundaries $crossings times (want $nhosts, once into and out of each host)"
     else
-      echo "ok: channel $ch ring [$order] enters and leaves each of the $nhosts hosts once"
+      echo "ok: channel $ch ring [$order] enters and leaves each of the $nhosts hosts once:" \
+           "$(grep -m1 -oE "channel $ch ring:.*" "$log0" | sed 's/.*(by host: /by host /; s/)$//')"
     fi
   done <<<"$rings"
   # Each rank's hop to its ring successor: socket between hosts, shm inside.
