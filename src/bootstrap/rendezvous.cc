@@ -209,13 +209,19 @@ ncclResult_t joinRendezvous(const UniqueIdContents& id, int rank, int nranks, co
                   "init: the rendezvous root at %s refused the connection: nothing listens there, so the unique "
                   "id is stale (its communicator was already created and finished) or the process that made "
                   "it exited", id.root.toString().c_str());
+    // The last attempt's error says which: nothing listening, or no route
+    // from this rank's network (a namespace or interface without one).
+    const std::string cause = lastErrorText();
+    const std::string ifname = env::getString("NCCL_SOCKET_IFNAME");
+    const std::string from = " [this rank: " + NetAddress::fromWire(self.listen).toString() +
+                             (ifname.empty() ? "" : ", NCCL_SOCKET_IFNAME=" + ifname) + "; last attempt: " + cause + "]";
     if (id.fixedAddress)
       return fail(ncclSystemError,
                   "init: rank 0, which hosts the rendezvous at %s (NCCL_COMM_ID), did not join before "
-                  "GYRE_INIT_TIMEOUT; nothing accepted connections there", id.root.toString().c_str());
+                  "GYRE_INIT_TIMEOUT; nothing accepted connections there%s", id.root.toString().c_str(), from.c_str());
     return fail(ncclSystemError,
                 "init: could not reach the rendezvous root at %s before GYRE_INIT_TIMEOUT (is the unique id "
-                "stale, or did the process that made it exit?)", id.root.toString().c_str());
+                "stale, or did the process that made it exit?)%s", id.root.toString().c_str(), from.c_str());
   }
   RootHello hello{};
   memcpy(hello.magic, kRootHelloMagic, sizeof(hello.magic));

@@ -8,6 +8,10 @@
 #   5 % loss:    iptables' statistic match drops 5 % of the packets arriving
 #                at each host. TCP retransmits, so every collective must still
 #                finish with exact results, only slower.
+#   no route:    a rank whose namespace has no route to the rendezvous fails
+#                init naming the address, its interface and the cause.
+#   colliding NCCL_HOSTID: two namespaces claiming one host fail init in
+#                time, saying that shared memory cannot cross namespaces.
 # Each case prints a MATRIX row (scripts/fault-matrix) with what each rank
 # said, the time from the fault to the last rank's exit, and what was left:
 # processes and established TCP connections in the namespaces, /dev/shm.
@@ -95,6 +99,40 @@ if command -v iptables >/dev/null && ip netns exec "${HN_NS[0]}" iptables -L >/d
 else
   echo "MATRIX|5 % packet loss (iptables statistic)|skipped: iptables missing or unusable here (scripts/install-deps installs it)|-|-|skip"
 fi
+
+# ---- a namespace with no route to the rendezvous --------------------------
+# Rank 1 alone, told to meet at an address of a network its namespace has no
+# route to: init must fail by GYRE_INIT_TIMEOUT, naming the address, this
+# rank's interface and the cause.
+start=$(date +%s.%N)
+ip netns exec "${HN_NS[1]}" timeout -s KILL 60 env GYRE_INIT_TIMEOUT=5 NCCL_SOCKET_IFNAME=eth0 MASTER_ADDR=10.234.0.1 \
+  MASTER_PORT=$(( port + 1 )) WORLD_SIZE=2 RANK=1 LOCAL_RANK=0 "$build/bench/all_reduce_perf" -b 8 -e 8 -n 1 -w 0 \
+  >"$HN_WORK/noroute" 2>&1
+rc=$?
+took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+if [ $rc != 0 ] && [ $rc != 137 ] && grep -q "10.234.0.1" "$HN_WORK/noroute" && grep -q "eth0" "$HN_WORK/noroute" &&
+   grep -qi "unreachable" "$HN_WORK/noroute"; then verdict=pass; else verdict=FAIL; failures=$(( failures + 1 )); cat "$HN_WORK/noroute"; fi
+echo "MATRIX|no route to the rendezvous (netns, GYRE_INIT_TIMEOUT=5)|r1: exit $rc, init fails naming the rendezvous 10.234.0.1, \"$(grep -o 'NCCL_SOCKET_IFNAME=[a-z0-9]*' "$HN_WORK/noroute")\" and \"$(grep -o '([A-Za-z ]*unreachable)' "$HN_WORK/noroute")\"|$took s|$(leftovers)|$verdict"
+
+# ---- colliding NCCL_HOSTID -------------------------------------------------
+# Both hosts claim NCCL_HOSTID=same, so gyre plans shared memory between them;
+# its handshake (an abstract unix socket, one per network namespace) cannot
+# cross namespaces. Both ranks must fail init in time, saying why and what to
+# set, rather than hang.
+port=$(( port + 2 ))
+start=$(date +%s.%N)
+hostnet_launch collide $nhosts 1 60 $port env NCCL_HOSTID=same GYRE_INIT_TIMEOUT=5 "$build/bench/all_reduce_perf" -b 8 -e 64K -f 8 -n 1 -w 0 -c 1
+hostnet_wait
+took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+read -ra code <<<"$HN_CODES"
+verdict=pass
+for r in 0 1; do
+  if [ "${code[r]}" = 0 ] || [ "${code[r]}" = 137 ] || ! grep -q "network namespace" "$HN_WORK/collide.$r"; then
+    verdict=FAIL; echo "rank $r: exit ${code[r]}"; tail -n 3 "$HN_WORK/collide.$r"
+  fi
+done
+[ $verdict = pass ] || failures=$(( failures + 1 ))
+echo "MATRIX|colliding NCCL_HOSTID across 2 namespaces|r0, r1: exit $HN_CODES, init fails: \"$(grep -o 'shared memory to rank.*' "$HN_WORK/collide.0" | cut -c1-200)\"|$took s (GYRE_INIT_TIMEOUT=5 + 5 s root grace)|$(leftovers)|$verdict"
 
 [ $failures -eq 0 ] && echo "PASS: network faults" || echo "FAILED: $failures case(s)"
 exit $(( failures > 0 ))
