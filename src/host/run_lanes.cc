@@ -104,6 +104,7 @@ class HeldFailure {
     clearThreadError();
   }
 
+  const HostComm* comm() const { return comm_; }
   int culprit() const { return culprit_; }
   int reporter() const { return reporter_; }  // the peer whose connection told of it, or -1
 
@@ -296,9 +297,10 @@ const Lane* laneOnClosedPeer(const Lanes& lanes) {
 // upstream, as when a stopped rank holds up a whole ring. The error then also
 // says whom this rank is waiting for, so the stalled rank is named somewhere.
 std::string blockedOnAnother(const HeldFailure& held, const Lanes& lanes) {
-  const HostComm* comm = lanes[0]->comm();
-  if (held.culprit() != comm->rank) return "";
+  const HostComm* comm = held.comm();
+  if (!comm || held.culprit() != comm->rank) return "";
   for (const auto& l : lanes) {
+    if (l->comm() != comm) continue;  // a lane of another communicator driven by this thread
     const Connection* c = l->blockingConnection();
     // Waiting on the reporter itself says nothing new (a mismatch it found).
     if (!c || c->isSend || c->peer == comm->rank || c->peer == held.reporter()) continue;
