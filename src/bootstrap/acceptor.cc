@@ -20,6 +20,7 @@ ncclResult_t Acceptor::listen(const NetAddress& bindAddr) {
 void Acceptor::close() {
   listener_.close();
   early_.clear();
+  pending_.clear();
 }
 
 ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadline,
@@ -27,7 +28,20 @@ ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadlin
   if (secret_ == 0) return fail(ncclInternalError, "acceptor: waiting for rank %d before the session secret is set",
                                 fromRank);
   auto key = std::make_pair(fromRank, tag);
+  char what[96];
+  snprintf(what, sizeof(what), "waiting for rank %d to connect (tag %d)", fromRank, tag);
   for (;;) {
+    pending_.poll([this](Socket& s, const NetAddress& from, const ConnHello& hello, bool complete) {
+      if (!complete || memcmp(hello.magic, kConnHelloMagic, sizeof(kConnHelloMagic)) != 0) {
+        GYRE_WARN("dropped a connection from %s that is not a gyre peer", from.toString().c_str());
+      } else if (hello.secret != secret_) {
+        GYRE_WARN("refused a connection from %s claiming rank %d: wrong session secret (another "
+                  "communicator, a stale one, or a caller that knows only the unique id)",
+                  from.toString().c_str(), hello.fromRank);
+      } else {
+        early_[{hello.fromRank, hello.tag}] = std::move(s);
+      }
+    });
     auto it = early_.find(key);
     if (it != early_.end()) {
       *out = std::move(it->second);
@@ -36,23 +50,9 @@ ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadlin
     }
     Socket s;
     NetAddress from;
-    char what[96];
-    snprintf(what, sizeof(what), "waiting for rank %d to connect (tag %d)", fromRank, tag);
-    GYRE_CHECK(listener_.acceptOne(&s, &from, deadline, abort, what));
-    ConnHello hello{};
-    if (s.recvAll(&hello, sizeof(hello), Deadline::afterSeconds(kHelloSeconds), abort, "peer hello") !=
-            ncclSuccess ||
-        memcmp(hello.magic, kConnHelloMagic, sizeof(kConnHelloMagic)) != 0) {
-      GYRE_WARN("dropped a connection from %s that is not a gyre peer", from.toString().c_str());
-      continue;
-    }
-    if (hello.secret != secret_) {
-      GYRE_WARN("refused a connection from %s claiming rank %d: wrong session secret (another "
-                "communicator, a stale one, or a caller that knows only the unique id)",
-                from.toString().c_str(), hello.fromRank);
-      continue;
-    }
-    early_[{hello.fromRank, hello.tag}] = std::move(s);
+    bool sliceEnded = false;
+    GYRE_CHECK(acceptAround(listener_, !pending_.empty(), deadline, abort, what, &s, &from, &sliceEnded));
+    if (!sliceEnded) pending_.add(std::move(s), from, kHelloSeconds);
   }
 }
 

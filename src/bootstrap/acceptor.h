@@ -8,7 +8,9 @@
 #include <map>
 #include <utility>
 
+#include "src/bootstrap/pending_hellos.h"
 #include "src/bootstrap/socket.h"
+#include "src/bootstrap/wire.h"
 
 namespace gyre {
 
@@ -31,6 +33,7 @@ class Acceptor {
   NetAddress address_;
   uint64_t secret_ = 0;
   std::map<std::pair<int, int>, Socket> early_;
+  PendingHellos<ConnHello> pending_;  // accepted, hello not read yet
 };
 
 // Connects to a peer's acceptor and introduces this rank with `tag`.

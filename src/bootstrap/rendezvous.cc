@@ -8,6 +8,7 @@
 #include <string>
 
 #include "src/bootstrap/interfaces.h"
+#include "src/bootstrap/pending_hellos.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
@@ -73,29 +74,27 @@ void serveRendezvous(Socket listener, uint64_t secret, double timeoutSeconds) {
   std::vector<Joined> joined;
   int nranks = -1;
   std::string failure;
-  while (failure.empty() && (nranks < 0 || static_cast<int>(joined.size()) < nranks)) {
-    Socket s;
-    NetAddress from;
-    if (listener.acceptOne(&s, &from, deadline, nullptr, "rendezvous root: accept") != ncclSuccess) break;
+  PendingHellos<RootHello> pending;
+  // Each caller's hello as it completes (or the caller fails to send one).
+  auto onHello = [&](Socket& s, const NetAddress& from, const RootHello& hello, bool complete) {
+    if (!failure.empty()) return;
+    if (!complete || memcmp(hello.magic, kRootHelloMagic, sizeof(kRootHelloMagic)) != 0) {
+      GYRE_WARN("rendezvous root: ignored a connection from %s that is not a gyre rank", from.toString().c_str());
+      return;
+    }
+    if (hello.secret != secret) {
+      GYRE_WARN("rendezvous root: refused rank %d from %s: its unique id's secret does not match "
+                "(stale or foreign unique id)", hello.rank, from.toString().c_str());
+      sendReply(s,
+                kRootRefused,
+                "the rendezvous root refused rank " + std::to_string(hello.rank) + " (connecting from " +
+                    from.toString() + "): the unique id's secret does not match (stale or wrong unique id)",
+                Deadline::afterSeconds(kHelloSeconds));
+      return;
+    }
     Joined j;
     j.socket = std::move(s);
-    Deadline helloDeadline = Deadline::afterSeconds(kHelloSeconds);
-    if (j.socket.recvAll(&j.hello, sizeof(j.hello), helloDeadline, nullptr, "rendezvous root: hello") !=
-            ncclSuccess ||
-        memcmp(j.hello.magic, kRootHelloMagic, sizeof(kRootHelloMagic)) != 0) {
-      GYRE_WARN("rendezvous root: ignored a connection from %s that is not a gyre rank",
-                from.toString().c_str());
-      continue;
-    }
-    if (j.hello.secret != secret) {
-      GYRE_WARN("rendezvous root: refused rank %d from %s: its unique id's secret does not match "
-                "(stale or foreign unique id)", j.hello.rank, from.toString().c_str());
-      sendReply(j.socket, kRootRefused,
-                "the rendezvous root refused rank " + std::to_string(j.hello.rank) + " (connecting from " +
-                    from.toString() + "): the unique id's secret does not match (stale or wrong unique id)",
-                helloDeadline);
-      continue;
-    }
+    j.hello = hello;
     if (nranks < 0) {
       nranks = j.hello.nranks;
       deadline = Deadline::afterSeconds(timeoutSeconds);
@@ -114,6 +113,17 @@ void serveRendezvous(Socket listener, uint64_t secret, double timeoutSeconds) {
                     j.hello.info.host + " pid " + std::to_string(j.hello.info.pid) + ")";
     }
     joined.push_back(std::move(j));
+  };
+  for (;;) {
+    pending.poll(onHello);
+    if (!failure.empty() || (nranks >= 0 && static_cast<int>(joined.size()) >= nranks)) break;
+    Socket s;
+    NetAddress from;
+    bool sliceEnded = false;
+    if (acceptAround(listener, !pending.empty(), deadline, nullptr, "rendezvous root: accept", &s, &from,
+                     &sliceEnded) != ncclSuccess)
+      break;
+    if (!sliceEnded) pending.add(std::move(s), from, kHelloSeconds);
   }
   Deadline replyDeadline = Deadline::afterSeconds(10);
   if (failure.empty() && (nranks < 0 || static_cast<int>(joined.size()) < nranks)) {
@@ -199,13 +209,19 @@ ncclResult_t joinRendezvous(const UniqueIdContents& id, int rank, int nranks, co
                   "init: the rendezvous root at %s refused the connection: nothing listens there, so the unique "
                   "id is stale (its communicator was already created and finished) or the process that made "
                   "it exited", id.root.toString().c_str());
+    // The last attempt's error says which: nothing listening, or no route
+    // from this rank's network (a namespace or interface without one).
+    const std::string cause = lastErrorText();
+    const std::string ifname = env::getString("NCCL_SOCKET_IFNAME");
+    const std::string from = " [this rank: " + NetAddress::fromWire(self.listen).toString() +
+                             (ifname.empty() ? "" : ", NCCL_SOCKET_IFNAME=" + ifname) + "; last attempt: " + cause + "]";
     if (id.fixedAddress)
       return fail(ncclSystemError,
                   "init: rank 0, which hosts the rendezvous at %s (NCCL_COMM_ID), did not join before "
-                  "GYRE_INIT_TIMEOUT; nothing accepted connections there", id.root.toString().c_str());
+                  "GYRE_INIT_TIMEOUT; nothing accepted connections there%s", id.root.toString().c_str(), from.c_str());
     return fail(ncclSystemError,
                 "init: could not reach the rendezvous root at %s before GYRE_INIT_TIMEOUT (is the unique id "
-                "stale, or did the process that made it exit?)", id.root.toString().c_str());
+                "stale, or did the process that made it exit?)%s", id.root.toString().c_str(), from.c_str());
   }
   RootHello hello{};
   memcpy(hello.magic, kRootHelloMagic, sizeof(hello.magic));

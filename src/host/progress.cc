@@ -28,7 +28,8 @@ bool stillBlocked(const Connection& c, uint64_t counter, bool draining) {
 
 }  // namespace
 
-ncclResult_t progressKeepingFirst(std::initializer_list<const std::vector<Connection*>*> lists, int* culprit) {
+ncclResult_t progressKeepingFirst(std::initializer_list<const std::vector<Connection*>*> lists, int* culprit,
+                                  int* reporter) {
   ncclResult_t first = ncclSuccess;
   std::string firstText;
   bool overwritten = false;
@@ -43,6 +44,7 @@ ncclResult_t progressKeepingFirst(std::initializer_list<const std::vector<Connec
       }
       first = r;
       *culprit = who;
+      if (reporter) *reporter = c->peer;
       firstText = lastErrorText();
     }
   if (overwritten) recordFailure(first, firstText.c_str());
@@ -61,8 +63,8 @@ void ProgressEngine::clear() {
   quiet_.clear();
 }
 
-ncclResult_t ProgressEngine::progressAll(int* culprit) {
-  ncclResult_t r = progressKeepingFirst({&conns_}, culprit);
+ncclResult_t ProgressEngine::progressAll(int* culprit, int* reporter) {
+  ncclResult_t r = progressKeepingFirst({&conns_}, culprit, reporter);
   wakePeers();
   return r;
 }
@@ -71,7 +73,9 @@ void ProgressEngine::wakePeers() {
   for (Connection* c : shared_) c->transport->wakePeer(*c);
 }
 
-ncclResult_t ProgressEngine::checkQuietPeers(int* culprit) { return progressKeepingFirst({&shared_, &quiet_}, culprit); }
+ncclResult_t ProgressEngine::checkQuietPeers(int* culprit, int* reporter) {
+  return progressKeepingFirst({&shared_, &quiet_}, culprit, reporter);
+}
 
 void ProgressEngine::appendPollFds(std::vector<pollfd>* fds) const {
   for (const auto* list : {&conns_, &shared_})

@@ -19,7 +19,8 @@ namespace gyre {
 // one connection (a peer's abort notice) must not starve the others of data
 // the call still needs. Returns the first failure, with its culprit in
 // *culprit and its text as the thread's last error.
-ncclResult_t progressKeepingFirst(std::initializer_list<const std::vector<Connection*>*> lists, int* culprit);
+ncclResult_t progressKeepingFirst(std::initializer_list<const std::vector<Connection*>*> lists, int* culprit,
+                                  int* reporter = nullptr);
 
 class ProgressEngine {
  public:
@@ -31,7 +32,7 @@ class ProgressEngine {
   // shared-memory peers sleeping on a counter this rank has moved. On failure
   // *culprit names the rank held responsible (the first failure; the pass
   // still visits every connection).
-  ncclResult_t progressAll(int* culprit);
+  ncclResult_t progressAll(int* culprit, int* reporter = nullptr);  // reporter: the failing connection's peer
 
   // Wakes shared-memory peers only (after the executor's last steps).
   void wakePeers();
@@ -39,7 +40,7 @@ class ProgressEngine {
   // Before sleeping: whether the peers of connections that progressAll does
   // not visit (shared memory, p2p) are alive and have not sent an abort
   // notice. On failure *culprit names the rank held responsible.
-  ncclResult_t checkQuietPeers(int* culprit);
+  ncclResult_t checkQuietPeers(int* culprit, int* reporter = nullptr);
 
   // Adds the descriptors (and events) worth waiting on to *fds.
   void appendPollFds(std::vector<pollfd>* fds) const;

@@ -59,11 +59,12 @@ class HeldFailure {
   bool held() const { return code_ != ncclSuccess; }
 
   // The first failure wins; its text is the thread's last error now.
-  void hold(HostComm* comm, ncclResult_t code, int culprit) {
+  void hold(HostComm* comm, ncclResult_t code, int culprit, int reporter = -1) {
     if (held()) return;
     code_ = code;
     comm_ = comm;
     culprit_ = culprit;
+    reporter_ = reporter;
     text_ = lastErrorText();
     lastMove_ = std::chrono::steady_clock::now();
   }
@@ -84,25 +85,34 @@ class HeldFailure {
   bool stale() const { return held() && std::chrono::steady_clock::now() - lastMove_ > kHoldFor; }
 
   // Fails the communicator (telling its peers) and returns the held failure
-  // with its text.
-  ncclResult_t raise() {
-    ncclResult_t r = recordFailure(code_, text_.c_str());
+  // with its text, led by the call it broke: a transport's message names the
+  // peer and the connection, not the collective.
+  ncclResult_t raise(const LaneSpec& call, const std::string& also = "") {
+    std::string text = std::string(collName(call.coll)) + " #" + std::to_string(call.opCount) + ": " + text_;
+    if (text_.rfind(collName(call.coll), 0) == 0) text = text_;
+    text += also;
+    ncclResult_t r = recordFailure(code_, text.c_str());
     comm_->markFailed(r, culprit_);
     return r;
   }
 
   // The call completed in spite of the failure: the communicator fails from
   // the next call on.
-  void completedAnyway() {
+  void completedAnyway(const LaneSpec& call) {
     if (!held()) return;
-    raise();
+    raise(call);
     clearThreadError();
   }
+
+  const HostComm* comm() const { return comm_; }
+  int culprit() const { return culprit_; }
+  int reporter() const { return reporter_; }  // the peer whose connection told of it, or -1
 
   void reset() {
     code_ = ncclSuccess;
     comm_ = nullptr;
     culprit_ = -1;
+    reporter_ = -1;
     text_.clear();
     sawConsumed_ = false;
   }
@@ -111,6 +121,7 @@ class HeldFailure {
   ncclResult_t code_ = ncclSuccess;
   HostComm* comm_ = nullptr;
   int culprit_ = -1;
+  int reporter_ = -1;
   std::string text_;
   std::chrono::steady_clock::time_point lastMove_;
   bool sawConsumed_ = false;
@@ -165,7 +176,7 @@ struct Waiter {
     for (auto [conn, comm] : active) {
       int culprit = -1;
       ncclResult_t r = conn->transport->progress(*conn, &culprit);
-      if (r != ncclSuccess) held.hold(comm, r, culprit);
+      if (r != ncclSuccess) held.hold(comm, r, culprit, conn->peer);
     }
     wakePeers();
   }
@@ -174,8 +185,9 @@ struct Waiter {
     QuietFailures quiet(held.held());
     for (HostComm* c : comms) {
       int culprit = -1;
-      ncclResult_t r = c->progress.progressAll(&culprit);
-      if (r != ncclSuccess) held.hold(c, r, culprit);
+      int reporter = -1;
+      ncclResult_t r = c->progress.progressAll(&culprit, &reporter);
+      if (r != ncclSuccess) held.hold(c, r, culprit, reporter);
     }
   }
 
@@ -214,8 +226,9 @@ struct Waiter {
       QuietFailures quiet(held.held());
       for (HostComm* c : comms) {
         int culprit = -1;
-        ncclResult_t r = c->progress.checkQuietPeers(&culprit);
-        if (r != ncclSuccess) held.hold(c, r, culprit);
+        int reporter = -1;
+        ncclResult_t r = c->progress.checkQuietPeers(&culprit, &reporter);
+        if (r != ncclSuccess) held.hold(c, r, culprit, reporter);
       }
     }
     int ms = deadline.remainingMs(kPollSliceMs);
@@ -279,6 +292,25 @@ const Lane* laneOnClosedPeer(const Lanes& lanes) {
   return nullptr;
 }
 
+// A peer's notice that blames this rank (it gave up waiting on it) may reach
+// a rank that is itself blocked on a third rank in the same call: a stall
+// upstream, as when a stopped rank holds up a whole ring. The error then also
+// says whom this rank is waiting for, so the stalled rank is named somewhere.
+std::string blockedOnAnother(const HeldFailure& held, const Lanes& lanes) {
+  const HostComm* comm = held.comm();
+  if (!comm || held.culprit() != comm->rank) return "";
+  for (const auto& l : lanes) {
+    if (l->comm() != comm) continue;  // a lane of another communicator driven by this thread
+    const Connection* c = l->blockingConnection();
+    // Waiting on the reporter itself says nothing new (a mismatch it found).
+    if (!c || c->isSend || c->peer == comm->rank || c->peer == held.reporter()) continue;
+    const PeerInfo& p = (*comm->peers)[c->peer];
+    return "; this rank is itself still waiting for data from rank " + std::to_string(c->peer) + " (" + p.host +
+           " pid " + std::to_string(p.pid) + ")";
+  }
+  return "";
+}
+
 // The first send connection (and its lane) whose posted steps have not all
 // left this rank, or null when every send is drained.
 Connection* undrainedSend(const std::vector<std::unique_ptr<Lane>>& lanes, const Lane** owner) {
@@ -340,13 +372,13 @@ ncclResult_t runLanes(Lanes& lanes) {
     }
     // A held failure names the original culprit: it is the better report
     // when a lane waits on a closed peer or the time is up.
-    if (held.stale()) return held.raise();
+    if (held.stale()) return held.raise(lanes[0]->spec(), blockedOnAnother(held, lanes));
     if (const Lane* l = laneOnClosedPeer(lanes))
-      return held.held() ? held.raise() : describeStall(*l, l->blockingConnection(), 0, true);
+      return held.held() ? held.raise(lanes[0]->spec(), blockedOnAnother(held, lanes)) : describeStall(*l, l->blockingConnection(), 0, true);
     GYRE_CHECK(waiter.checkAborted(collName(lanes[0]->spec().coll)));
     if (++idle <= waiter.spinsBeforeBlocking) continue;
     if (deadline.expired()) {
-      if (held.held()) return held.raise();
+      if (held.held()) return held.raise(lanes[0]->spec(), blockedOnAnother(held, lanes));
       for (const auto& l : lanes)
         if (const Connection* c = l->blockingConnection()) return describeStall(*l, c, waiter.timeoutSeconds, false);
       return noProgressAtAll(lanes, waiter.timeoutSeconds);
@@ -364,11 +396,11 @@ ncclResult_t runLanes(Lanes& lanes) {
     if (!pending) break;
     GYRE_CHECK(waiter.checkAborted(collName(lanes[0]->spec().coll)));
     if (held.held()) held.sendsConsumed(consumedSends(lanes));
-    if (held.stale()) return held.raise();
-    if (deadline.expired()) return held.held() ? held.raise() : describeStall(*owner, pending, waiter.timeoutSeconds, false);
+    if (held.stale()) return held.raise(lanes[0]->spec(), blockedOnAnother(held, lanes));
+    if (deadline.expired()) return held.held() ? held.raise(lanes[0]->spec(), blockedOnAnother(held, lanes)) : describeStall(*owner, pending, waiter.timeoutSeconds, false);
     waiter.sleep(lanes, deadline, true, round);
   }
-  held.completedAnyway();
+  held.completedAnyway(lanes[0]->spec());
   return ncclSuccess;
 }
 

@@ -128,11 +128,19 @@ void logRings(const topo::Placement& p, const RingPlan& plan) {
   GYRE_INFO("GRAPH", "%zu ring channels x %.1f GB/s = %.1f GB/s per rank over %d host(s); farthest hop inside a host %s",
             plan.channels.size(), plan.channelBw, plan.totalBw, plan.nhosts, topo::pathTypeName(plan.worstIntra));
   for (size_t c = 0; c < plan.channels.size(); ++c) {
-    std::string order;
-    for (int r : plan.channels[c].order) order += " " + std::to_string(r);
-    GYRE_INFO("GRAPH", "channel %zu ring:%s", c, order.c_str());
+    // The ring, then the same order grouped by host ("[0 1] [2 3]"), so the
+    // log shows where the ring crosses from one host to the next.
+    std::string order, hosts;
+    const std::vector<int>& ring = plan.channels[c].order;
+    for (size_t i = 0; i < ring.size(); ++i) {
+      const int r = ring[i];
+      order += " " + std::to_string(r);
+      const bool first = i == 0 || p.ranks[ring[i - 1]].host != p.ranks[r].host;
+      const bool last = i + 1 == ring.size() || p.ranks[ring[i + 1]].host != p.ranks[r].host;
+      hosts += std::string(first ? (hosts.empty() ? "[" : " [") : " ") + std::to_string(r) + (last ? "]" : "");
+    }
+    GYRE_INFO("GRAPH", "channel %zu ring:%s (by host: %s)", c, order.c_str(), hosts.c_str());
   }
-  (void)p;
 }
 
 int countEdges(const topo::Placement& p, const std::vector<int>& order, topo::PathType t) {

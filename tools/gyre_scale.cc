@@ -1,0 +1,109 @@
+// gyre-scale: how communicator init and a small AllReduce grow with the
+// number of ranks on this host. Forks N ranks (host-memory communicators,
+// ranks joined through one unique id made before the fork, as a program that
+// forks its workers does), and prints one line:
+//   ranks N  init_ms <slowest rank's init>  allreduce_us <mean 8-byte AllReduce>
+// The init time is each rank's gyreCommInitRankHost, from the moment every
+// rank is forked (a shared start time), reduced with max over ranks; the
+// latency is the mean over ITERS calls after 20 warm-up calls, max over ranks.
+// scripts/scale-model runs it for several N and fits a model to the numbers.
+//
+// usage: gyre-scale NRANKS [ITERS]
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#include "gyre.h"
+
+namespace {
+
+double now() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+struct Shared {
+  std::atomic<int> go;  // set by the parent once every rank is forked and the clock started
+  double start;
+  double initMs[1024];
+  double latencyUs[1024];
+};
+
+int runRank(Shared* s, int rank, int n, const ncclUniqueId& id, int iters) {
+  while (s->go.load() == 0) usleep(100);  // fork time is not init time
+  (void)n;
+  ncclComm_t comm = nullptr;
+  if (gyreCommInitRankHost(&comm, n, id, rank, nullptr) != ncclSuccess) {
+    fprintf(stderr, "rank %d: init: %s\n", rank, ncclGetLastError(nullptr));
+    return 1;
+  }
+  s->initMs[rank] = (now() - s->start) * 1e3;
+  double v = 1, out = 0;
+  for (int i = 0; i < 20; ++i) ncclAllReduce(&v, &out, 1, ncclFloat64, ncclSum, comm, nullptr);
+  const double t0 = now();
+  for (int i = 0; i < iters; ++i)
+    if (ncclAllReduce(&v, &out, 1, ncclFloat64, ncclSum, comm, nullptr) != ncclSuccess) {
+      fprintf(stderr, "rank %d: allreduce: %s\n", rank, ncclGetLastError(nullptr));
+      return 1;
+    }
+  s->latencyUs[rank] = (now() - t0) / iters * 1e6;
+  if (out != n) {
+    fprintf(stderr, "rank %d: sum %g, want %d\n", rank, out, n);
+    return 1;
+  }
+  ncclCommDestroy(comm);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? atoi(argv[1]) : 0;
+  const int iters = argc > 2 ? atoi(argv[2]) : 200;
+  if (n < 1 || n > 1024 || iters < 1) {
+    fprintf(stderr, "usage: gyre-scale NRANKS(1..1024) [ITERS]\n");
+    return 2;
+  }
+  auto* s = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (s == MAP_FAILED) return 1;
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) {
+    fprintf(stderr, "ncclGetUniqueId: %s\n", ncclGetLastError(nullptr));
+    return 1;
+  }
+  static pid_t pids[1024];
+  for (int r = 0; r < n; ++r)
+    if ((pids[r] = fork()) == 0) _exit(runRank(s, r, n, id, iters));
+  s->start = now();
+  s->go.store(1);
+  int failed = 0;
+  const double deadline = now() + 300;
+  for (int done = 0; done < n;) {
+    int status = 0;
+    pid_t p = waitpid(-1, &status, WNOHANG);
+    if (p > 0) {
+      ++done;
+      failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    } else if (now() > deadline) {
+      fprintf(stderr, "gyre-scale: ranks still running after 300 s\n");
+      for (int r = 0; r < n; ++r) kill(pids[r], SIGKILL);
+    } else {
+      usleep(1000);
+    }
+  }
+  if (failed) return 1;
+  double initMax = 0, latMax = 0;
+  for (int r = 0; r < n; ++r) {
+    initMax = s->initMs[r] > initMax ? s->initMs[r] : initMax;
+    latMax = s->latencyUs[r] > latMax ? s->latencyUs[r] : latMax;
+  }
+  printf("ranks %d  init_ms %.1f  allreduce_us %.1f\n", n, initMax, latMax);
+  return 0;
+}
