@@ -30,7 +30,10 @@ rank_env() {
 
 failed=0
 for launcher in openmpi slurm torchrun; do
-  JOB=$((RANDOM * 32768 + RANDOM)) PORT=$((30000 + RANDOM % 20000))
+  JOB=$((RANDOM * 32768 + RANDOM))
+  # A port the kernel just handed out and released: a random one in the
+  # ephemeral range collided with a busy connection ("Address already in use").
+  PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   pids=()
   for ((r = 0; r < NRANKS; r++)); do
     # shellcheck disable=SC2046  # rank_env is a list of VAR=value words
