@@ -106,6 +106,7 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   GYRE_CHECK(connectRings(comm, deadline));
   GYRE_CHECK(connectTrees(comm, deadline));
   GYRE_CHECK(connectDoubling(comm, deadline));
+  GYRE_CHECK(connectMesh(comm, deadline));
   GYRE_CHECK(finishConnections(comm));
   shareInitConnections(comm);
   startDeviceWatchdog(comm->device.get());

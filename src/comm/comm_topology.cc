@@ -219,6 +219,7 @@ PlanContext planContextOf(const ncclComm* comm) {
   ctx.kernels = runsKernels(comm);
   ctx.trees = comm->trees.size() == 2;
   ctx.doublingConnections = !comm->doubling.send.empty();
+  ctx.meshConnections = !comm->mesh.send.empty();
   ctx.tuning = &comm->topology->tuning;
   return ctx;
 }

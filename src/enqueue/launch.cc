@@ -16,6 +16,7 @@
 #include "src/host/executor.h"
 #include "src/host/host_comm.h"
 #include "src/plan/planner.h"
+#include "src/sched/build_direct.h"
 #include "src/sched/build_ring_allreduce.h"
 #include "src/sched/build_ring_collectives.h"
 #include "src/sched/build_tree_allreduce.h"
@@ -274,6 +275,18 @@ ncclResult_t addDoublingAllReduce(const PendingCall& c, const Plan& plan, LaneSp
   return set->add(spec, c.comm->host.get(), *sched, c.comm);
 }
 
+// Direct: one lane over the mesh (peer p at meshIndex(rank, p)).
+ncclResult_t addDirectCollective(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
+  ChannelSchedule* sched = set->newSchedule();
+  DirectShape shape{c.comm->rank, c.comm->nranks, c.count, plan.chunkElems, c.root, isInPlace(c, c.comm->rank)};
+  if (c.coll == CollKind::Broadcast) buildDirectBroadcast(shape, sched);
+  else if (c.coll == CollKind::AllGather) buildDirectAllGather(shape, sched);
+  else return fail(ncclInternalError, "%s has no direct schedule", collName(c.coll));
+  useConnections(&spec, c.comm->mesh.send, c.comm->mesh.recv);
+  spec.channel = kMeshChannelId;
+  return set->add(spec, c.comm->host.get(), *sched, c.comm);
+}
+
 // Channels split the elements into contiguous ranges. Each element's
 // reduction order is that of its channel's ring, fixed for a given size and
 // configuration, so every rank and every repeat gets the same bits.
@@ -298,6 +311,7 @@ ncclResult_t addCollective(const PendingCall& c, const Plan& plan, LaneSpec spec
              protocolName(plan.protocol));
   if (plan.doubling) return addDoublingAllReduce(c, plan, spec, set);
   if (plan.algorithm == Algorithm::Tree) return addTreeAllReduce(c, plan, spec, set);
+  if (plan.algorithm == Algorithm::Direct) return addDirectCollective(c, plan, spec, set);
   return addRingCollective(c, plan, spec, set);
 }
 

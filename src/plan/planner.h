@@ -5,7 +5,9 @@
 // cost model's fastest choice for this collective and size over the rings and
 // trees the topology search built, within NCCL_ALGO. Only AllReduce has a tree
 // schedule; the other collectives run their ring (a chain for Broadcast and
-// Reduce). Small AllReduces on a power-of-two rank count use recursive
+// Reduce). Host communicators of 3..8 ranks on one host also have Direct
+// (src/sched/build_direct.h) for Broadcast and AllGather, which the cost
+// model picks for small messages. Small AllReduces on a power-of-two rank count use recursive
 // doubling (unless NCCL_ALGO forces an algorithm; on 2 ranks it is the ring's
 // one-step form and stays even then). Channels: one per kMinBytesPerChannel, between NCCL_MIN_NCHANNELS
 // and the rings made at init.
@@ -58,6 +60,7 @@ struct PlanContext {
   bool kernels = false;            // device kernels run it (the only executor with LL)
   bool trees = false;              // the double binary tree is connected
   bool doublingConnections = false;  // recursive doubling's connections exist (4, 8, ... ranks)
+  bool meshConnections = false;      // every rank to every rank (the Direct algorithms)
   const TuningTable* tuning = nullptr;
 };
 

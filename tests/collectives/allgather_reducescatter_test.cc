@@ -140,13 +140,15 @@ bool runReduceScatter(ncclComm_t comm, int rank, int nranks, const Case& c) {
   return true;
 }
 
-void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false) {
+void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false,
+               const char* algo = nullptr) {
   const std::vector<Case> cases = buildCases(buffSize);
   RunConfig config;
   config.nranks = nranks;
   config.buffSize = buffSize;
   config.mode = mode;
   config.sockets = sockets;
+  config.algo = algo;
   RunResult result = runOnComm(config, [&](int rank, int n, ncclComm_t comm) {
     for (const Case& c : cases) {
       bool ok = c.coll == Coll::kAllGather ? runAllGather(comm, rank, n, c) : runReduceScatter(comm, rank, n, c);
@@ -192,4 +194,29 @@ TEST_CASE("allgather and reducescatter over 3 ranks pipeline blocks spanning man
 TEST_CASE("allgather and reducescatter over 4 ranks on sockets pipeline blocks spanning many 8 KiB chunks",
           "[allgather][reducescatter][pipeline][sockets]") {
   runMatrix(4, kSmallBuffSize, IdMode::kParent, true);
+}
+
+// NCCL_ALGO=Direct forces the mesh schedules (src/sched/build_direct.h) at
+// every size; reducescatter has none and keeps its ring.
+TEST_CASE("allgather and reducescatter over 3 ranks with NCCL_ALGO=Direct match the reference for every type, op and count",
+          "[allgather][reducescatter][direct]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(3, kDefaultBuffSize, IdMode::kParent, false, "Direct");
+}
+
+TEST_CASE("allgather and reducescatter over 4 ranks with NCCL_ALGO=Direct match the reference for every type, op and count",
+          "[allgather][reducescatter][direct]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(4, kDefaultBuffSize, IdMode::kParent, false, "Direct");
+}
+
+TEST_CASE("allgather and reducescatter over 3 ranks on sockets with NCCL_ALGO=Direct pipeline many 8 KiB chunks",
+          "[allgather][reducescatter][direct][pipeline][sockets]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(3, kSmallBuffSize, IdMode::kEnvCommId, true, "Direct");
+}
+
+TEST_CASE("allgather and reducescatter over 4 ranks with NCCL_ALGO=Direct pipeline many 8 KiB chunks", "[allgather][reducescatter][direct][pipeline]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(4, kSmallBuffSize, IdMode::kParent, false, "Direct");
 }

@@ -652,3 +652,51 @@ TEST_CASE("a small send that no receive takes: later pairs keep send order, and 
     CHECK(text.find("rank 0's communicator ends with") == std::string::npos);
   }
 }
+
+TEST_CASE("direct broadcast and allgather whose ranks disagree on count fail on every rank, one saying mismatched",
+          "[badinput][mismatch][direct]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  const std::vector<std::pair<const char*, MismatchedCall>> variants = {
+      {"broadcast from rank 1 where rank 2 passes a larger count",
+       [](int rank, ncclComm_t comm, std::vector<char>& in, std::vector<char>& out) {
+         return ncclBroadcast(in.data(), out.data(), rank == 2 ? 4000 : 3000, ncclInt32, 1, comm, nullptr);
+       }},
+      {"allgather where rank 0 passes a smaller count",
+       [](int rank, ncclComm_t comm, std::vector<char>& in, std::vector<char>& out) {
+         return ncclAllGather(in.data(), out.data(), rank == 0 ? 100 : 101, ncclUint8, comm, nullptr);
+       }},
+  };
+  for (size_t run = 0; run < 2 * variants.size(); ++run) {
+    const auto& [what, call] = variants[run / 2];
+    const bool sockets = run % 2 == 1;
+    RunResult result = runMismatched(3, "Direct", call, sockets);
+    INFO(what << ", NCCL_ALGO=Direct" << (sockets ? ", NCCL_SHM_DISABLE=1" : ""));
+    INFO(result.describe());
+    REQUIRE(result.allOk());
+    int saidMismatched = 0;
+    for (const RankOutcome& r : result.ranks) {
+      INFO("rank " << r.rank << ": result " << record(r, "result") << " after " << record(r, "seconds")
+                   << " s: " << record(r, "error"));
+      CHECK(std::stod(record(r, "seconds")) < kTimeoutSeconds + 6);
+      saidMismatched += containsNoCase(record(r, "error"), "mismatched") ? 1 : 0;
+    }
+    CHECK(saidMismatched >= 1);
+  }
+}
+
+TEST_CASE("NCCL_ALGO=Direct where no mesh can exist (9 ranks) fails the broadcast naming the variable",
+          "[badinput][direct]") {
+  if (testDeviceComms()) return;  // a device communicator's error is the same, but 9 fake-GPU ranks are slow
+  RunResult result = runFailing(9, "Direct", [](int, int, ncclComm_t comm) {
+    std::vector<int> buf(16, 7);
+    return timed([&] { return ncclBroadcast(buf.data(), buf.data(), buf.size(), ncclInt32, 0, comm, nullptr); });
+  });
+  INFO(result.describe());
+  REQUIRE(result.allOk());
+  for (const RankOutcome& r : result.ranks) {
+    INFO("rank " << r.rank << ": " << record(r, "error"));
+    CHECK(record(r, "result") == std::to_string(int(ncclInvalidUsage)));
+    CHECK(containsNoCase(record(r, "error"), "NCCL_ALGO=Direct"));
+    CHECK(containsNoCase(record(r, "error"), "Ring and Tree can run"));
+  }
+}

@@ -181,13 +181,15 @@ bool runReduce(ncclComm_t comm, int rank, int nranks, const Case& c) {
   return true;
 }
 
-void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false) {
+void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false,
+               const char* algo = nullptr) {
   const std::vector<Case> cases = buildCases(nranks, buffSize);
   RunConfig config;
   config.nranks = nranks;
   config.buffSize = buffSize;
   config.mode = mode;
   config.sockets = sockets;
+  config.algo = algo;
   RunResult result = runOnComm(config, [&](int rank, int n, ncclComm_t comm) {
     for (const Case& c : cases) {
       bool ok = c.coll == Coll::kReduce ? runReduce(comm, rank, n, c) : runBroadcast(comm, rank, n, c);
@@ -232,4 +234,29 @@ TEST_CASE("broadcast and reduce over 3 ranks pipeline counts spanning many 8 KiB
 TEST_CASE("broadcast and reduce over 4 ranks pipeline counts spanning many 8 KiB chunks",
           "[broadcast][reduce][pipeline]") {
   runMatrix(4, kSmallBuffSize, IdMode::kEnvCommId);
+}
+
+// NCCL_ALGO=Direct forces the mesh schedules (src/sched/build_direct.h) at
+// every size; reduce has none and keeps its ring.
+TEST_CASE("broadcast and reduce over 3 ranks with NCCL_ALGO=Direct match the reference for every type, op and count",
+          "[broadcast][reduce][direct]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(3, kDefaultBuffSize, IdMode::kParent, false, "Direct");
+}
+
+TEST_CASE("broadcast and reduce over 4 ranks with NCCL_ALGO=Direct match the reference for every type, op and count",
+          "[broadcast][reduce][direct]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(4, kDefaultBuffSize, IdMode::kParent, false, "Direct");
+}
+
+TEST_CASE("broadcast and reduce over 3 ranks on sockets with NCCL_ALGO=Direct pipeline many 8 KiB chunks",
+          "[broadcast][reduce][direct][pipeline][sockets]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(3, kSmallBuffSize, IdMode::kEnvCommId, true, "Direct");
+}
+
+TEST_CASE("broadcast and reduce over 4 ranks with NCCL_ALGO=Direct pipeline many 8 KiB chunks", "[broadcast][reduce][direct][pipeline]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(4, kSmallBuffSize, IdMode::kParent, false, "Direct");
 }
