@@ -111,6 +111,8 @@ struct ncclComm {
   std::vector<gyre::CommTree> trees;  // the two trees of the double binary tree
   gyre::CommDoubling doubling;        // empty unless nranks is a power of two >= 4
   gyre::CommMesh mesh;                // empty unless the Direct algorithms can run
+  bool singleCopy = false;            // ranks read each other's buffers (process_vm_readv; single_copy.h)
+  bool singleCopyAlways = false;      // GYRE_SINGLE_COPY=always
   std::map<int, std::unique_ptr<gyre::Connection>> p2pSend;  // by peer rank
   std::map<int, std::unique_ptr<gyre::Connection>> p2pRecv;
   // In-place host AlltoAll sends from a copy of the buffer. Kept between

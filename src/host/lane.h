@@ -17,6 +17,7 @@
 #include "src/debug/error.h"
 #include "src/host/half_simd.h"
 #include "src/host/host_comm.h"
+#include "src/host/peer_read.h"
 #include "src/host/wait.h"
 #include "src/sched/lane_spec.h"
 #include "src/sched/slot_meta.h"
@@ -126,6 +127,7 @@ class TypedLane final : public Lane {
     const uint32_t bytes = static_cast<uint32_t>(s.count * sizeof(T));
     const T* received = nullptr;
     T* outgoing = nullptr;
+    if (s.flags & (kStepPeerAddr | kStepPeerRead)) return runSingleCopyStep(s, src, dst, in, out, bytes);
     if (in) {
       GYRE_CHECK(checkSlotMeta(spec_, comm_, *in, bytes));
       received = reinterpret_cast<const T*>(in->fifo.payload(in->step, bytes));
@@ -149,6 +151,26 @@ class TypedLane final : public Lane {
       publishSent(*out);
     }
     if (in) publishConsumed(*in);
+    return ncclSuccess;
+  }
+
+  // A Send posts where its elements are, not the elements; the receiver
+  // reads them from this process (kStepPeerAddr / kStepPeerRead). The
+  // address rides in the slot's inline line, so the step moves one cache line.
+  ncclResult_t runSingleCopyStep(const Step& s, const T* src, T* dst, Connection* in, Connection* out, uint32_t bytes) {
+    if (out) {
+      uint64_t where = reinterpret_cast<uint64_t>(src);
+      memcpy(out->fifo.payload(out->step, sizeof(where)), &where, sizeof(where));
+      out->fifo.metaOf(out->step) = makeSlotMeta(spec_, bytes);
+      publishSent(*out);
+    }
+    if (in) {
+      GYRE_CHECK(checkSlotMeta(spec_, comm_, *in, bytes));
+      uint64_t where = 0;
+      memcpy(&where, in->fifo.payload(in->step, sizeof(where)), sizeof(where));
+      GYRE_CHECK(readPeer(spec_, comm_, in->peer, where, dst, bytes));
+      publishConsumed(*in);
+    }
     return ncclSuccess;
   }
 

@@ -32,7 +32,15 @@ struct Plan {
   // ranks over the ring's connections in place of the ring, on 4, 8, ...
   // ranks over the doubling connections in place of the tree.
   bool doubling = false;
+  // Broadcast / AllGather reading the peers' buffers in place
+  // (build_single_copy.h) over the ring pair (2 ranks) or the mesh.
+  bool singleCopy = false;
 };
+
+// Smallest Broadcast / AllGather (nccl-tests bytes) that reads peers' buffers
+// in place when GYRE_SINGLE_COPY=auto: below it the extra acknowledgement hop
+// costs more than the copy it saves (two copies of 64 KiB stay in cache).
+constexpr size_t kSingleCopyMinBytes = 256 << 10;
 
 // Largest AllReduce run by recursive doubling: below it latency rules (log2 n
 // rounds instead of 2(n-1) ring steps or 2 log2 n tree hops); above it the
@@ -61,6 +69,8 @@ struct PlanContext {
   bool trees = false;              // the double binary tree is connected
   bool doublingConnections = false;  // recursive doubling's connections exist (4, 8, ... ranks)
   bool meshConnections = false;      // every rank to every rank (the Direct algorithms)
+  bool singleCopy = false;           // ranks may read each other's buffers (process_vm_readv)
+  bool singleCopyAlways = false;     // GYRE_SINGLE_COPY=always: at every size
   const TuningTable* tuning = nullptr;
 };
 

@@ -8,12 +8,14 @@
 // the peer; collectives and sends/receives whose ranks disagree on the count or
 // datatype fail at once with a "mismatched" error naming both ranks. Gather and
 // Scatter buffers must be in place (NCCL's layout) or disjoint at the root.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "../support/shared_flags.h"
+
 #include "coll_common.h"
 
 namespace {
@@ -66,7 +68,8 @@ struct FailOutcome {
 };
 using FailFn = std::function<FailOutcome(int rank, int nranks, ncclComm_t comm)>;
 
-RunResult runFailing(int nranks, const char* algo, const FailFn& fn, bool sockets = false) {
+RunResult runFailing(int nranks, const char* algo, const FailFn& fn, bool sockets = false,
+                     const char* singleCopy = nullptr) {
   SharedFlags flags;
   RankOptions options;
   options.timeout_s = 40;
@@ -74,7 +77,8 @@ RunResult runFailing(int nranks, const char* algo, const FailFn& fn, bool socket
                  {"GYRE_INIT_TIMEOUT", "10"},
                  {"NCCL_BUFFSIZE", std::to_string(kSmallBuffSize)},
                  {"NCCL_ALGO", algo ? std::optional<std::string>(algo) : std::nullopt},
-                 {"NCCL_SHM_DISABLE", sockets ? std::optional<std::string>("1") : std::nullopt}};
+                 {"NCCL_SHM_DISABLE", sockets ? std::optional<std::string>("1") : std::nullopt},
+                 {"GYRE_SINGLE_COPY", singleCopy ? std::optional<std::string>(singleCopy) : std::nullopt}};
   if (!flags.ok()) {
     RunResult r;
     r.setupError = "mmap of the shared flags failed";
@@ -699,4 +703,33 @@ TEST_CASE("NCCL_ALGO=Direct where no mesh can exist (9 ranks) fails the broadcas
     CHECK(containsNoCase(record(r, "error"), "NCCL_ALGO=Direct"));
     CHECK(containsNoCase(record(r, "error"), "Ring and Tree can run"));
   }
+}
+
+TEST_CASE("a single-copy broadcast whose root passes an unmapped buffer fails on every rank naming the root and the read",
+          "[badinput][singlecopy]") {
+  if (testDeviceComms()) return;  // host communicators only
+  RunResult result = runFailing(
+      2, nullptr,
+      [](int rank, int, ncclComm_t comm) {
+        const size_t bytes = 1 << 20;
+        void* gone = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        std::vector<char> out(bytes);
+        if (rank == 0) munmap(gone, bytes);  // the root's buffer is gone before the call
+        void* in = rank == 0 ? gone : out.data();
+        FailOutcome o = timed([&] { return ncclBroadcast(in, in, bytes, ncclUint8, 0, comm, nullptr); });
+        if (rank != 0) munmap(gone, bytes);
+        return o;
+      },
+      false, "always");
+  INFO(result.describe());
+  REQUIRE(result.allOk());  // no rank died of a signal
+  for (const RankOutcome& r : result.ranks) {
+    INFO("rank " << r.rank << ": result " << record(r, "result") << ": " << record(r, "error"));
+    CHECK(record(r, "result") != std::to_string(int(ncclSuccess)));
+    CHECK(std::stod(record(r, "seconds")) < kTimeoutSeconds + 6);
+  }
+  const std::string reader = record(result.ranks[1], "error");
+  CHECK(containsNoCase(reader, "single-copy read"));
+  CHECK(containsWord(reader, "rank 0"));
+  CHECK(containsNoCase(reader, "ncclBroadcast"));
 }

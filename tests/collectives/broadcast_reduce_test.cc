@@ -182,7 +182,7 @@ bool runReduce(ncclComm_t comm, int rank, int nranks, const Case& c) {
 }
 
 void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false,
-               const char* algo = nullptr) {
+               const char* algo = nullptr, const char* singleCopy = nullptr) {
   const std::vector<Case> cases = buildCases(nranks, buffSize);
   RunConfig config;
   config.nranks = nranks;
@@ -190,6 +190,7 @@ void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool 
   config.mode = mode;
   config.sockets = sockets;
   config.algo = algo;
+  if (singleCopy) config.env.push_back({"GYRE_SINGLE_COPY", std::string(singleCopy)});
   RunResult result = runOnComm(config, [&](int rank, int n, ncclComm_t comm) {
     for (const Case& c : cases) {
       bool ok = c.coll == Coll::kReduce ? runReduce(comm, rank, n, c) : runBroadcast(comm, rank, n, c);
@@ -259,4 +260,24 @@ TEST_CASE("broadcast and reduce over 3 ranks on sockets with NCCL_ALGO=Direct pi
 TEST_CASE("broadcast and reduce over 4 ranks with NCCL_ALGO=Direct pipeline many 8 KiB chunks", "[broadcast][reduce][direct][pipeline]") {
   if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
   runMatrix(4, kSmallBuffSize, IdMode::kParent, false, "Direct");
+}
+
+// GYRE_SINGLE_COPY=always: broadcast reads the peers' buffers in place
+// (process_vm_readv; src/sched/build_single_copy.h) at every size, over the
+// ring pair on 2 ranks and the mesh on 3 and 4. Where the kernel forbids
+// cross-memory attach the communicator falls back to two copies and these
+// runs test the fallback.
+TEST_CASE("broadcast and reduce over 2, 3 and 4 ranks with GYRE_SINGLE_COPY=always match the reference for every type and count",
+          "[broadcast][singlecopy]") {
+  if (testDeviceComms()) return;  // host communicators only
+  for (int nranks : {2, 3, 4}) {
+    INFO(nranks << " ranks");
+    runMatrix(nranks, kDefaultBuffSize, IdMode::kParent, false, nullptr, "always");
+  }
+}
+
+TEST_CASE("broadcast and reduce over 3 ranks with GYRE_SINGLE_COPY=always read counts spanning many steps",
+          "[broadcast][singlecopy][pipeline]") {
+  if (testDeviceComms()) return;
+  runMatrix(3, kSmallBuffSize, IdMode::kParent, false, nullptr, "always");
 }
