@@ -282,6 +282,7 @@ ncclResult_t addDirectCollective(const PendingCall& c, const Plan& plan, LaneSpe
   DirectShape shape{c.comm->rank, c.comm->nranks, c.count, plan.chunkElems, c.root, isInPlace(c, c.comm->rank)};
   if (c.coll == CollKind::Broadcast) buildDirectBroadcast(shape, sched);
   else if (c.coll == CollKind::AllGather) buildDirectAllGather(shape, sched);
+  else if (c.coll == CollKind::AllReduce) buildDirectAllReduce(shape, sched);
   else return fail(ncclInternalError, "%s has no direct schedule", collName(c.coll));
   useConnections(&spec, c.comm->mesh.send, c.comm->mesh.recv);
   spec.channel = kMeshChannelId;

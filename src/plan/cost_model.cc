@@ -142,7 +142,8 @@ void treeEntry(const CostInputs& in, CostEntry* e) {
 // Every rank to every rank over the mesh connections (directAvailable):
 // one dependent hop. Broadcast: the root sends the whole message to n-1
 // ranks. AllGather: every rank sends its block to n-1 ranks (the ring's
-// bytes, kDirectGatherSlope).
+// bytes, kDirectGatherSlope). AllReduce (one-shot): every rank sends its
+// input to n-1 ranks and reduces all n inputs itself.
 void directEntry(const CostInputs& in, CostEntry* e) {
   int n = in.nranks;
   if (!directAvailable(in.hostMemory, in.nnodes, n)) {
@@ -157,6 +158,7 @@ void directEntry(const CostInputs& in, CostEntry* e) {
   switch (in.coll) {
     case CollKind::Broadcast: sendFactor = n - 1; break;
     case CollKind::AllGather: sendFactor = kDirectGatherSlope * (n - 1) / n; break;
+    case CollKind::AllReduce: sendFactor = n; break;  // n-1 copies out, n inputs read and reduced
     default: e->unavailableWhy = "no direct schedule for this collective"; return;
   }
   e->available = in.intraBw > 0;

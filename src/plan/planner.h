@@ -48,6 +48,14 @@ constexpr size_t kSingleCopyMinBytes = 256 << 10;
 // (2 ranks, measured: even at 64 KiB, the ring ahead from 128 KiB).
 constexpr size_t kDoublingMaxBytes = 64 << 10;
 
+// On 4 and 8 ranks the cost model's one-shot (Direct) AllReduce, which it
+// weighs against the tree, competes with recursive doubling (log2 n rounds,
+// not in the model); one-shot reduces n inputs on every rank and wins only up
+// to this size (4 ranks on 2 cores, median of 7 interleaved runs: 1.1-1.6x
+// the doubling at 32-512 B, 0.78x at 2 KiB). On 3 ranks it beats the tree to
+// 8 KiB and more (1.5-2.6x), where the model puts the crossover at 16 KiB.
+constexpr size_t kOneShotMaxBytesOverDoubling = 512;
+
 // A ring collective uses another channel for every this many bytes.
 constexpr size_t kMinBytesPerChannel = 512 << 10;
 

@@ -63,4 +63,15 @@ void buildDirectAllGather(const DirectShape& sh, ChannelSchedule* out) {
   });
 }
 
+void buildDirectAllReduce(const DirectShape& sh, ChannelSchedule* out) {
+  const int n = sh.nranks, r = sh.rank;
+  forEachChunk(sh.count, sh.chunkElems, [&](size_t off, size_t c) {
+    for (int k = 1; k < n; ++k)
+      out->steps.push_back(
+          withConns(step(StepKind::Send, kInputBuffer, off, 0, 0, c, kStepPreOp), meshIndex(r, (r + k) % n), 0));
+    out->steps.push_back(step(StepKind::RecvReduceCopy, kInputBuffer, off, kOutputBuffer, off, c,
+                              kStepPreOp | kStepPostOp | kStepAllPeers));
+  });
+}
+
 }  // namespace gyre

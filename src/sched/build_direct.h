@@ -20,7 +20,7 @@ inline int meshIndex(int rank, int peer) { return peer < rank ? peer : peer - 1;
 struct DirectShape {
   int rank;
   int nranks;
-  size_t count;       // Broadcast: the message; AllGather: one rank's block
+  size_t count;       // Broadcast, AllReduce: the message; AllGather: one rank's block
   size_t chunkElems;  // at most one FIFO slot
   int root;           // Broadcast
   bool inPlace;       // AllGather: the input already sits at output + rank*count
@@ -31,5 +31,10 @@ void buildDirectBroadcast(const DirectShape& shape, ChannelSchedule* out);
 // Each rank sends its block to every rank and receives every rank's block
 // into output block p (rank order).
 void buildDirectAllGather(const DirectShape& shape, ChannelSchedule* out);
+// One-shot AllReduce: each rank sends its input (pre-op'd) to every rank,
+// then one kStepAllPeers step reduces all n inputs in rank order, so every
+// rank computes the same bits in one hop (the ring takes 2(n-1) hops, the
+// tree 2 log2 n, recursive doubling log2 n).
+void buildDirectAllReduce(const DirectShape& shape, ChannelSchedule* out);
 
 }  // namespace gyre

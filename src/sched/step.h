@@ -35,6 +35,10 @@ enum StepFlags : uint8_t {
   // that many elements from the sender's memory (process_vm_readv) into dst.
   kStepPeerAddr = 8,
   kStepPeerRead = 16,
+  // A RecvReduceCopy that takes one slot from every receive connection (the
+  // mesh, in rank order) and reduces all n inputs in rank order into dst:
+  // one-shot AllReduce (build_direct.h). Host executor only.
+  kStepAllPeers = 32,
 };
 
 struct Step {

@@ -33,12 +33,14 @@ void withAlgo(const char* algo, Fn fn) {
 
 }  // namespace
 
-TEST_CASE("host ranks on the CI machine: tree AllReduce up to 64 KiB on 3 and 4 ranks, ring above") {
+TEST_CASE("host ranks on the CI machine: one-shot AllReduce to 16 KiB, tree to 64 KiB on 3 and 4 ranks, ring above") {
   withAlgo(nullptr, [] {
     for (int ranks : {3, 4}) {
       INFO(ranks << " ranks");
       TuningTable t = tableFor("ci_vm.xml", 1, ranks, true, 2);
-      CHECK(tunedAlgorithm(t, CollKind::AllReduce, 8) == Algorithm::Tree);
+      CHECK(tunedAlgorithm(t, CollKind::AllReduce, 8) == Algorithm::Direct);
+      CHECK(tunedAlgorithm(t, CollKind::AllReduce, 16 << 10) == Algorithm::Direct);
+      CHECK(tunedAlgorithm(t, CollKind::AllReduce, (16 << 10) + 1) == Algorithm::Tree);
       CHECK(tunedAlgorithm(t, CollKind::AllReduce, 64 << 10) == Algorithm::Tree);
       CHECK(tunedAlgorithm(t, CollKind::AllReduce, (64 << 10) + 1) == Algorithm::Ring);
       CHECK(tunedAlgorithm(t, CollKind::AllReduce, size_t{1} << 30) == Algorithm::Ring);
@@ -98,7 +100,7 @@ TEST_CASE("NCCL_ALGO restricts the table; a collective without the forced algori
     CHECK(tunedAlgorithm(t, CollKind::AllReduce, size_t{1} << 30) == Algorithm::Tree);
     CHECK(tunedAlgorithm(t, CollKind::AllGather, 8) == Algorithm::Ring);
   });
-  withAlgo("^tree", [] {
+  withAlgo("^tree,direct", [] {
     TuningTable t = tableFor("ci_vm.xml", 1, 4, true, 2);
     CHECK(tunedAlgorithm(t, CollKind::AllReduce, 8) == Algorithm::Ring);
   });
