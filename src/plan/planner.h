@@ -38,9 +38,12 @@ struct Plan {
 };
 
 // Smallest Broadcast / AllGather (nccl-tests bytes) that reads peers' buffers
-// in place when GYRE_SINGLE_COPY=auto: below it the extra acknowledgement hop
-// costs more than the copy it saves (two copies of 64 KiB stay in cache).
-constexpr size_t kSingleCopyMinBytes = 256 << 10;
+// in place when GYRE_SINGLE_COPY=auto. process_vm_readv copies at 4-5 GB/s on
+// the development VM while the two-copy pipeline stays in cache (memcpy
+// 20-30 GB/s at 4 MiB and below), so single copy pays only once the data
+// outgrows the caches: 2 ranks, median of 5 interleaved runs, 1.24-1.53x at
+// 4-16 MiB, 0.80-1.11x at 1 MiB (docs/HOST-PERF.md).
+constexpr size_t kSingleCopyMinBytes = 2 << 20;
 
 // Largest AllReduce run by recursive doubling: below it latency rules (log2 n
 // rounds instead of 2(n-1) ring steps or 2 log2 n tree hops); above it the
