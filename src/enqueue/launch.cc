@@ -283,6 +283,7 @@ ncclResult_t addDirectCollective(const PendingCall& c, const Plan& plan, LaneSpe
   if (c.coll == CollKind::Broadcast) buildDirectBroadcast(shape, sched);
   else if (c.coll == CollKind::AllGather) buildDirectAllGather(shape, sched);
   else if (c.coll == CollKind::AllReduce) buildDirectAllReduce(shape, sched);
+  else if (c.coll == CollKind::ReduceScatter) buildDirectReduceScatter(shape, sched);
   else return fail(ncclInternalError, "%s has no direct schedule", collName(c.coll));
   useConnections(&spec, c.comm->mesh.send, c.comm->mesh.recv);
   spec.channel = kMeshChannelId;

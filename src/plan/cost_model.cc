@@ -143,7 +143,8 @@ void treeEntry(const CostInputs& in, CostEntry* e) {
 // one dependent hop. Broadcast: the root sends the whole message to n-1
 // ranks. AllGather: every rank sends its block to n-1 ranks (the ring's
 // bytes, kDirectGatherSlope). AllReduce (one-shot): every rank sends its
-// input to n-1 ranks and reduces all n inputs itself.
+// input to n-1 ranks and reduces all n inputs itself; ReduceScatter the same
+// per block (each rank reduces the n copies of its own block).
 void directEntry(const CostInputs& in, CostEntry* e) {
   int n = in.nranks;
   if (!directAvailable(in.hostMemory, in.nnodes, n)) {
@@ -159,6 +160,7 @@ void directEntry(const CostInputs& in, CostEntry* e) {
     case CollKind::Broadcast: sendFactor = n - 1; break;
     case CollKind::AllGather: sendFactor = kDirectGatherSlope * (n - 1) / n; break;
     case CollKind::AllReduce: sendFactor = n; break;  // n-1 copies out, n inputs read and reduced
+    case CollKind::ReduceScatter: sendFactor = kDirectGatherSlope * (n - 1) / n; break;  // the ring's bytes, at once
     default: e->unavailableWhy = "no direct schedule for this collective"; return;
   }
   e->available = in.intraBw > 0;

@@ -38,7 +38,7 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
   Algorithm tuned = tunedAlgorithm(*ctx.tuning, coll, bytes);
   if (ctx.trees && tuned == Algorithm::Tree) plan->algorithm = Algorithm::Tree;
   if (tuned == Algorithm::Direct && ctx.meshConnections) plan->algorithm = Algorithm::Direct;
-  bool hasDirect = coll == CollKind::Broadcast || coll == CollKind::AllGather || coll == CollKind::AllReduce;
+  bool hasDirect = coll != CollKind::Reduce && coll != CollKind::SendRecv;
   // NCCL_ALGO=Direct where no mesh exists: the table fell back to the ring;
   // on two ranks that is the direct exchange, elsewhere it is not what was asked.
   if (ctx.tuning->directOnly && hasDirect && !ctx.meshConnections && ctx.nranks > 2)
@@ -46,7 +46,8 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
                 "NCCL_ALGO=%s: Direct needs a host-memory communicator of 3..8 ranks on one host "
                 "(this one has %d ranks); Ring and Tree can run here",
                 env::getString("NCCL_ALGO").c_str(), ctx.nranks);
-  if (coll != CollKind::AllReduce && hasDirect && ctx.singleCopy && (ctx.nranks == 2 || ctx.meshConnections)) {
+  bool copyOnly = coll == CollKind::Broadcast || coll == CollKind::AllGather;
+  if (copyOnly && ctx.singleCopy && (ctx.nranks == 2 || ctx.meshConnections)) {
     // Like doubling, a variant of the tuner's: an NCCL_ALGO naming anything
     // but Direct runs as named.
     bool otherForced = ctx.tuning->algorithmForced && !ctx.tuning->directOnly;

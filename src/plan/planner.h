@@ -6,8 +6,8 @@
 // trees the topology search built, within NCCL_ALGO. Only AllReduce has a tree
 // schedule; the other collectives run their ring (a chain for Broadcast and
 // Reduce). Host communicators of 3..8 ranks on one host also have Direct
-// (src/sched/build_direct.h) for Broadcast and AllGather, which the cost
-// model picks for small messages. Small AllReduces on a power-of-two rank count use recursive
+// (src/sched/build_direct.h) for Broadcast, AllGather, AllReduce and
+// ReduceScatter (one-shot), which the cost model picks for small messages. Small AllReduces on a power-of-two rank count use recursive
 // doubling (unless NCCL_ALGO forces an algorithm; on 2 ranks it is the ring's
 // one-step form and stays even then). Channels: one per kMinBytesPerChannel, between NCCL_MIN_NCHANNELS
 // and the rings made at init.

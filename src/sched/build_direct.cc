@@ -74,4 +74,18 @@ void buildDirectAllReduce(const DirectShape& sh, ChannelSchedule* out) {
   });
 }
 
+void buildDirectReduceScatter(const DirectShape& sh, ChannelSchedule* out) {
+  const int n = sh.nranks, r = sh.rank;
+  forEachChunk(sh.count, sh.chunkElems, [&](size_t off, size_t c) {
+    for (int k = 1; k < n; ++k) {
+      int peer = (r + k) % n;
+      out->steps.push_back(withConns(
+          step(StepKind::Send, kInputBuffer, static_cast<size_t>(peer) * sh.count + off, 0, 0, c, kStepPreOp),
+          meshIndex(r, peer), 0));
+    }
+    out->steps.push_back(step(StepKind::RecvReduceCopy, kInputBuffer, static_cast<size_t>(r) * sh.count + off,
+                              kOutputBuffer, off, c, kStepPreOp | kStepPostOp | kStepAllPeers));
+  });
+}
+
 }  // namespace gyre

@@ -20,7 +20,7 @@ inline int meshIndex(int rank, int peer) { return peer < rank ? peer : peer - 1;
 struct DirectShape {
   int rank;
   int nranks;
-  size_t count;       // Broadcast, AllReduce: the message; AllGather: one rank's block
+  size_t count;       // Broadcast, AllReduce: the message; AllGather, ReduceScatter: one rank's block
   size_t chunkElems;  // at most one FIFO slot
   int root;           // Broadcast
   bool inPlace;       // AllGather: the input already sits at output + rank*count
@@ -36,5 +36,9 @@ void buildDirectAllGather(const DirectShape& shape, ChannelSchedule* out);
 // rank computes the same bits in one hop (the ring takes 2(n-1) hops, the
 // tree 2 log2 n, recursive doubling log2 n).
 void buildDirectAllReduce(const DirectShape& shape, ChannelSchedule* out);
+// One-shot ReduceScatter: each rank sends input block p to rank p, then
+// reduces the n copies of its own block in rank order (the AllReduce's
+// kStepAllPeers step over one block).
+void buildDirectReduceScatter(const DirectShape& shape, ChannelSchedule* out);
 
 }  // namespace gyre

@@ -198,7 +198,8 @@ TEST_CASE("allgather and reducescatter over 4 ranks on sockets pipeline blocks s
 }
 
 // NCCL_ALGO=Direct forces the mesh schedules (src/sched/build_direct.h) at
-// every size; reducescatter has none and keeps its ring.
+// every size (reducescatter: one-shot, each rank reducing the n copies of
+// its block in rank order).
 TEST_CASE("allgather and reducescatter over 3 ranks with NCCL_ALGO=Direct match the reference for every type, op and count",
           "[allgather][reducescatter][direct]") {
   if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh

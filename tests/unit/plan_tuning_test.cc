@@ -44,9 +44,8 @@ TEST_CASE("host ranks on the CI machine: one-shot AllReduce to 16 KiB, tree to 6
       CHECK(tunedAlgorithm(t, CollKind::AllReduce, 64 << 10) == Algorithm::Tree);
       CHECK(tunedAlgorithm(t, CollKind::AllReduce, (64 << 10) + 1) == Algorithm::Ring);
       CHECK(tunedAlgorithm(t, CollKind::AllReduce, size_t{1} << 30) == Algorithm::Ring);
-      for (CollKind c : {CollKind::Reduce, CollKind::ReduceScatter})
-        CHECK(tunedAlgorithm(t, c, 8) == Algorithm::Ring);  // only AllReduce has a tree, and no direct schedule
-      for (CollKind c : {CollKind::Broadcast, CollKind::AllGather}) {
+      CHECK(tunedAlgorithm(t, CollKind::Reduce, 8) == Algorithm::Ring);  // only AllReduce has a tree, no direct Reduce
+      for (CollKind c : {CollKind::Broadcast, CollKind::AllGather, CollKind::ReduceScatter}) {
         CHECK(tunedAlgorithm(t, c, 8) == Algorithm::Direct);  // one hop instead of a chain of n-1
         CHECK(tunedAlgorithm(t, c, size_t{1} << 30) == Algorithm::Ring);
       }
