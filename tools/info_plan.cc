@@ -102,12 +102,12 @@ void printConfig() {
 
 int printPlanner(const Model& m, size_t tuningBytes) {
   std::vector<std::string> algoNames, protoNames;
-  if (parseSelection("NCCL_ALGO", env::getString("NCCL_ALGO"), {"Ring", "Tree"}, &algoNames) != ncclSuccess ||
+  if (parseSelection("NCCL_ALGO", env::getString("NCCL_ALGO"), algorithmNames(), &algoNames) != ncclSuccess ||
       parseSelection("NCCL_PROTO", env::getString("NCCL_PROTO"), {"Simple", "LL"}, &protoNames) != ncclSuccess)
     return 1;
   std::vector<Algorithm> algos;
   std::vector<Protocol> protos;
-  for (const std::string& a : algoNames) algos.push_back(a == "Ring" ? Algorithm::Ring : Algorithm::Tree);
+  for (const std::string& a : algoNames) algos.push_back(algorithmNamed(a));
   for (const std::string& p : protoNames) protos.push_back(p == "Simple" ? Protocol::Simple : Protocol::LL);
   int nranks = static_cast<int>(m.placement.ranks.size());
   const CollKind colls[] = {CollKind::AllReduce, CollKind::Broadcast, CollKind::Reduce, CollKind::AllGather,

@@ -58,6 +58,17 @@ struct CommDoubling {
 };
 constexpr int kDoublingChannelBase = 384;
 
+// Direct algorithms (src/sched/build_direct.h): a connection to and from
+// every other rank, made at init where directAvailable() (host memory, one
+// host, 3..8 ranks). Indexed by peer rank with this rank left out: peer p sits
+// at p < rank ? p : p - 1.
+struct CommMesh {
+  std::vector<std::unique_ptr<Connection>> storage;
+  std::vector<Connection*> send;
+  std::vector<Connection*> recv;
+};
+constexpr int kMeshChannelId = 448;
+
 // A reduction operator made by ncclRedOpCreatePreMulSum: sum after
 // multiplying every input by a scalar of the op's datatype.
 struct CustomRedOp {
@@ -99,6 +110,9 @@ struct ncclComm {
   int minChannels = 1;                    // NCCL_MIN_NCHANNELS: the planner uses at least this many
   std::vector<gyre::CommTree> trees;  // the two trees of the double binary tree
   gyre::CommDoubling doubling;        // empty unless nranks is a power of two >= 4
+  gyre::CommMesh mesh;                // empty unless the Direct algorithms can run
+  bool singleCopy = false;            // ranks read each other's buffers (process_vm_readv; single_copy.h)
+  bool singleCopyAlways = false;      // GYRE_SINGLE_COPY=always
   std::map<int, std::unique_ptr<gyre::Connection>> p2pSend;  // by peer rank
   std::map<int, std::unique_ptr<gyre::Connection>> p2pRecv;
   // In-place host AlltoAll sends from a copy of the buffer. Kept between
@@ -133,7 +147,7 @@ void markCommFailed(ncclComm* comm, ncclResult_t code, int culprit);
 // Closes every connection and the bootstrap; safe to call twice.
 void releaseCommResources(ncclComm* comm);
 
-// Calls fn on each connection made at init (rings, trees, doubling; not the
+// Calls fn on each connection made at init (rings, trees, doubling, mesh; not the
 // send/recv ones made on first use) until it returns true; says whether one did.
 template <typename Fn>
 bool anyInitConnection(ncclComm* comm, Fn fn) {
@@ -145,6 +159,8 @@ bool anyInitConnection(ncclComm* comm, Fn fn) {
     for (auto& c : t.storage)
       if (fn(c.get())) return true;
   for (auto& c : comm->doubling.storage)
+    if (fn(c.get())) return true;
+  for (auto& c : comm->mesh.storage)
     if (fn(c.get())) return true;
   return false;
 }

@@ -87,6 +87,8 @@ void releaseCommResources(ncclComm* comm) {
   comm->trees.clear();
   for (auto& c : comm->doubling.storage) close(*c);
   comm->doubling = CommDoubling();
+  for (auto& c : comm->mesh.storage) close(*c);
+  comm->mesh = CommMesh();
   for (auto* table : {&comm->p2pSend, &comm->p2pRecv}) {
     for (auto& [peer, c] : *table) close(*c);
     table->clear();

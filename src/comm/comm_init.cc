@@ -12,6 +12,7 @@
 #include "src/comm/comm.h"
 #include "src/comm/config_read.h"
 #include "src/comm/connect_channels.h"
+#include "src/comm/single_copy.h"
 #include "src/comm/cuda_device.h"
 #include "src/comm/executor_binding.h"
 #include "src/device/device_layer.h"
@@ -106,7 +107,9 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   GYRE_CHECK(connectRings(comm, deadline));
   GYRE_CHECK(connectTrees(comm, deadline));
   GYRE_CHECK(connectDoubling(comm, deadline));
+  GYRE_CHECK(connectMesh(comm, deadline));
   GYRE_CHECK(finishConnections(comm));
+  GYRE_CHECK(probeSingleCopy(comm, deadline));
   shareInitConnections(comm);
   startDeviceWatchdog(comm->device.get());
   // Nobody returns from init before every rank's connections exist.

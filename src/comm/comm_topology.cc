@@ -220,6 +220,9 @@ PlanContext planContextOf(const ncclComm* comm) {
   ctx.kernels = runsKernels(comm);
   ctx.trees = comm->trees.size() == 2;
   ctx.doublingConnections = !comm->doubling.send.empty();
+  ctx.meshConnections = !comm->mesh.send.empty();
+  ctx.singleCopy = comm->singleCopy;
+  ctx.singleCopyAlways = comm->singleCopyAlways;
   ctx.tuning = &comm->topology->tuning;
   return ctx;
 }

@@ -5,6 +5,7 @@
 #include "src/host/host_comm.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/plan/cost_model.h"
 #include "src/plan/trees.h"
 
 namespace gyre {
@@ -107,6 +108,19 @@ ncclResult_t connectDoubling(ncclComm* comm, const Deadline& deadline) {
     for (int k = 0; k < rounds; ++k)
       GYRE_CHECK(openOwnedConnection(comm, &d.storage, kDoublingChannelBase + k, deadline, comm->rank ^ (1 << k),
                                      isSend, isSend ? &d.send : &d.recv));
+  return ncclSuccess;
+}
+
+ncclResult_t connectMesh(ncclComm* comm, const Deadline& deadline) {
+  int n = comm->nranks;
+  if (runsKernels(comm) || !directAvailable(comm->isHost, comm->topology->rings.nhosts, n)) return ncclSuccess;
+  CommMesh& m = comm->mesh;
+  for (bool isSend : {true, false})  // every send first, as everywhere at init
+    for (int peer = 0; peer < n; ++peer)
+      if (peer != comm->rank)
+        GYRE_CHECK(openOwnedConnection(comm, &m.storage, kMeshChannelId, deadline, peer, isSend,
+                                       isSend ? &m.send : &m.recv));
+  GYRE_INFO("INIT", "mesh: %d connections each way for the Direct algorithms", n - 1);
   return ncclSuccess;
 }
 

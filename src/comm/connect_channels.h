@@ -17,6 +17,9 @@ ncclResult_t connectRings(ncclComm* comm, const Deadline& deadline);
 ncclResult_t connectTrees(ncclComm* comm, const Deadline& deadline);
 // Partners rank ^ 2^k for every round, when nranks is a power of two >= 4.
 ncclResult_t connectDoubling(ncclComm* comm, const Deadline& deadline);
+// The Direct algorithms' connections to and from every rank (CommMesh), where
+// directAvailable() says they can run; nothing elsewhere.
+ncclResult_t connectMesh(ncclComm* comm, const Deadline& deadline);
 // Ends handshakes that wait on the peers' connectRecv (p2p), once every
 // connection above has been made.
 ncclResult_t finishConnections(ncclComm* comm);

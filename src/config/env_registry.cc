@@ -21,8 +21,12 @@ const std::vector<VarSpec>& registry() {
        "restrict interface selection to IPv4 or IPv6"},
       {"NCCL_BUFFSIZE", Type::Bytes, "4194304", "4096..1073741824",
        "bytes of buffering per connection; one pipeline step is BUFFSIZE/8", 4096, int64_t{1} << 30},
-      {"NCCL_ALGO", Type::String, "", "Ring,Tree; ^ excludes",
-       "restrict the algorithms the cost model may pick (Tree applies to AllReduce)"},
+      {"NCCL_ALGO", Type::String, "", "Ring,Tree,Direct; ^ excludes",
+       "restrict the algorithms the cost model may pick (Tree applies to AllReduce; Direct to Broadcast and "
+       "AllGather on 3..8 host ranks of one host)"},
+      {"GYRE_SINGLE_COPY", Type::Choice, "auto", "auto,off,always",
+       "host Broadcast/AllGather on one host read peers' buffers with process_vm_readv (one copy): auto from "
+       "2 MiB, always at every size, off never"},
       {"NCCL_PROTO", Type::String, "", "Simple; ^ excludes", "force the protocol"},
       {"NCCL_MIN_NCHANNELS", Type::Int, "1", "1..64", "fewest channels the planner may use", 1, 64},
       {"NCCL_MAX_NCHANNELS", Type::Int, "32", "1..64", "most channels the planner may use", 1, 64},

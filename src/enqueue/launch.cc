@@ -16,6 +16,8 @@
 #include "src/host/executor.h"
 #include "src/host/host_comm.h"
 #include "src/plan/planner.h"
+#include "src/sched/build_direct.h"
+#include "src/sched/build_single_copy.h"
 #include "src/sched/build_ring_allreduce.h"
 #include "src/sched/build_ring_collectives.h"
 #include "src/sched/build_tree_allreduce.h"
@@ -274,6 +276,40 @@ ncclResult_t addDoublingAllReduce(const PendingCall& c, const Plan& plan, LaneSp
   return set->add(spec, c.comm->host.get(), *sched, c.comm);
 }
 
+// Direct: one lane over the mesh (peer p at meshIndex(rank, p)).
+ncclResult_t addDirectCollective(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
+  ChannelSchedule* sched = set->newSchedule();
+  DirectShape shape{c.comm->rank, c.comm->nranks, c.count, plan.chunkElems, c.root, isInPlace(c, c.comm->rank)};
+  if (c.coll == CollKind::Broadcast) buildDirectBroadcast(shape, sched);
+  else if (c.coll == CollKind::AllGather) buildDirectAllGather(shape, sched);
+  else if (c.coll == CollKind::AllReduce) buildDirectAllReduce(shape, sched);
+  else if (c.coll == CollKind::ReduceScatter) buildDirectReduceScatter(shape, sched);
+  else return fail(ncclInternalError, "%s has no direct schedule", collName(c.coll));
+  useConnections(&spec, c.comm->mesh.send, c.comm->mesh.recv);
+  spec.channel = kMeshChannelId;
+  return set->add(spec, c.comm->host.get(), *sched, c.comm);
+}
+
+// Single copy: one lane over the mesh, or on two ranks over channel 0's
+// pair (its one connection each way is the peer, at meshIndex 0).
+ncclResult_t addSingleCopyCollective(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
+  ChannelSchedule* sched = set->newSchedule();
+  size_t pieceElems = plan.chunkElems * kSingleCopyStepsPerPiece;
+  DirectShape shape{c.comm->rank, c.comm->nranks, c.count, pieceElems, c.root, isInPlace(c, c.comm->rank)};
+  if (c.coll == CollKind::Broadcast) buildSingleCopyBroadcast(shape, sched);
+  else if (c.coll == CollKind::AllGather) buildSingleCopyAllGather(shape, sched);
+  else return fail(ncclInternalError, "%s has no single-copy schedule", collName(c.coll));
+  if (c.comm->nranks == 2) {
+    const Channel& ch = c.comm->channels[0];
+    useConnections(&spec, ch.sendPtrs, ch.recvPtrs);
+    spec.channel = ch.id;
+  } else {
+    useConnections(&spec, c.comm->mesh.send, c.comm->mesh.recv);
+    spec.channel = kMeshChannelId;
+  }
+  return set->add(spec, c.comm->host.get(), *sched, c.comm);
+}
+
 // Channels split the elements into contiguous ranges. Each element's
 // reduction order is that of its channel's ring, fixed for a given size and
 // configuration, so every rank and every repeat gets the same bits.
@@ -294,10 +330,13 @@ ncclResult_t addRingCollective(const PendingCall& c, const Plan& plan, LaneSpec 
 // A collective's lanes, by the algorithm its plan picks.
 ncclResult_t addCollective(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
   GYRE_TRACE("COLL", "%s count %zu %s %s root %d: %s/%s", collName(c.coll), c.count, datatypeName(c.datatype),
-             redOpName(c.op), c.root, plan.doubling ? "Doubling" : algorithmName(plan.algorithm),
+             redOpName(c.op), c.root,
+             plan.doubling ? "Doubling" : plan.singleCopy ? "SingleCopy" : algorithmName(plan.algorithm),
              protocolName(plan.protocol));
   if (plan.doubling) return addDoublingAllReduce(c, plan, spec, set);
+  if (plan.singleCopy) return addSingleCopyCollective(c, plan, spec, set);
   if (plan.algorithm == Algorithm::Tree) return addTreeAllReduce(c, plan, spec, set);
+  if (plan.algorithm == Algorithm::Direct) return addDirectCollective(c, plan, spec, set);
   return addRingCollective(c, plan, spec, set);
 }
 

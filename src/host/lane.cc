@@ -6,6 +6,9 @@ namespace gyre {
 Connection* Lane::blockingConnection() const {
   if (done() || waiting()) return nullptr;
   const Step& s = spec_.steps[next_];
+  if (s.flags & kStepAllPeers)  // waits on every receive connection: name one that is behind
+    for (size_t i = 0; i < spec_.nrecv; ++i)
+      if (!recvDataReady(*spec_.recv[i])) return spec_.recv[i];
   if (stepReceives(s.kind) && !recvDataReady(*spec_.recv[s.recvConn])) return spec_.recv[s.recvConn];
   if (stepSends(s.kind)) return spec_.send[s.sendConn];
   return nullptr;

@@ -17,6 +17,7 @@
 #include "src/debug/error.h"
 #include "src/host/half_simd.h"
 #include "src/host/host_comm.h"
+#include "src/host/peer_read.h"
 #include "src/host/wait.h"
 #include "src/sched/lane_spec.h"
 #include "src/sched/slot_meta.h"
@@ -109,6 +110,7 @@ class TypedLane final : public Lane {
       Connection* in = stepReceives(s.kind) ? spec_.recv[s.recvConn] : nullptr;
       Connection* out = stepSends(s.kind) ? spec_.send[s.sendConn] : nullptr;
       if ((in && !recvDataReady(*in)) || (out && !sendSlotFree(*out))) return ncclSuccess;
+      if ((s.flags & kStepAllPeers) && !allPeersReady()) return ncclSuccess;
       GYRE_CHECK(runStep(s, in, out));
       ++next_;
       *progressed = true;
@@ -126,6 +128,8 @@ class TypedLane final : public Lane {
     const uint32_t bytes = static_cast<uint32_t>(s.count * sizeof(T));
     const T* received = nullptr;
     T* outgoing = nullptr;
+    if (s.flags & (kStepPeerAddr | kStepPeerRead)) return runSingleCopyStep(s, src, dst, in, out, bytes);
+    if (s.flags & kStepAllPeers) return reduceAllPeers(pre, post, src, dst, s.count, bytes);
     if (in) {
       GYRE_CHECK(checkSlotMeta(spec_, comm_, *in, bytes));
       received = reinterpret_cast<const T*>(in->fifo.payload(in->step, bytes));
@@ -149,6 +153,74 @@ class TypedLane final : public Lane {
       publishSent(*out);
     }
     if (in) publishConsumed(*in);
+    return ncclSuccess;
+  }
+
+  bool allPeersReady() const {
+    for (size_t i = 0; i < spec_.nrecv; ++i)
+      if (!recvDataReady(*spec_.recv[i])) return false;
+    return true;
+  }
+
+  // One-shot AllReduce: dst = x0 op x1 op ... op x(n-1), left to right in
+  // rank order on every rank (so all agree bitwise), where x(rank) is the
+  // local src and the others sit in the mesh's slots (receive connection i
+  // is rank i, or i+1 from this rank on). Each 16 KiB block goes through a
+  // stack buffer and reaches dst by memcpy only after all n inputs were
+  // read, so dst may be the local src (in place). Received inputs arrive
+  // pre-op'd by their senders; `pre` applies to the local one only.
+  ncclResult_t reduceAllPeers(bool pre, bool post, const T* local, T* dst, size_t n, uint32_t bytes) {
+    constexpr int kMaxInputs = 64;
+    const int nranks = spec_.nranks, rank = spec_.rank;
+    if (nranks > kMaxInputs || spec_.nrecv != static_cast<size_t>(nranks - 1))
+      return fail(ncclInternalError, "one-shot %s over %zu connections for %d ranks", collName(spec_.coll), spec_.nrecv,
+                  nranks);
+    const T* inputs[kMaxInputs];
+    for (int p = 0; p < nranks; ++p) {
+      if (p == rank) {
+        inputs[p] = local;
+        continue;
+      }
+      Connection& c = *spec_.recv[p < rank ? p : p - 1];
+      GYRE_CHECK(checkSlotMeta(spec_, comm_, c, bytes));
+      inputs[p] = reinterpret_cast<const T*>(c.fifo.payload(c.step, bytes));
+    }
+    constexpr size_t kBlockElems = (16 << 10) / sizeof(T);
+    alignas(64) T block[kBlockElems];
+    for (size_t done = 0; done < n; done += kBlockElems) {
+      size_t k = std::min(kBlockElems, n - done);
+      // op(x0, x1): whichever is local takes the pre-op and keeps its side.
+      bool last = nranks == 2;
+      if (rank == 0) reduceInto<true>(pre, post && last, inputs[1] + done, inputs[0] + done, block, k);
+      else reduceInto(rank == 1 && pre, post && last, inputs[0] + done, inputs[1] + done, block, k);
+      for (int p = 2; p < nranks; ++p) {
+        last = p == nranks - 1;
+        if (p == rank) reduceInto(pre, post && last, block, inputs[p] + done, block, k);  // op(acc, local)
+        else reduceInto<true>(false, post && last, inputs[p] + done, block, block, k);  // op(acc, received)
+      }
+      memcpy(dst + done, block, k * sizeof(T));
+    }
+    for (size_t i = 0; i < spec_.nrecv; ++i) publishConsumed(*spec_.recv[i]);
+    return ncclSuccess;
+  }
+
+  // A Send posts where its elements are, not the elements; the receiver
+  // reads them from this process (kStepPeerAddr / kStepPeerRead). The
+  // address rides in the slot's inline line, so the step moves one cache line.
+  ncclResult_t runSingleCopyStep(const Step& s, const T* src, T* dst, Connection* in, Connection* out, uint32_t bytes) {
+    if (out) {
+      uint64_t where = reinterpret_cast<uint64_t>(src);
+      memcpy(out->fifo.payload(out->step, sizeof(where)), &where, sizeof(where));
+      out->fifo.metaOf(out->step) = makeSlotMeta(spec_, bytes);
+      publishSent(*out);
+    }
+    if (in) {
+      GYRE_CHECK(checkSlotMeta(spec_, comm_, *in, bytes));
+      uint64_t where = 0;
+      memcpy(&where, in->fifo.payload(in->step, sizeof(where)), sizeof(where));
+      GYRE_CHECK(readPeer(spec_, comm_, in->peer, where, dst, bytes));
+      publishConsumed(*in);
+    }
     return ncclSuccess;
   }
 

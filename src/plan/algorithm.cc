@@ -8,7 +8,25 @@
 
 namespace gyre {
 
-const char* algorithmName(Algorithm a) { return a == Algorithm::Ring ? "Ring" : "Tree"; }
+const char* algorithmName(Algorithm a) {
+  switch (a) {
+    case Algorithm::Ring: return "Ring";
+    case Algorithm::Tree: return "Tree";
+    case Algorithm::Direct: return "Direct";
+  }
+  return "?";
+}
+
+Algorithm algorithmNamed(const std::string& name) {
+  if (name == "Tree") return Algorithm::Tree;
+  if (name == "Direct") return Algorithm::Direct;
+  return Algorithm::Ring;
+}
+
+const std::vector<std::string>& algorithmNames() {
+  static const std::vector<std::string> names = {"Ring", "Tree", "Direct"};
+  return names;
+}
 const char* protocolName(Protocol p) { return p == Protocol::Simple ? "Simple" : "LL"; }
 
 ncclResult_t parseSelection(const char* variable, const std::string& spec, const std::vector<std::string>& known,

@@ -30,6 +30,17 @@ constexpr double kHostBaseUs = 1.0;
 // ranks on one host lands at 64 KiB, where measurement on the development
 // machine put it (docs/ARCHITECTURE.md).
 
+// Direct (host memory, one host): a rank that sends to k peers posts k slots
+// one after another; each further post costs about a cache-line handoff, far
+// less than a hop (a peer noticing). Guessed from the 2-rank step cost
+// (ARCHITECTURE.md: ~0.3 us per inline step); it only moves the crossover.
+constexpr double kDirectExtraPostUs = 0.5;
+// Direct all-gather moves the ring's bytes but through n-1 FIFOs at once, which
+// the ring's pipelined single stream beats on a bandwidth-bound copy; the
+// factor keeps the ring above a few hundred KiB (fitted to bench/compare runs
+// on the development VM, docs/HOST-PERF.md).
+constexpr double kDirectGatherSlope = 1.5;
+
 constexpr double kProtoEfficiency[2] = {1.0, 0.5};  // Simple, LL
 constexpr double kTreeSplit = 0.5;                  // see the header: each direction gets half a channel
 
@@ -128,6 +139,37 @@ void treeEntry(const CostInputs& in, CostEntry* e) {
   e->bwGBs = e->available ? kProtoEfficiency[p] / slope : 0;
 }
 
+// Every rank to every rank over the mesh connections (directAvailable):
+// one dependent hop. Broadcast: the root sends the whole message to n-1
+// ranks. AllGather: every rank sends its block to n-1 ranks (the ring's
+// bytes, kDirectGatherSlope). AllReduce (one-shot): every rank sends its
+// input to n-1 ranks and reduces all n inputs itself; ReduceScatter the same
+// per block (each rank reduces the n copies of its own block).
+void directEntry(const CostInputs& in, CostEntry* e) {
+  int n = in.nranks;
+  if (!directAvailable(in.hostMemory, in.nnodes, n)) {
+    e->unavailableWhy = "needs host memory, one host and 3..8 ranks";
+    return;
+  }
+  if (e->proto == Protocol::LL) {
+    e->unavailableWhy = "host memory runs Simple only";
+    return;
+  }
+  double sendFactor = 0;
+  switch (in.coll) {
+    case CollKind::Broadcast: sendFactor = n - 1; break;
+    case CollKind::AllGather: sendFactor = kDirectGatherSlope * (n - 1) / n; break;
+    case CollKind::AllReduce: sendFactor = n; break;  // n-1 copies out, n inputs read and reduced
+    case CollKind::ReduceScatter: sendFactor = kDirectGatherSlope * (n - 1) / n; break;  // the ring's bytes, at once
+    default: e->unavailableWhy = "no direct schedule for this collective"; return;
+  }
+  e->available = in.intraBw > 0;
+  e->unavailableWhy = "no bandwidth";
+  e->latencyUs = kHostBaseUs + kHopUs[kHost][0] + (n - 2) * kDirectExtraPostUs;
+  e->usPerByte = e->available ? sendFactor / (in.intraBw * 1e3) : 0;
+  e->bwGBs = e->available ? in.intraBw / sendFactor : 0;
+}
+
 template <typename T>
 bool contains(const std::vector<T>& v, T x) {
   return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
@@ -139,14 +181,15 @@ CostTable predictCosts(const CostInputs& in, const std::vector<Algorithm>& algos
                        const std::vector<Protocol>& protos) {
   CostTable t;
   t.in = in;
-  for (Algorithm a : {Algorithm::Ring, Algorithm::Tree})
+  for (Algorithm a : {Algorithm::Ring, Algorithm::Tree, Algorithm::Direct})
     for (Protocol p : {Protocol::Simple, Protocol::LL}) {
       CostEntry e;
       e.algo = a;
       e.proto = p;
       e.allowed = contains(algos, a) && contains(protos, p);
       if (a == Algorithm::Ring) ringEntry(in, &e);
-      else treeEntry(in, &e);
+      else if (a == Algorithm::Tree) treeEntry(in, &e);
+      else directEntry(in, &e);
       e.timeUs = e.latencyUs + e.usPerByte * static_cast<double>(in.bytes);
       t.entries.push_back(e);
     }

@@ -41,6 +41,15 @@
 
 namespace gyre {
 
+// The mesh (a connection from every rank to every rank, made at init for
+// Direct) exists for host-memory communicators of 3..kMeshMaxRanks ranks on
+// one host; two ranks' ring already is a mesh. Above 8 ranks a root posting
+// n-1 sends loses to a chain anyway, and the mesh's segments would grow as n^2.
+constexpr int kMeshMaxRanks = 8;
+inline bool directAvailable(bool hostMemory, int nhosts, int nranks) {
+  return hostMemory && nhosts == 1 && nranks >= 3 && nranks <= kMeshMaxRanks;
+}
+
 struct CostInputs {
   CollKind coll = CollKind::AllReduce;
   int nranks = 1;
@@ -71,7 +80,7 @@ struct CostEntry {
 
 struct CostTable {
   CostInputs in;
-  std::vector<CostEntry> entries;  // Ring/Simple, Ring/LL, Tree/Simple, Tree/LL
+  std::vector<CostEntry> entries;  // Ring/Simple, Ring/LL, Tree/Simple, Tree/LL, Direct/Simple, Direct/LL
   int pick = -1;                   // index of the cheapest available, allowed entry
 };
 

@@ -12,14 +12,13 @@
 namespace gyre {
 namespace {
 
-const std::vector<std::string> kAlgorithms = {"Ring", "Tree"};
 const std::vector<std::string> kProtocols = {"Simple", "LL"};
 
 }  // namespace
 
 ncclResult_t validateAlgorithmSettings() {
   std::vector<std::string> chosen;
-  GYRE_CHECK(parseSelection("NCCL_ALGO", env::getString("NCCL_ALGO"), kAlgorithms, &chosen));
+  GYRE_CHECK(parseSelection("NCCL_ALGO", env::getString("NCCL_ALGO"), algorithmNames(), &chosen));
   return parseSelection("NCCL_PROTO", env::getString("NCCL_PROTO"), kProtocols, &chosen);
 }
 
@@ -36,12 +35,32 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
   size_t stepBytes =
       plan->protocol == Protocol::LL ? llPayloadBytes(llSlotBytesFor(ctx.slotBytes)) : ctx.slotBytes;
   plan->chunkElems = chunkElements(stepBytes, typeSize);
-  if (ctx.trees && tunedAlgorithm(*ctx.tuning, coll, bytes) == Algorithm::Tree) plan->algorithm = Algorithm::Tree;
+  Algorithm tuned = tunedAlgorithm(*ctx.tuning, coll, bytes);
+  if (ctx.trees && tuned == Algorithm::Tree) plan->algorithm = Algorithm::Tree;
+  if (tuned == Algorithm::Direct && ctx.meshConnections) plan->algorithm = Algorithm::Direct;
+  bool hasDirect = coll != CollKind::Reduce && coll != CollKind::SendRecv;
+  // NCCL_ALGO=Direct where no mesh exists: the table fell back to the ring;
+  // on two ranks that is the direct exchange, elsewhere it is not what was asked.
+  if (ctx.tuning->directOnly && hasDirect && !ctx.meshConnections && ctx.nranks > 2)
+    return fail(ncclInvalidUsage,
+                "NCCL_ALGO=%s: Direct needs a host-memory communicator of 3..8 ranks on one host "
+                "(this one has %d ranks); Ring and Tree can run here",
+                env::getString("NCCL_ALGO").c_str(), ctx.nranks);
+  bool copyOnly = coll == CollKind::Broadcast || coll == CollKind::AllGather;
+  if (copyOnly && ctx.singleCopy && (ctx.nranks == 2 || ctx.meshConnections)) {
+    // Like doubling, a variant of the tuner's: an NCCL_ALGO naming anything
+    // but Direct runs as named.
+    bool otherForced = ctx.tuning->algorithmForced && !ctx.tuning->directOnly;
+    plan->singleCopy = ctx.singleCopyAlways || (!otherForced && bytes >= kSingleCopyMinBytes);
+  }
   if (coll == CollKind::AllReduce && bytes <= kDoublingMaxBytes) {
     // Doubling is the tuner's own variant: an NCCL_ALGO the user set runs as named.
     if (ctx.tuning->algorithmForced) plan->doubling = false;
     else if (ctx.nranks == 2) plan->doubling = plan->algorithm == Algorithm::Ring;
-    else plan->doubling = ctx.doublingConnections && plan->algorithm == Algorithm::Tree;
+    else
+      plan->doubling = ctx.doublingConnections &&
+                       (plan->algorithm == Algorithm::Tree ||
+                        (plan->algorithm == Algorithm::Direct && bytes > kOneShotMaxBytesOverDoubling));
   }
   return ncclSuccess;
 }

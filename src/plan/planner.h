@@ -5,7 +5,9 @@
 // cost model's fastest choice for this collective and size over the rings and
 // trees the topology search built, within NCCL_ALGO. Only AllReduce has a tree
 // schedule; the other collectives run their ring (a chain for Broadcast and
-// Reduce). Small AllReduces on a power-of-two rank count use recursive
+// Reduce). Host communicators of 3..8 ranks on one host also have Direct
+// (src/sched/build_direct.h) for Broadcast, AllGather, AllReduce and
+// ReduceScatter (one-shot), which the cost model picks for small messages. Small AllReduces on a power-of-two rank count use recursive
 // doubling (unless NCCL_ALGO forces an algorithm; on 2 ranks it is the ring's
 // one-step form and stays even then). Channels: one per kMinBytesPerChannel, between NCCL_MIN_NCHANNELS
 // and the rings made at init.
@@ -30,13 +32,32 @@ struct Plan {
   // ranks over the ring's connections in place of the ring, on 4, 8, ...
   // ranks over the doubling connections in place of the tree.
   bool doubling = false;
+  // Broadcast / AllGather reading the peers' buffers in place
+  // (build_single_copy.h) over the ring pair (2 ranks) or the mesh.
+  bool singleCopy = false;
 };
+
+// Smallest Broadcast / AllGather (nccl-tests bytes) that reads peers' buffers
+// in place when GYRE_SINGLE_COPY=auto. process_vm_readv copies at 4-5 GB/s on
+// the development VM while the two-copy pipeline stays in cache (memcpy
+// 20-30 GB/s at 4 MiB and below), so single copy pays only once the data
+// outgrows the caches: 2 ranks, median of 5 interleaved runs, 1.24-1.53x at
+// 4-16 MiB, 0.80-1.11x at 1 MiB (docs/HOST-PERF.md).
+constexpr size_t kSingleCopyMinBytes = 2 << 20;
 
 // Largest AllReduce run by recursive doubling: below it latency rules (log2 n
 // rounds instead of 2(n-1) ring steps or 2 log2 n tree hops); above it the
 // doubling's extra reduction work costs more than the steps it saves
 // (2 ranks, measured: even at 64 KiB, the ring ahead from 128 KiB).
 constexpr size_t kDoublingMaxBytes = 64 << 10;
+
+// On 4 and 8 ranks the cost model's one-shot (Direct) AllReduce, which it
+// weighs against the tree, competes with recursive doubling (log2 n rounds,
+// not in the model); one-shot reduces n inputs on every rank and wins only up
+// to this size (4 ranks on 2 cores, median of 7 interleaved runs: 1.1-1.6x
+// the doubling at 32-512 B, 0.78x at 2 KiB). On 3 ranks it beats the tree to
+// 8 KiB and more (1.5-2.6x), where the model puts the crossover at 16 KiB.
+constexpr size_t kOneShotMaxBytesOverDoubling = 512;
 
 // A ring collective uses another channel for every this many bytes.
 constexpr size_t kMinBytesPerChannel = 512 << 10;
@@ -58,6 +79,9 @@ struct PlanContext {
   bool kernels = false;            // device kernels run it (the only executor with LL)
   bool trees = false;              // the double binary tree is connected
   bool doublingConnections = false;  // recursive doubling's connections exist (4, 8, ... ranks)
+  bool meshConnections = false;      // every rank to every rank (the Direct algorithms)
+  bool singleCopy = false;           // ranks may read each other's buffers (process_vm_readv)
+  bool singleCopyAlways = false;     // GYRE_SINGLE_COPY=always: at every size
   const TuningTable* tuning = nullptr;
 };
 

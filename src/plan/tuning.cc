@@ -39,9 +39,9 @@ std::vector<Protocol> allowedProtocols(bool llAvailable) {
 // What NCCL_ALGO allows (validated at init; an unparsable value allows all).
 std::vector<Algorithm> allowedAlgorithms() {
   std::vector<std::string> names;
-  if (parseSelection("NCCL_ALGO", env::getString("NCCL_ALGO"), {"Ring", "Tree"}, &names) != ncclSuccess) return {};
+  if (parseSelection("NCCL_ALGO", env::getString("NCCL_ALGO"), algorithmNames(), &names) != ncclSuccess) return {};
   std::vector<Algorithm> out;
-  for (const std::string& n : names) out.push_back(n == "Tree" ? Algorithm::Tree : Algorithm::Ring);
+  for (const std::string& n : names) out.push_back(algorithmNamed(n));
   return out;
 }
 
@@ -63,6 +63,7 @@ void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, bool l
   std::vector<Algorithm> algos = allowedAlgorithms();
   out->algorithmForced = !env::getString("NCCL_ALGO").empty();
   out->inputs.treeForcedOnOneHost = algos.size() == 1 && algos[0] == Algorithm::Tree;
+  out->directOnly = algos.size() == 1 && algos[0] == Algorithm::Direct;
   out->llAvailable = llAvailable;
   std::vector<Protocol> protos = allowedProtocols(llAvailable);
   for (int c = 0; c < kTunedColls; ++c)

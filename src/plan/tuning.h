@@ -24,6 +24,7 @@ struct TuningTable {
   Algorithm pick[kTunedColls][kTuningBuckets] = {};
   Protocol proto[kTunedColls][kTuningBuckets] = {};
   bool algorithmForced = false;  // NCCL_ALGO restricts the choice (the planner then adds no variants)
+  bool directOnly = false;       // NCCL_ALGO allows Direct alone
   bool llAvailable = false;
 };
 

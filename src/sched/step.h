@@ -29,6 +29,16 @@ enum StepFlags : uint8_t {
   // Reduce as op(local, received) instead of op(received, local): lets two
   // ranks that each reduce the same pair (exchange) apply it in one order.
   kStepLocalFirst = 4,
+  // Single copy (host executor, shared memory only; build_single_copy.h):
+  // a Send with kStepPeerAddr puts the address of its source elements in the
+  // slot instead of the elements; the matching Recv with kStepPeerRead reads
+  // that many elements from the sender's memory (process_vm_readv) into dst.
+  kStepPeerAddr = 8,
+  kStepPeerRead = 16,
+  // A RecvReduceCopy that takes one slot from every receive connection (the
+  // mesh, in rank order) and reduces all n inputs in rank order into dst:
+  // one-shot AllReduce (build_direct.h). Host executor only.
+  kStepAllPeers = 32,
 };
 
 struct Step {

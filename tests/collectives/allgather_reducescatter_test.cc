@@ -140,13 +140,16 @@ bool runReduceScatter(ncclComm_t comm, int rank, int nranks, const Case& c) {
   return true;
 }
 
-void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false) {
+void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false,
+               const char* algo = nullptr, const char* singleCopy = nullptr) {
   const std::vector<Case> cases = buildCases(buffSize);
   RunConfig config;
   config.nranks = nranks;
   config.buffSize = buffSize;
   config.mode = mode;
   config.sockets = sockets;
+  config.algo = algo;
+  if (singleCopy) config.env.push_back({"GYRE_SINGLE_COPY", std::string(singleCopy)});
   RunResult result = runOnComm(config, [&](int rank, int n, ncclComm_t comm) {
     for (const Case& c : cases) {
       bool ok = c.coll == Coll::kAllGather ? runAllGather(comm, rank, n, c) : runReduceScatter(comm, rank, n, c);
@@ -192,4 +195,50 @@ TEST_CASE("allgather and reducescatter over 3 ranks pipeline blocks spanning man
 TEST_CASE("allgather and reducescatter over 4 ranks on sockets pipeline blocks spanning many 8 KiB chunks",
           "[allgather][reducescatter][pipeline][sockets]") {
   runMatrix(4, kSmallBuffSize, IdMode::kParent, true);
+}
+
+// NCCL_ALGO=Direct forces the mesh schedules (src/sched/build_direct.h) at
+// every size (reducescatter: one-shot, each rank reducing the n copies of
+// its block in rank order).
+TEST_CASE("allgather and reducescatter over 3 ranks with NCCL_ALGO=Direct match the reference for every type, op and count",
+          "[allgather][reducescatter][direct]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(3, kDefaultBuffSize, IdMode::kParent, false, "Direct");
+}
+
+TEST_CASE("allgather and reducescatter over 4 ranks with NCCL_ALGO=Direct match the reference for every type, op and count",
+          "[allgather][reducescatter][direct]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(4, kDefaultBuffSize, IdMode::kParent, false, "Direct");
+}
+
+TEST_CASE("allgather and reducescatter over 3 ranks on sockets with NCCL_ALGO=Direct pipeline many 8 KiB chunks",
+          "[allgather][reducescatter][direct][pipeline][sockets]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(3, kSmallBuffSize, IdMode::kEnvCommId, true, "Direct");
+}
+
+TEST_CASE("allgather and reducescatter over 4 ranks with NCCL_ALGO=Direct pipeline many 8 KiB chunks", "[allgather][reducescatter][direct][pipeline]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(4, kSmallBuffSize, IdMode::kParent, false, "Direct");
+}
+
+// GYRE_SINGLE_COPY=always: allgather reads the peers' buffers in place
+// (process_vm_readv; src/sched/build_single_copy.h) at every size, over the
+// ring pair on 2 ranks and the mesh on 3 and 4. Where the kernel forbids
+// cross-memory attach the communicator falls back to two copies and these
+// runs test the fallback.
+TEST_CASE("allgather and reducescatter over 2, 3 and 4 ranks with GYRE_SINGLE_COPY=always match the reference for every type and count",
+          "[allgather][singlecopy]") {
+  if (testDeviceComms()) return;  // host communicators only
+  for (int nranks : {2, 3, 4}) {
+    INFO(nranks << " ranks");
+    runMatrix(nranks, kDefaultBuffSize, IdMode::kParent, false, nullptr, "always");
+  }
+}
+
+TEST_CASE("allgather and reducescatter over 3 ranks with GYRE_SINGLE_COPY=always read counts spanning many steps",
+          "[allgather][singlecopy][pipeline]") {
+  if (testDeviceComms()) return;
+  runMatrix(3, kSmallBuffSize, IdMode::kParent, false, nullptr, "always");
 }

@@ -6,9 +6,9 @@
 // ring and tree may differ from each other in the last bits of a float sum. Integer
 // avg of sums that overflow is checked against the documented wrapped-sum quotient.
 //
-// The last test runs the same cases three times — forced tree, forced ring, and
-// NCCL_ALGO unset — and checks that the default gives the tree's bits up to 64 KiB on
-// 3 ranks and the ring's above: the cost model's choice on the shipped topology of
+// The last test runs the same cases four times — forced one-shot (Direct), tree,
+// ring, and NCCL_ALGO unset — and checks that the default gives the one-shot's bits
+// up to 16 KiB on 3 ranks, the tree's up to 64 KiB and the ring's above: the cost model's choice on the shipped topology of
 // the CI machine (tests/topologies/ci_vm.xml), which the README states.
 #include "coll_common.h"
 
@@ -239,7 +239,7 @@ TEST_CASE("tree allreduce over 4 ranks pipelines counts spanning many 8 KiB chun
   runMatrix(4, "Tree", kSmallBuffSize);
 }
 
-TEST_CASE("without NCCL_ALGO allreduce over 3 ranks gives the tree's bits up to 64 KiB and the ring's above",
+TEST_CASE("without NCCL_ALGO allreduce over 3 ranks gives the one-shot's bits to 16 KiB, the tree's to 64 KiB and the ring's above",
           "[allreduce][ring][tree]") {
   // Float sums of thousands of rounded elements, so that the tree's and the ring's
   // orders differ somewhere in each case (checked below: otherwise the case would not
@@ -255,7 +255,8 @@ TEST_CASE("without NCCL_ALGO allreduce over 3 ranks gives the tree's bits up to 
     }
   }
   std::map<std::string, std::map<std::string, std::string>> hashes;  // algorithm -> case -> rank 0's hash
-  for (const char* algo : {"Tree", "Ring", static_cast<const char*>(nullptr)}) {
+  for (const char* algo : {"Direct", "Tree", "Ring", static_cast<const char*>(nullptr)}) {
+    if (testDeviceComms() && algo && std::string(algo) == "Direct") continue;  // host communicators only
     RunConfig config;
     config.nranks = 3;
     config.algo = algo;
@@ -270,11 +271,42 @@ TEST_CASE("without NCCL_ALGO allreduce over 3 ranks gives the tree's bits up to 
   for (const Case& c : cases) {
     const std::string key = describe(c);
     const std::string tree = hashes["Tree"][key], ring = hashes["Ring"][key], dflt = hashes["default"][key];
+    const std::string direct = hashes["Direct"][key];
     // Device communicators on one host use the ring unless NCCL_ALGO forces
     // the tree (as NCCL: within a host the tree is a slower chain).
-    const bool treeExpected = !testDeviceComms() && c.count * typeInfo(c.type).size <= (64u << 10);
-    INFO(key << ": tree " << tree << ", ring " << ring << ", default " << dflt);
+    const size_t bytes = c.count * typeInfo(c.type).size;
+    const bool directExpected = !testDeviceComms() && bytes <= (16u << 10);
+    const bool treeExpected = !testDeviceComms() && !directExpected && bytes <= (64u << 10);
+    INFO(key << ": direct " << direct << ", tree " << tree << ", ring " << ring << ", default " << dflt);
     CHECK(tree != ring);
-    CHECK(dflt == (treeExpected ? tree : ring));
+    // No check that direct != tree: on 3 ranks both reduce as (x0 + x1) + x2,
+    // so their bits agree; the default's bits still must be the one-shot's.
+    CHECK(dflt == (directExpected ? direct : treeExpected ? tree : ring));
   }
+}
+
+// NCCL_ALGO=Direct: one-shot AllReduce over the mesh (every rank sends its
+// input to every rank and reduces all n in rank order), at every size.
+TEST_CASE("direct (one-shot) allreduce over 3 ranks matches the reference and agrees bitwise on every rank",
+          "[allreduce][direct]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(3, "Direct", kDefaultBuffSize);
+}
+
+TEST_CASE("direct (one-shot) allreduce over 4 ranks matches the reference and agrees bitwise on every rank",
+          "[allreduce][direct]") {
+  if (testDeviceComms()) return;
+  runMatrix(4, "Direct", kDefaultBuffSize);
+}
+
+TEST_CASE("direct (one-shot) allreduce over 3 ranks on sockets pipelines counts spanning many 8 KiB chunks",
+          "[allreduce][direct][pipeline][sockets]") {
+  if (testDeviceComms()) return;
+  runMatrix(3, "Direct", kSmallBuffSize, IdMode::kParent, true);
+}
+
+TEST_CASE("direct (one-shot) allreduce over 4 ranks pipelines counts spanning many 8 KiB chunks",
+          "[allreduce][direct][pipeline]") {
+  if (testDeviceComms()) return;
+  runMatrix(4, "Direct", kSmallBuffSize);
 }

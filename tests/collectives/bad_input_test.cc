@@ -8,12 +8,14 @@
 // the peer; collectives and sends/receives whose ranks disagree on the count or
 // datatype fail at once with a "mismatched" error naming both ranks. Gather and
 // Scatter buffers must be in place (NCCL's layout) or disjoint at the root.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "../support/shared_flags.h"
+
 #include "coll_common.h"
 
 namespace {
@@ -66,7 +68,8 @@ struct FailOutcome {
 };
 using FailFn = std::function<FailOutcome(int rank, int nranks, ncclComm_t comm)>;
 
-RunResult runFailing(int nranks, const char* algo, const FailFn& fn, bool sockets = false) {
+RunResult runFailing(int nranks, const char* algo, const FailFn& fn, bool sockets = false,
+                     const char* singleCopy = nullptr) {
   SharedFlags flags;
   RankOptions options;
   options.timeout_s = 40;
@@ -74,7 +77,8 @@ RunResult runFailing(int nranks, const char* algo, const FailFn& fn, bool socket
                  {"GYRE_INIT_TIMEOUT", "10"},
                  {"NCCL_BUFFSIZE", std::to_string(kSmallBuffSize)},
                  {"NCCL_ALGO", algo ? std::optional<std::string>(algo) : std::nullopt},
-                 {"NCCL_SHM_DISABLE", sockets ? std::optional<std::string>("1") : std::nullopt}};
+                 {"NCCL_SHM_DISABLE", sockets ? std::optional<std::string>("1") : std::nullopt},
+                 {"GYRE_SINGLE_COPY", singleCopy ? std::optional<std::string>(singleCopy) : std::nullopt}};
   if (!flags.ok()) {
     RunResult r;
     r.setupError = "mmap of the shared flags failed";
@@ -651,4 +655,81 @@ TEST_CASE("a small send that no receive takes: later pairs keep send order, and 
           std::string::npos);
     CHECK(text.find("rank 0's communicator ends with") == std::string::npos);
   }
+}
+
+TEST_CASE("direct broadcast and allgather whose ranks disagree on count fail on every rank, one saying mismatched",
+          "[badinput][mismatch][direct]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  const std::vector<std::pair<const char*, MismatchedCall>> variants = {
+      {"broadcast from rank 1 where rank 2 passes a larger count",
+       [](int rank, ncclComm_t comm, std::vector<char>& in, std::vector<char>& out) {
+         return ncclBroadcast(in.data(), out.data(), rank == 2 ? 4000 : 3000, ncclInt32, 1, comm, nullptr);
+       }},
+      {"allgather where rank 0 passes a smaller count",
+       [](int rank, ncclComm_t comm, std::vector<char>& in, std::vector<char>& out) {
+         return ncclAllGather(in.data(), out.data(), rank == 0 ? 100 : 101, ncclUint8, comm, nullptr);
+       }},
+  };
+  for (size_t run = 0; run < 2 * variants.size(); ++run) {
+    const auto& [what, call] = variants[run / 2];
+    const bool sockets = run % 2 == 1;
+    RunResult result = runMismatched(3, "Direct", call, sockets);
+    INFO(what << ", NCCL_ALGO=Direct" << (sockets ? ", NCCL_SHM_DISABLE=1" : ""));
+    INFO(result.describe());
+    REQUIRE(result.allOk());
+    int saidMismatched = 0;
+    for (const RankOutcome& r : result.ranks) {
+      INFO("rank " << r.rank << ": result " << record(r, "result") << " after " << record(r, "seconds")
+                   << " s: " << record(r, "error"));
+      CHECK(std::stod(record(r, "seconds")) < kTimeoutSeconds + 6);
+      saidMismatched += containsNoCase(record(r, "error"), "mismatched") ? 1 : 0;
+    }
+    CHECK(saidMismatched >= 1);
+  }
+}
+
+TEST_CASE("NCCL_ALGO=Direct where no mesh can exist (9 ranks) fails the broadcast naming the variable",
+          "[badinput][direct]") {
+  if (testDeviceComms()) return;  // a device communicator's error is the same, but 9 fake-GPU ranks are slow
+  RunResult result = runFailing(9, "Direct", [](int, int, ncclComm_t comm) {
+    std::vector<int> buf(16, 7);
+    return timed([&] { return ncclBroadcast(buf.data(), buf.data(), buf.size(), ncclInt32, 0, comm, nullptr); });
+  });
+  INFO(result.describe());
+  REQUIRE(result.allOk());
+  for (const RankOutcome& r : result.ranks) {
+    INFO("rank " << r.rank << ": " << record(r, "error"));
+    CHECK(record(r, "result") == std::to_string(int(ncclInvalidUsage)));
+    CHECK(containsNoCase(record(r, "error"), "NCCL_ALGO=Direct"));
+    CHECK(containsNoCase(record(r, "error"), "Ring and Tree can run"));
+  }
+}
+
+TEST_CASE("a single-copy broadcast whose root passes an unmapped buffer fails on every rank naming the root and the read",
+          "[badinput][singlecopy]") {
+  if (testDeviceComms()) return;  // host communicators only
+  RunResult result = runFailing(
+      2, nullptr,
+      [](int rank, int, ncclComm_t comm) {
+        const size_t bytes = 1 << 20;
+        void* gone = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        std::vector<char> out(bytes);
+        if (rank == 0) munmap(gone, bytes);  // the root's buffer is gone before the call
+        void* in = rank == 0 ? gone : out.data();
+        FailOutcome o = timed([&] { return ncclBroadcast(in, in, bytes, ncclUint8, 0, comm, nullptr); });
+        if (rank != 0) munmap(gone, bytes);
+        return o;
+      },
+      false, "always");
+  INFO(result.describe());
+  REQUIRE(result.allOk());  // no rank died of a signal
+  for (const RankOutcome& r : result.ranks) {
+    INFO("rank " << r.rank << ": result " << record(r, "result") << ": " << record(r, "error"));
+    CHECK(record(r, "result") != std::to_string(int(ncclSuccess)));
+    CHECK(std::stod(record(r, "seconds")) < kTimeoutSeconds + 6);
+  }
+  const std::string reader = record(result.ranks[1], "error");
+  CHECK(containsNoCase(reader, "single-copy read"));
+  CHECK(containsWord(reader, "rank 0"));
+  CHECK(containsNoCase(reader, "ncclBroadcast"));
 }

@@ -181,13 +181,16 @@ bool runReduce(ncclComm_t comm, int rank, int nranks, const Case& c) {
   return true;
 }
 
-void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false) {
+void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false,
+               const char* algo = nullptr, const char* singleCopy = nullptr) {
   const std::vector<Case> cases = buildCases(nranks, buffSize);
   RunConfig config;
   config.nranks = nranks;
   config.buffSize = buffSize;
   config.mode = mode;
   config.sockets = sockets;
+  config.algo = algo;
+  if (singleCopy) config.env.push_back({"GYRE_SINGLE_COPY", std::string(singleCopy)});
   RunResult result = runOnComm(config, [&](int rank, int n, ncclComm_t comm) {
     for (const Case& c : cases) {
       bool ok = c.coll == Coll::kReduce ? runReduce(comm, rank, n, c) : runBroadcast(comm, rank, n, c);
@@ -232,4 +235,49 @@ TEST_CASE("broadcast and reduce over 3 ranks pipeline counts spanning many 8 KiB
 TEST_CASE("broadcast and reduce over 4 ranks pipeline counts spanning many 8 KiB chunks",
           "[broadcast][reduce][pipeline]") {
   runMatrix(4, kSmallBuffSize, IdMode::kEnvCommId);
+}
+
+// NCCL_ALGO=Direct forces the mesh schedules (src/sched/build_direct.h) at
+// every size; reduce has none and keeps its ring.
+TEST_CASE("broadcast and reduce over 3 ranks with NCCL_ALGO=Direct match the reference for every type, op and count",
+          "[broadcast][reduce][direct]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(3, kDefaultBuffSize, IdMode::kParent, false, "Direct");
+}
+
+TEST_CASE("broadcast and reduce over 4 ranks with NCCL_ALGO=Direct match the reference for every type, op and count",
+          "[broadcast][reduce][direct]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(4, kDefaultBuffSize, IdMode::kParent, false, "Direct");
+}
+
+TEST_CASE("broadcast and reduce over 3 ranks on sockets with NCCL_ALGO=Direct pipeline many 8 KiB chunks",
+          "[broadcast][reduce][direct][pipeline][sockets]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(3, kSmallBuffSize, IdMode::kEnvCommId, true, "Direct");
+}
+
+TEST_CASE("broadcast and reduce over 4 ranks with NCCL_ALGO=Direct pipeline many 8 KiB chunks", "[broadcast][reduce][direct][pipeline]") {
+  if (testDeviceComms()) return;  // host communicators only: the device executor has no mesh
+  runMatrix(4, kSmallBuffSize, IdMode::kParent, false, "Direct");
+}
+
+// GYRE_SINGLE_COPY=always: broadcast reads the peers' buffers in place
+// (process_vm_readv; src/sched/build_single_copy.h) at every size, over the
+// ring pair on 2 ranks and the mesh on 3 and 4. Where the kernel forbids
+// cross-memory attach the communicator falls back to two copies and these
+// runs test the fallback.
+TEST_CASE("broadcast and reduce over 2, 3 and 4 ranks with GYRE_SINGLE_COPY=always match the reference for every type and count",
+          "[broadcast][singlecopy]") {
+  if (testDeviceComms()) return;  // host communicators only
+  for (int nranks : {2, 3, 4}) {
+    INFO(nranks << " ranks");
+    runMatrix(nranks, kDefaultBuffSize, IdMode::kParent, false, nullptr, "always");
+  }
+}
+
+TEST_CASE("broadcast and reduce over 3 ranks with GYRE_SINGLE_COPY=always read counts spanning many steps",
+          "[broadcast][singlecopy][pipeline]") {
+  if (testDeviceComms()) return;
+  runMatrix(3, kSmallBuffSize, IdMode::kParent, false, nullptr, "always");
 }

@@ -33,18 +33,42 @@ void withAlgo(const char* algo, Fn fn) {
 
 }  // namespace
 
-TEST_CASE("host ranks on the CI machine: tree AllReduce up to 64 KiB on 3 and 4 ranks, ring above") {
+TEST_CASE("host ranks on the CI machine: one-shot AllReduce to 16 KiB, tree to 64 KiB on 3 and 4 ranks, ring above") {
   withAlgo(nullptr, [] {
     for (int ranks : {3, 4}) {
       INFO(ranks << " ranks");
       TuningTable t = tableFor("ci_vm.xml", 1, ranks, true, 2);
-      CHECK(tunedAlgorithm(t, CollKind::AllReduce, 8) == Algorithm::Tree);
+      CHECK(tunedAlgorithm(t, CollKind::AllReduce, 8) == Algorithm::Direct);
+      CHECK(tunedAlgorithm(t, CollKind::AllReduce, 16 << 10) == Algorithm::Direct);
+      CHECK(tunedAlgorithm(t, CollKind::AllReduce, (16 << 10) + 1) == Algorithm::Tree);
       CHECK(tunedAlgorithm(t, CollKind::AllReduce, 64 << 10) == Algorithm::Tree);
       CHECK(tunedAlgorithm(t, CollKind::AllReduce, (64 << 10) + 1) == Algorithm::Ring);
       CHECK(tunedAlgorithm(t, CollKind::AllReduce, size_t{1} << 30) == Algorithm::Ring);
-      for (CollKind c : {CollKind::Broadcast, CollKind::Reduce, CollKind::AllGather, CollKind::ReduceScatter})
-        CHECK(tunedAlgorithm(t, c, 8) == Algorithm::Ring);  // only AllReduce has a tree
+      CHECK(tunedAlgorithm(t, CollKind::Reduce, 8) == Algorithm::Ring);  // only AllReduce has a tree, no direct Reduce
+      for (CollKind c : {CollKind::Broadcast, CollKind::AllGather, CollKind::ReduceScatter}) {
+        CHECK(tunedAlgorithm(t, c, 8) == Algorithm::Direct);  // one hop instead of a chain of n-1
+        CHECK(tunedAlgorithm(t, c, size_t{1} << 30) == Algorithm::Ring);
+      }
     }
+  });
+}
+
+TEST_CASE("Direct is offered only to host memory on one host with 3..8 ranks") {
+  withAlgo(nullptr, [] {
+    for (CollKind c : {CollKind::Broadcast, CollKind::AllGather}) {
+      for (size_t bytes = 1; bytes <= (size_t{1} << 30); bytes *= 4) {
+        CHECK(tunedAlgorithm(tableFor("ci_vm.xml", 1, 2, true, 2), c, bytes) != Algorithm::Direct);
+        CHECK(tunedAlgorithm(tableFor("ci_vm.xml", 1, 9, true, 2), c, bytes) != Algorithm::Direct);
+        CHECK(tunedAlgorithm(tableFor("ci_vm.xml", 2, 2, true, 2), c, bytes) != Algorithm::Direct);
+        CHECK(tunedAlgorithm(tableFor("dgx_h100.xml", 1, 0, false), c, bytes) != Algorithm::Direct);
+      }
+    }
+  });
+  withAlgo("Direct", [] {
+    TuningTable t = tableFor("ci_vm.xml", 1, 4, true, 2);
+    CHECK(t.directOnly);
+    CHECK(tunedAlgorithm(t, CollKind::Broadcast, size_t{1} << 30) == Algorithm::Direct);
+    CHECK(tunedAlgorithm(t, CollKind::Reduce, 8) == Algorithm::Ring);  // no direct Reduce: its ring
   });
 }
 
@@ -75,7 +99,7 @@ TEST_CASE("NCCL_ALGO restricts the table; a collective without the forced algori
     CHECK(tunedAlgorithm(t, CollKind::AllReduce, size_t{1} << 30) == Algorithm::Tree);
     CHECK(tunedAlgorithm(t, CollKind::AllGather, 8) == Algorithm::Ring);
   });
-  withAlgo("^tree", [] {
+  withAlgo("^tree,direct", [] {
     TuningTable t = tableFor("ci_vm.xml", 1, 4, true, 2);
     CHECK(tunedAlgorithm(t, CollKind::AllReduce, 8) == Algorithm::Ring);
   });

@@ -1,0 +1,22 @@
+// Single-copy reads of a peer's user buffer (Linux cross-memory attach), for
+// the steps flagged kStepPeerRead (src/sched/step.h). The communicator
+// enables them only where a probe at init could read every neighbour
+// (src/comm/single_copy.h); the peer stays inside the same call until this
+// rank acknowledges, so the buffer is live unless the application freed it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "include/gyre.h"
+#include "src/host/host_comm.h"
+#include "src/sched/lane_spec.h"
+
+namespace gyre {
+
+// Copies `bytes` from `remote` in rank `peer`'s address space to `local`.
+// A failure (the range unmapped: EFAULT; the process gone: ESRCH) fails the
+// communicator with an error naming the peer, the collective and the range.
+ncclResult_t readPeer(const LaneSpec& spec, HostComm* comm, int peer, uint64_t remote, void* local, size_t bytes);
+
+}  // namespace gyre

@@ -1,0 +1,68 @@
+#include "src/sched/build_single_copy.h"
+
+#include <algorithm>
+
+#include "src/sched/step_builder.h"
+
+namespace gyre {
+namespace {
+
+template <typename Fn>
+void forEachPiece(size_t count, size_t pieceElems, Fn fn) {
+  for (size_t off = 0; off < count; off += pieceElems) fn(off, std::min(pieceElems, count - off));
+}
+
+Step via(Step s, int sendConn, int recvConn) {
+  s.sendConn = static_cast<uint8_t>(sendConn);
+  s.recvConn = static_cast<uint8_t>(recvConn);
+  return s;
+}
+
+Step announce(uint8_t buf, size_t off, size_t c, int conn) {
+  return via(step(StepKind::Send, buf, off, 0, 0, c, kStepPeerAddr), conn, 0);
+}
+Step readFrom(size_t dstOff, size_t c, int conn) {
+  return via(step(StepKind::Recv, 0, 0, kOutputBuffer, dstOff, c, kStepPeerRead), 0, conn);
+}
+Step ack(int conn) { return via(step(StepKind::Send, kInputBuffer, 0, 0, 0, 0, 0), conn, 0); }
+Step awaitAck(int conn) { return via(step(StepKind::Recv, 0, 0, kOutputBuffer, 0, 0, 0), 0, conn); }
+
+}  // namespace
+
+void buildSingleCopyBroadcast(const DirectShape& sh, ChannelSchedule* out) {
+  const int n = sh.nranks, r = sh.rank;
+  if (r != sh.root) {
+    forEachPiece(sh.count, sh.chunkElems, [&](size_t off, size_t c) {
+      out->steps.push_back(readFrom(off, c, meshIndex(r, sh.root)));
+    });
+    out->steps.push_back(ack(meshIndex(r, sh.root)));
+    return;
+  }
+  forEachPiece(sh.count, sh.chunkElems, [&](size_t off, size_t c) {
+    for (int k = 1; k < n; ++k) out->steps.push_back(announce(kInputBuffer, off, c, meshIndex(r, (r + k) % n)));
+    if (!sh.inPlace) out->steps.push_back(step(StepKind::Copy, kInputBuffer, off, kOutputBuffer, off, c, 0));
+  });
+  for (int k = 1; k < n; ++k) out->steps.push_back(awaitAck(meshIndex(r, (r + k) % n)));
+}
+
+void buildSingleCopyAllGather(const DirectShape& sh, ChannelSchedule* out) {
+  const int n = sh.nranks, r = sh.rank;
+  const size_t own = static_cast<size_t>(r) * sh.count;
+  // Per piece: announce to all, then read from all. Announcing every piece
+  // first could fill a FIFO (8 slots) while its reader is still announcing.
+  forEachPiece(sh.count, sh.chunkElems, [&](size_t off, size_t c) {
+    for (int k = 1; k < n; ++k) {
+      int conn = meshIndex(r, (r + k) % n);
+      out->steps.push_back(sh.inPlace ? announce(kOutputBuffer, own + off, c, conn) : announce(kInputBuffer, off, c, conn));
+    }
+    if (!sh.inPlace) out->steps.push_back(step(StepKind::Copy, kInputBuffer, off, kOutputBuffer, own + off, c, 0));
+    for (int k = 1; k < n; ++k) {
+      int peer = (r - k + n) % n;
+      out->steps.push_back(readFrom(static_cast<size_t>(peer) * sh.count + off, c, meshIndex(r, peer)));
+    }
+  });
+  for (int k = 1; k < n; ++k) out->steps.push_back(ack(meshIndex(r, (r + k) % n)));
+  for (int k = 1; k < n; ++k) out->steps.push_back(awaitAck(meshIndex(r, (r - k + n) % n)));
+}
+
+}  // namespace gyre

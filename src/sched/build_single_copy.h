@@ -1,0 +1,29 @@
+// Single-copy schedules: a rank tells each reader where its elements are
+// (a Send flagged kStepPeerAddr, one cache line), each reader copies them
+// straight from the owner's buffer into its own (a Recv flagged
+// kStepPeerRead: process_vm_readv), and the owner returns only after every
+// reader acknowledged (an empty step back), so nobody reads a buffer whose
+// call has ended. One copy of the data instead of two through a FIFO slot,
+// which is what bounds Broadcast and AllGather at large sizes.
+//
+// Connections as in build_direct.h (peer p at meshIndex(rank, p)): the mesh,
+// or on two ranks the ring pair, whose one connection each way is the peer.
+#pragma once
+
+#include "src/sched/build_direct.h"
+
+namespace gyre {
+
+// A read step covers one FIFO's worth (NCCL_BUFFSIZE: this many pipeline
+// steps): SlotMeta's byte count is 32 bits, and pieces let the owner's own
+// copy (out of place) overlap the readers.
+constexpr size_t kSingleCopyStepsPerPiece = 8;
+
+// The root announces its input; the others read it; the root copies its own
+// output (out of place) while they do, then waits for their acknowledgements.
+void buildSingleCopyBroadcast(const DirectShape& shape, ChannelSchedule* out);
+// Every rank announces its block and reads every other rank's into output
+// block p, then acknowledges to each and waits for each acknowledgement.
+void buildSingleCopyAllGather(const DirectShape& shape, ChannelSchedule* out);
+
+}  // namespace gyre
