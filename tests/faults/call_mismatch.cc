@@ -27,14 +27,17 @@ using Call = std::function<ncclResult_t(int rank, ncclComm_t comm, std::vector<i
 // and names the odd rank and another. kStall: the calls run on connections
 // that carry no shared slot to compare (a tree vs a ring), so the mismatch
 // shows as a stall: every rank fails at GYRE_TIMEOUT naming its own call and
-// a peer. kUndetected: the disagreement is not seen at all; what is asserted
-// is that no rank hangs and the result of the call after it is exact.
-enum class Expect { kMismatched, kStall, kUndetected };
+// a peer. kNextCall: the disagreeing call completes on every rank, but it leaves a
+// step where no rank expects one, so the next call fails on every rank and
+// some rank's error says "mismatched", naming the odd rank.
+enum class Expect { kMismatched, kStall, kNextCall };
 
-void expectMismatchReported(const char* name, int oddRank, const Call& call, Expect expect = Expect::kMismatched) {
+void expectMismatchReported(const char* name, int oddRank, const Call& call, Expect expect = Expect::kMismatched,
+                            const decltype(RankOptions::env)& extraEnv = {}) {
   RankOptions o;
   o.timeout_s = 40;
   o.env = {{"GYRE_TIMEOUT", std::to_string(kTimeout_s)}, {"GYRE_INIT_TIMEOUT", "10"}};
+  o.env.insert(o.env.end(), extraEnv.begin(), extraEnv.end());
   const int shm = gyreShmSegments();
   const double start = monotonicSeconds();
   RunResult result = runRanks(
@@ -48,22 +51,17 @@ void expectMismatchReported(const char* name, int oddRank, const Call& call, Exp
         const double t0 = monotonicSeconds();
         rankRecord("t_call", std::to_string(t0));
         r = call(rank, comm, in, out);
+        if (expect == Expect::kNextCall) {
+          RANK_CHECK(r == ncclSuccess, "rank %d: the disagreeing call failed: %s", rank, lastError().c_str());
+          std::vector<int64_t> v(kCount, rank + 1), sum(kCount);
+          r = ncclAllReduce(v.data(), sum.data(), kCount, ncclInt64, ncclSum, comm, nullptr);
+        }
         const std::string msg = lastError();
         recordOutcome(r, msg);
         rankRecord("error", msg);
-        if (expect == Expect::kUndetected) {
-          // The call after the disagreement: its result must still be exact.
-          std::vector<int64_t> v(kCount, rank + 1), sum(kCount);
-          RANK_CHECK(r == ncclSuccess, "rank %d: %s", rank, msg.c_str());
-          r = ncclAllReduce(v.data(), sum.data(), kCount, ncclInt64, ncclSum, comm, nullptr);
-          RANK_CHECK(r == ncclSuccess, "rank %d: the next AllReduce failed: %s", rank, lastError().c_str());
-          for (int64_t x : sum) RANK_CHECK(x == n * (n + 1) / 2, "rank %d: next AllReduce gave %lld", rank, (long long)x);
-          rankRecord("saw", "ok (not detected); the next AllReduce exact");
-        } else {
-          RANK_CHECK(r != ncclSuccess, "rank %d: the mismatched call succeeded", rank);
-          RANK_CHECK(containsWord(msg, "rank 0") || containsWord(msg, "rank 1") || containsWord(msg, "rank 2"),
-                     "rank %d: the error names no rank: %s", rank, msg.c_str());
-        }
+        RANK_CHECK(r != ncclSuccess, "rank %d: the mismatched call succeeded", rank);
+        RANK_CHECK(containsWord(msg, "rank 0") || containsWord(msg, "rank 1") || containsWord(msg, "rank 2"),
+                   "rank %d: the error names no rank: %s", rank, msg.c_str());
         RANK_CHECK(monotonicSeconds() - t0 < kTimeout_s + 3, "rank %d: took %.1f s to fail", rank,
                    monotonicSeconds() - t0);
         ncclCommAbort(comm);
@@ -87,7 +85,7 @@ void expectMismatchReported(const char* name, int oddRank, const Call& call, Exp
     for (int p = 0; p < kRanks; ++p) other |= p != oddRank && containsWord(e, "rank " + std::to_string(p));
     named |= containsNoCase(e, "mismatched") && containsWord(e, "rank " + std::to_string(oddRank)) && other;
   }
-  if (expect == Expect::kMismatched) CHECK(named);
+  if (expect == Expect::kMismatched || expect == Expect::kNextCall) CHECK(named);
 }
 
 }  // namespace
@@ -134,16 +132,19 @@ TEST_CASE("rank 1 reducing with max where the others sum is reported as mismatch
                          });
 }
 
-TEST_CASE("ranks disagreeing on a Broadcast root: no rank hangs and the next AllReduce is exact (not detected)",
+TEST_CASE("ranks disagreeing on a Broadcast root: the next call fails every rank, naming the disagreement",
           "[faults][mismatch]") {
-  // A slot's metadata carries no root (nor does NCCL check one), and with the
-  // ring order 0 1 2 every rank gets data: rank 2, thinking the root is 1,
-  // takes what rank 1 forwards from root 0. So nothing fails; this row shows
-  // the gap and guards what matters after it: no hang, no later corruption.
-  expectMismatchReported("different roots (Broadcast root 1 vs 0): NOT DETECTED, next call exact", 2,
+  // A slot's metadata carries no root (nor does NCCL check one). On the ring
+  // 0 1 2, rank 2, thinking the root is 1, takes what rank 1 forwards from
+  // root 0, so the Broadcast itself completes everywhere; but rank 2 also
+  // sends its chain's last hop to rank 0, a step rank 0 never expects, and
+  // rank 0's next call from rank 2 finds it and names both calls. The ring
+  // is forced: on 3 ranks the tuner picks the Direct broadcast at this size,
+  // where rank 2 waits for rank 1 instead and fails at GYRE_TIMEOUT.
+  expectMismatchReported("different roots (Broadcast root 1 vs 0, ring): found by the next call", 2,
                          [](int rank, ncclComm_t comm, std::vector<int32_t>& in, std::vector<int32_t>& out) {
                            return ncclBroadcast(in.data(), out.data(), kCount, ncclInt32, rank == 2 ? 1 : 0, comm,
                                                 nullptr);
                          },
-                         Expect::kUndetected);
+                         Expect::kNextCall, {{"NCCL_ALGO", "Ring"}});
 }
