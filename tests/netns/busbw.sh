@@ -21,7 +21,7 @@ max=0
 for n in "${hosts_list[@]}"; do [ "$n" -gt $max ] && max=$n; done
 hostnet_up "$max" || { echo "could not build $max hosts"; exit 1; }
 export GYRE_INIT_TIMEOUT=30 GYRE_TIMEOUT=60
-port=$(( 23000 + $$ % 20000 ))
+port=$(( 13000 + $$ % 19000 ))  # below the ephemeral range (32768+): see hosts.sh
 
 # shape MODE: none | tbf | delay, on every host's eth0 (egress, so each
 # direction of a link is shaped once, by its sender).

@@ -27,7 +27,7 @@ nhosts=2 per=2 world=4 timeout_s=5
 hostnet_up $nhosts || { echo "FAIL: could not build $nhosts hosts"; exit 1; }
 export GYRE_INIT_TIMEOUT=20 GYRE_TIMEOUT=$timeout_s
 failures=0
-port=$(( 22000 + $$ % 20000 ))
+port=$(( 12000 + $$ % 19000 ))  # below the ephemeral range (32768+): see hosts.sh
 
 # What is left once the ranks are gone: processes and established TCP
 # connections in the host namespaces, gyre segments in /dev/shm.

@@ -43,7 +43,7 @@ tc -n "$ns_a" qdisc add dev "${tag}x" root netem delay 1ms rate 1gbit 2>/dev/nul
 tc -n "$ns_b" qdisc add dev "${tag}y" root netem delay 1ms rate 1gbit 2>/dev/null || true
 
 failures=0
-port=$(( 20000 + $$ % 20000 ))
+port=$(( 10000 + $$ % 19000 ))  # below the ephemeral range (32768+): see hosts.sh
 # run_pair NAME BINARY ARGS...: rank 0 in ns_a, rank 1 in ns_b; both must exit 0
 # within the time limit with "# Wrong elements       : 0 OK".
 run_pair() {
