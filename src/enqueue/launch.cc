@@ -259,20 +259,27 @@ ncclResult_t addTreeAllReduce(const PendingCall& c, const Plan& plan, LaneSpec s
   return ncclSuccess;
 }
 
+// A one-lane schedule's connections: on two ranks channel 0's pair (its one
+// connection each way is the only peer), else `send`/`recv` on `channel`.
+void usePairOr(const PendingCall& c, const std::vector<Connection*>& send, const std::vector<Connection*>& recv,
+               int channel, LaneSpec* spec) {
+  if (c.comm->nranks == 2) {
+    const Channel& ch = c.comm->channels[0];
+    useConnections(spec, ch.sendPtrs, ch.recvPtrs);
+    spec->channel = ch.id;
+  } else {
+    useConnections(spec, send, recv);
+    spec->channel = channel;
+  }
+}
+
 // Recursive doubling: one lane. Its round-j partner is rank ^ 2^j; on two
 // ranks that is the ring neighbour, so channel 0's connections serve and no
 // doubling connections are made.
 ncclResult_t addDoublingAllReduce(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
   ChannelSchedule* sched = set->newSchedule();
   buildDoublingAllReduce({c.comm->rank, c.comm->nranks, 0, c.count, plan.chunkElems, plan.alignElems}, sched);
-  if (c.comm->nranks == 2) {
-    const Channel& ch = c.comm->channels[0];
-    useConnections(&spec, ch.sendPtrs, ch.recvPtrs);
-    spec.channel = ch.id;
-  } else {
-    useConnections(&spec, c.comm->doubling.send, c.comm->doubling.recv);
-    spec.channel = kDoublingChannelBase;
-  }
+  usePairOr(c, c.comm->doubling.send, c.comm->doubling.recv, kDoublingChannelBase, &spec);
   return set->add(spec, c.comm->host.get(), *sched, c.comm);
 }
 
@@ -299,14 +306,7 @@ ncclResult_t addSingleCopyCollective(const PendingCall& c, const Plan& plan, Lan
   if (c.coll == CollKind::Broadcast) buildSingleCopyBroadcast(shape, sched);
   else if (c.coll == CollKind::AllGather) buildSingleCopyAllGather(shape, sched);
   else return fail(ncclInternalError, "%s has no single-copy schedule", collName(c.coll));
-  if (c.comm->nranks == 2) {
-    const Channel& ch = c.comm->channels[0];
-    useConnections(&spec, ch.sendPtrs, ch.recvPtrs);
-    spec.channel = ch.id;
-  } else {
-    useConnections(&spec, c.comm->mesh.send, c.comm->mesh.recv);
-    spec.channel = kMeshChannelId;
-  }
+  usePairOr(c, c.comm->mesh.send, c.comm->mesh.recv, kMeshChannelId, &spec);
   return set->add(spec, c.comm->host.get(), *sched, c.comm);
 }
 

@@ -7,25 +7,14 @@
 namespace gyre {
 namespace {
 
-template <typename Fn>
-void forEachPiece(size_t count, size_t pieceElems, Fn fn) {
-  for (size_t off = 0; off < count; off += pieceElems) fn(off, std::min(pieceElems, count - off));
-}
-
-Step via(Step s, int sendConn, int recvConn) {
-  s.sendConn = static_cast<uint8_t>(sendConn);
-  s.recvConn = static_cast<uint8_t>(recvConn);
-  return s;
-}
-
 Step announce(uint8_t buf, size_t off, size_t c, int conn) {
-  return via(step(StepKind::Send, buf, off, 0, 0, c, kStepPeerAddr), conn, 0);
+  return onConns(step(StepKind::Send, buf, off, 0, 0, c, kStepPeerAddr), conn, 0);
 }
 Step readFrom(size_t dstOff, size_t c, int conn) {
-  return via(step(StepKind::Recv, 0, 0, kOutputBuffer, dstOff, c, kStepPeerRead), 0, conn);
+  return onConns(step(StepKind::Recv, 0, 0, kOutputBuffer, dstOff, c, kStepPeerRead), 0, conn);
 }
-Step ack(int conn) { return via(step(StepKind::Send, kInputBuffer, 0, 0, 0, 0, 0), conn, 0); }
-Step awaitAck(int conn) { return via(step(StepKind::Recv, 0, 0, kOutputBuffer, 0, 0, 0), 0, conn); }
+Step ack(int conn) { return onConns(step(StepKind::Send, kInputBuffer, 0, 0, 0, 0, 0), conn, 0); }
+Step awaitAck(int conn) { return onConns(step(StepKind::Recv, 0, 0, kOutputBuffer, 0, 0, 0), 0, conn); }
 
 }  // namespace
 
