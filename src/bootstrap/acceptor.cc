@@ -9,6 +9,7 @@
 namespace gyre {
 namespace {
 constexpr double kHelloSeconds = 2.0;
+constexpr double kPeerRefusedGraceSeconds = 0.5;
 }
 
 ncclResult_t Acceptor::listen(const NetAddress& bindAddr) {
@@ -59,7 +60,18 @@ ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadlin
 ncclResult_t connectToPeer(const NetAddress& peer, uint64_t secret, int myRank, int tag,
                            const Deadline& deadline, const std::atomic<bool>* abort, Socket* out,
                            const char* what) {
-  GYRE_CHECK(Socket::connectTo(peer, deadline, abort, out, what));
+  // Every peer listened before it published its address, so a refusal that
+  // lasts means its listener closed: the peer failed or exited. Say so now
+  // instead of retrying until the init timeout (the grace covers nothing
+  // real on Linux, where a full backlog drops SYNs rather than refusing).
+  const Deadline refusedDeadline = Deadline::afterSeconds(kPeerRefusedGraceSeconds);
+  bool refused = false;
+  const ncclResult_t r = Socket::connectTo(peer, deadline, abort, out, what, &refusedDeadline, &refused);
+  if (r != ncclSuccess) {
+    if (!refused) return r;
+    return fail(ncclRemoteError, "%s: rank at %s refused the connection after listening there: it failed or "
+                "exited during init", what, peer.toString().c_str());
+  }
   ConnHello hello{};
   memcpy(hello.magic, kConnHelloMagic, sizeof(hello.magic));
   hello.secret = secret;
