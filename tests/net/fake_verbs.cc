@@ -24,7 +24,10 @@
 //                                 that writes fails as above, ports report DOWN
 //   FAKEVERBS_REG_MR_ENOMEM=1     ibv_reg_mr fails with ENOMEM
 //   FAKEVERBS_DELAY_US=N          each completion is delayed N µs (slow network)
-// Counters for the tests: fakeverbs_counts(), fakeverbs_last_qp_attr().
+// Posted sends are checked against live memory regions (lkey and range),
+// failing with a local protection error as a NIC would.
+// Counters for the tests: fakeverbs_counts(), fakeverbs_last_qp_attr(),
+// fakeverbs_last_send_lkey().
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -75,6 +78,15 @@ std::atomic<long> gLiveMrs{0}, gLiveQps{0}, gLiveCqs{0}, gLivePds{0}, gOpenCtx{0
 std::atomic<int> gLastTimeout{-1}, gLastRetry{-1}, gLastSl{-1}, gLastTc{-1}, gLastGidIndex{-1}, gLastIsGlobal{-1};
 std::atomic<uint32_t> gQpCounter{0};
 std::atomic<bool> gPortDown{false};  // FAKEVERBS_PORT_DOWN_AFTER struck
+std::atomic<uint32_t> gLastSendLkey{0};  // of the last data write's first piece (tests)
+
+// Whether `lkey` names a live region covering [addr, addr + len), as a NIC
+// checks a local buffer against its memory region.
+bool localKeyCovers(uint32_t lkey, uint64_t addr, uint32_t len) {
+  std::lock_guard<std::mutex> l(gMrMu);
+  auto it = gMrs.find(lkey);
+  return it != gMrs.end() && addr >= it->second.addr && addr + len <= it->second.addr + it->second.len;
+}
 
 long envLong(const char* name) {
   const char* v = getenv(name);
@@ -304,6 +316,14 @@ int fakePostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
         q->failLocked(IBV_WC_RETRY_EXC_ERR);
         continue;
       }
+      bool keysOk = true;
+      for (int i = 0; i < wr->num_sge; ++i)
+        keysOk = keysOk && localKeyCovers(wr->sg_list[i].lkey, wr->sg_list[i].addr, wr->sg_list[i].length);
+      if (!keysOk) {
+        q->failLocked(IBV_WC_LOC_PROT_ERR);
+        continue;
+      }
+      if (n > 0 && wr->num_sge > 0) gLastSendLkey = wr->sg_list[0].lkey;
       fd = q->outFd;
     }
     WireHeader h{};
@@ -623,6 +643,9 @@ EXPORT void fakeverbs_counts(long* mrs, long* qps, long* cqs, long* pds, long* r
   *regCalls = gRegCalls;
   *postSends = gPostSends;
 }
+
+// The local key of the last data write posted (0: none yet).
+EXPORT uint32_t fakeverbs_last_send_lkey() { return gLastSendLkey; }
 
 // The attributes of the last QP moved to RTR/RTS (-1: never set).
 EXPORT void fakeverbs_last_qp_attr(int* timeout, int* retry, int* sl, int* tc, int* gidIndex, int* isGlobal) {

@@ -1,0 +1,231 @@
+// The registration cache follows the memory it registered: a buffer that is
+// unmapped (munmap, free() of a block glibc mmapped) or discarded
+// (madvise DONTNEED) while a region over it is still held is registered
+// afresh when a new buffer appears at the same address, the fake provider
+// sees the new region's key on the wire (it refuses keys that no longer
+// cover a buffer, as a NIC does), and the receiver gets the new data.
+// One process, a sender and a receiver comm of the IB network on the fake
+// provider (GYRE_IBVERBS_LIB).
+#include <catch2/catch.hpp>
+
+#include <dlfcn.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "src/debug/error.h"
+#include "transport/ib/ib_comm.h"
+#include "transport/ib/ib_net.h"
+#include "transport/ib/reg_cache.h"
+#include "transport/ib/verbs_api.h"
+
+using namespace gyre;
+using namespace gyre::ib;
+
+namespace {
+
+void* fakeLib() {
+  REQUIRE(verbs(nullptr) != nullptr);  // loads the provider
+  void* lib = dlopen(getenv("GYRE_IBVERBS_LIB"), RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(lib != nullptr);
+  return lib;
+}
+
+void fakeCounts(long* liveMrs, long* regCalls) {
+  auto counts = reinterpret_cast<void (*)(long*, long*, long*, long*, long*, long*)>(
+      dlsym(fakeLib(), "fakeverbs_counts"));
+  long qps, cqs, pds, sends;
+  counts(liveMrs, &qps, &cqs, &pds, regCalls, &sends);
+}
+
+uint32_t lastSendLkey() {
+  auto f = reinterpret_cast<uint32_t (*)()>(dlsym(fakeLib(), "fakeverbs_last_send_lkey"));
+  REQUIRE(f != nullptr);
+  return f();
+}
+
+uint32_t lkeyOf(void* mhandle) { return static_cast<IbMr*>(mhandle)->mr->lkey; }
+
+// A sender and a receiver comm of the IB network, connected in this process.
+struct Loop {
+  const gyreNet_v8_t* api = nullptr;
+  void* listen = nullptr;
+  void* send = nullptr;
+  void* recv = nullptr;
+  std::vector<char> dst = std::vector<char>(1 << 20);
+  void* dstMh = nullptr;
+
+  Loop() {
+    static Network net;
+    std::string why;
+    REQUIRE(probeIbNetwork(&net, &why) == ncclSuccess);
+    INFO(why);
+    REQUIRE(net.api != nullptr);
+    api = net.api;
+    char handle[GYRE_NET_HANDLE_MAXSIZE] = {};
+    REQUIRE(api->listen(0, handle, &listen) == ncclSuccess);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    ncclResult_t r = ncclSuccess;
+    while ((!send || !recv) && r == ncclSuccess && std::chrono::steady_clock::now() < until) {
+      if (!send) r = api->connect(0, handle, &send, nullptr);
+      if (!recv && r == ncclSuccess) r = api->accept(listen, &recv, nullptr);
+    }
+    INFO(lastErrorText());
+    REQUIRE(r == ncclSuccess);
+    REQUIRE(send != nullptr);
+    REQUIRE(recv != nullptr);
+    REQUIRE(api->regMr(recv, dst.data(), dst.size(), GYRE_NET_PTR_HOST, &dstMh) == ncclSuccess);
+  }
+
+  ~Loop() {
+    api->deregMr(recv, dstMh);
+    api->closeSend(send);
+    api->closeRecv(recv);
+    api->closeListen(listen);
+  }
+
+  // Sends `size` bytes of `src` (registered as `mh`) and returns what arrived.
+  std::string transfer(const void* src, int size, void* mh) {
+    void* dstPtr = dst.data();
+    int capacity = static_cast<int>(dst.size());
+    int tag = 0;
+    void *rreq = nullptr, *sreq = nullptr;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    ncclResult_t r = ncclSuccess;
+    while (!rreq && r == ncclSuccess && std::chrono::steady_clock::now() < until)
+      r = api->irecv(recv, 1, &dstPtr, &capacity, &tag, &dstMh, &rreq);
+    while (!sreq && r == ncclSuccess && std::chrono::steady_clock::now() < until)
+      r = api->isend(send, const_cast<void*>(src), size, 0, mh, &sreq);
+    INFO(lastErrorText());
+    REQUIRE(r == ncclSuccess);
+    REQUIRE(rreq != nullptr);
+    REQUIRE(sreq != nullptr);
+    int sdone = 0, rdone = 0, got = -1, sent = 0;
+    while ((!sdone || !rdone) && r == ncclSuccess && std::chrono::steady_clock::now() < until) {
+      if (!sdone) r = api->test(sreq, &sdone, &sent);
+      if (!rdone && r == ncclSuccess) r = api->test(rreq, &rdone, &got);
+    }
+    INFO(lastErrorText());
+    REQUIRE(r == ncclSuccess);
+    REQUIRE(sdone);
+    REQUIRE(rdone);
+    REQUIRE(got == size);
+    return std::string(dst.data(), static_cast<size_t>(size));
+  }
+};
+
+// Registers `p` once more while `held` is still registered: with the unmap
+// watch on, a buffer whose memory did not change shares the held region.
+void expectShared(Loop& loop, void* p, size_t size, void* held) {
+  if (!registrationCacheWatching()) return;  // no userfaultfd here: nothing is shared
+  void* again = nullptr;
+  REQUIRE(loop.api->regMr(loop.send, p, size, GYRE_NET_PTR_HOST, &again) == ncclSuccess);
+  CHECK(again == held);
+  REQUIRE(loop.api->deregMr(loop.send, again) == ncclSuccess);
+}
+
+// After the memory under `old` changed, registering the new buffer `p` makes
+// a new region; its key, not the old one, carries the new bytes.
+void expectFreshRegistration(Loop& loop, void* p, size_t size, void* old, char fill) {
+  long mrs0, regs0;
+  fakeCounts(&mrs0, &regs0);
+  memset(p, fill, size);
+  void* fresh = nullptr;
+  REQUIRE(loop.api->regMr(loop.send, p, size, GYRE_NET_PTR_HOST, &fresh) == ncclSuccess);
+  long mrs1, regs1;
+  fakeCounts(&mrs1, &regs1);
+  CHECK(fresh != old);
+  CHECK(regs1 == regs0 + 1);
+  CHECK(mrs1 == mrs0 + 1);
+  CHECK(loop.transfer(p, static_cast<int>(size), fresh) == std::string(size, fill));
+  CHECK(lastSendLkey() == lkeyOf(fresh));
+  CHECK(lastSendLkey() != lkeyOf(old));
+  REQUIRE(loop.api->deregMr(loop.send, fresh) == ncclSuccess);
+}
+
+}  // namespace
+
+TEST_CASE("a buffer unmapped and mapped again at the same address is registered afresh and sends its new bytes",
+          "[regcache]") {
+  long mrsBefore, regs;
+  fakeCounts(&mrsBefore, &regs);
+  {
+    Loop loop;
+    const size_t size = 64 * 1024;
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    memset(p, 'A', size);
+    void* old = nullptr;
+    REQUIRE(loop.api->regMr(loop.send, p, size, GYRE_NET_PTR_HOST, &old) == ncclSuccess);
+    CHECK(loop.transfer(p, static_cast<int>(size), old) == std::string(size, 'A'));
+    CHECK(lastSendLkey() == lkeyOf(old));
+    expectShared(loop, p, size, old);
+
+    REQUIRE(munmap(p, size) == 0);
+    void* q = mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    REQUIRE(q == p);
+    expectFreshRegistration(loop, q, size, old, 'B');
+
+    REQUIRE(loop.api->deregMr(loop.send, old) == ncclSuccess);  // the stale region goes with its last user
+    munmap(q, size);
+  }
+  long mrsAfter;
+  fakeCounts(&mrsAfter, &regs);
+  CHECK(mrsAfter == mrsBefore);
+  CHECK(cachedRegionCount() == 0);
+  CHECK_FALSE(registrationCacheWatching());  // the watcher thread ends with the last region
+}
+
+TEST_CASE("a large block freed with free() and allocated again at the same address is registered afresh",
+          "[regcache]") {
+  // A fixed threshold: glibc would otherwise raise it after the first free
+  // of an mmapped block and serve the next malloc from the heap.
+  REQUIRE(mallopt(M_MMAP_THRESHOLD, 128 * 1024) == 1);
+  const size_t size = 512 * 1024;
+  Loop loop;
+  char* p = static_cast<char*>(malloc(size));
+  REQUIRE(p != nullptr);
+  memset(p, 'C', size);
+  void* old = nullptr;
+  REQUIRE(loop.api->regMr(loop.send, p, size, GYRE_NET_PTR_HOST, &old) == ncclSuccess);
+  CHECK(loop.transfer(p, static_cast<int>(size), old) == std::string(size, 'C'));
+  expectShared(loop, p, size, old);
+
+  free(p);  // glibc munmaps the block, inside libc where no symbol can be interposed
+  std::vector<char*> elsewhere;
+  char* q = nullptr;
+  for (int i = 0; i < 8 && q != p; ++i) {
+    q = static_cast<char*>(malloc(size));
+    REQUIRE(q != nullptr);
+    if (q != p) elsewhere.push_back(q);
+  }
+  for (char* e : elsewhere) free(e);
+  INFO("malloc never returned the freed address again");
+  REQUIRE(q == p);
+  expectFreshRegistration(loop, q, size, old, 'D');
+  REQUIRE(loop.api->deregMr(loop.send, old) == ncclSuccess);
+  free(q);
+}
+
+TEST_CASE("memory discarded with madvise(MADV_DONTNEED) is registered afresh and sends what it holds now",
+          "[regcache]") {
+  Loop loop;
+  const size_t size = 64 * 1024;
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  memset(p, 'E', size);
+  void* old = nullptr;
+  REQUIRE(loop.api->regMr(loop.send, p, size, GYRE_NET_PTR_HOST, &old) == ncclSuccess);
+  CHECK(loop.transfer(p, static_cast<int>(size), old) == std::string(size, 'E'));
+  REQUIRE(madvise(p, size, MADV_DONTNEED) == 0);
+  CHECK(static_cast<char*>(p)[100] == 0);  // anonymous memory reads zeros again, as without gyre
+  expectFreshRegistration(loop, p, size, old, 'F');
+  REQUIRE(loop.api->deregMr(loop.send, old) == ncclSuccess);
+  munmap(p, size);
+}
