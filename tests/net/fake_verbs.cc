@@ -24,6 +24,13 @@
 //                                 that writes fails as above, ports report DOWN
 //   FAKEVERBS_REG_MR_ENOMEM=1     ibv_reg_mr fails with ENOMEM
 //   FAKEVERBS_DELAY_US=N          each completion is delayed N µs (slow network)
+//   FAKEVERBS_ASYNC_EVENT=PORT_ERR|QP_FATAL with FAKEVERBS_ASYNC_AFTER=N
+//                                 at the Nth RDMA write with immediate, the
+//                                 device raises that asynchronous event (on
+//                                 the writing QP's port, or the QP) and the
+//                                 link goes dark: later writes there vanish
+//                                 and never complete, so only the event can
+//                                 end a wait before the timeout
 // Posted sends are checked against live memory regions (lkey and range),
 // failing with a local protection error as a NIC would.
 // Counters for the tests: fakeverbs_counts(), fakeverbs_last_qp_attr(),
@@ -78,7 +85,8 @@ std::atomic<long> gLiveMrs{0}, gLiveQps{0}, gLiveCqs{0}, gLivePds{0}, gOpenCtx{0
 std::atomic<int> gLastTimeout{-1}, gLastRetry{-1}, gLastSl{-1}, gLastTc{-1}, gLastGidIndex{-1}, gLastIsGlobal{-1};
 std::atomic<uint32_t> gQpCounter{0};
 std::atomic<bool> gPortDown{false};  // FAKEVERBS_PORT_DOWN_AFTER struck
-std::atomic<uint32_t> gLastSendLkey{0};  // of the last data write's first piece (tests)
+std::atomic<uint32_t> gLastSendLkey{0};
+std::atomic<long> gAsyncEvents{0}, gAsyncAcks{0};  // taken by ibv_get_async_event, acknowledged  // of the last data write's first piece (tests)
 
 // Whether `lkey` names a live region covering [addr, addr + len), as a NIC
 // checks a local buffer against its memory region.
@@ -116,6 +124,8 @@ struct FakeQp {
   std::deque<uint64_t> recvs;
   std::deque<Outstanding> outstanding;
   bool error = false;
+  int port = 1;                      // from the INIT transition
+  std::atomic<bool> stalled{false};  // FAKEVERBS_ASYNC_EVENT struck: writes vanish, nothing completes
   std::atomic<bool> stop{false};
   std::thread thread;
 
@@ -278,6 +288,60 @@ void serve(FakeQp* q) {
   }
 }
 
+// Asynchronous events of one context: a queue, and an eventfd (semaphore
+// mode) that is readable while the queue holds events, as async_fd is.
+struct AsyncQueue {
+  std::mutex mu;
+  std::deque<ibv_async_event> events;
+  std::atomic<bool> portStalled[3] = {false, false, false};  // per port number
+};
+
+struct FakeContext {
+  ibv_context ctx;
+  struct FakeDevice* dev;
+  AsyncQueue async;
+};
+
+void raiseAsync(ibv_context* ctx, const ibv_async_event& e) {
+  auto* c = reinterpret_cast<FakeContext*>(ctx);
+  {
+    std::lock_guard<std::mutex> l(c->async.mu);
+    c->async.events.push_back(e);
+  }
+  uint64_t one = 1;
+  (void)!write(ctx->async_fd, &one, sizeof(one));
+}
+
+// FAKEVERBS_ASYNC_EVENT at the FAKEVERBS_ASYNC_AFTER-th data write: the
+// link goes dark under `q` (its writes, or its port's, vanish without a
+// completion, as on a dead link before the retry timeout) and the device
+// reports the event.
+void maybeRaiseAsync(FakeQp* q, long n) {
+  const char* kind = getenv("FAKEVERBS_ASYNC_EVENT");
+  const long at = envLong("FAKEVERBS_ASYNC_AFTER");
+  if (!kind || n != at) return;
+  ibv_async_event e{};
+  if (std::string(kind) == "PORT_ERR") {
+    const int port = q->port >= 1 && q->port <= 2 ? q->port : 1;
+    reinterpret_cast<FakeContext*>(q->qp.context)->async.portStalled[port] = true;
+    e.event_type = IBV_EVENT_PORT_ERR;
+    e.element.port_num = q->port;
+  } else if (std::string(kind) == "QP_FATAL") {
+    q->stalled = true;
+    e.event_type = IBV_EVENT_QP_FATAL;
+    e.element.qp = &q->qp;
+  } else {
+    return;
+  }
+  raiseAsync(q->qp.context, e);
+}
+
+bool isStalled(FakeQp* q) {
+  if (q->stalled) return true;
+  auto* c = reinterpret_cast<FakeContext*>(q->qp.context);
+  return q->port >= 1 && q->port <= 2 && c->async.portStalled[q->port];
+}
+
 int fakePostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   auto* q = reinterpret_cast<FakeQp*>(qp);
   for (; wr; wr = wr->next) {
@@ -293,6 +357,12 @@ int fakePostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     const long failAt = envLong("FAKEVERBS_QP_ERROR_AFTER");
     const long downAt = envLong("FAKEVERBS_PORT_DOWN_AFTER");
     const bool signaled = wr->send_flags & IBV_SEND_SIGNALED;
+    if (n > 0) maybeRaiseAsync(q, n);
+    if (isStalled(q)) {  // accepted, never sent, never completed
+      std::lock_guard<std::mutex> l(q->mu);
+      q->outstanding.push_back({wr->wr_id, signaled});
+      continue;
+    }
     int fd;
     {
       std::lock_guard<std::mutex> l(q->mu);
@@ -383,11 +453,6 @@ struct FakeDevice {
 FakeDevice gDevices[2];
 ibv_device* gList[3];
 
-struct FakeContext {
-  ibv_context ctx;
-  FakeDevice* dev;
-};
-
 ibv_gid gidOf(const FakeDevice* d, int index) {
   ibv_gid g{};
   if (d->roce && index == 2) {
@@ -427,6 +492,7 @@ EXPORT const char* ibv_get_device_name(ibv_device* d) { return d->name; }
 EXPORT ibv_context* ibv_open_device(ibv_device* d) {
   auto* c = new FakeContext();
   c->ctx.device = d;
+  c->ctx.async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
   c->ctx.ops.post_send = fakePostSend;
   c->ctx.ops.post_recv = fakePostRecv;
   c->ctx.ops.poll_cq = fakePollCq;
@@ -436,10 +502,30 @@ EXPORT ibv_context* ibv_open_device(ibv_device* d) {
 }
 
 EXPORT int ibv_close_device(ibv_context* ctx) {
+  close(ctx->async_fd);
   delete reinterpret_cast<FakeContext*>(ctx);
   --gOpenCtx;
   return 0;
 }
+
+// One event from the queue; with nothing queued, EAGAIN (gyre makes the
+// descriptor non-blocking and polls it first).
+EXPORT int ibv_get_async_event(ibv_context* ctx, ibv_async_event* e) {
+  auto* c = reinterpret_cast<FakeContext*>(ctx);
+  std::lock_guard<std::mutex> l(c->async.mu);
+  if (c->async.events.empty()) {
+    errno = EAGAIN;
+    return -1;
+  }
+  uint64_t v;
+  (void)!read(ctx->async_fd, &v, sizeof(v));  // one count per event
+  *e = c->async.events.front();
+  c->async.events.pop_front();
+  ++gAsyncEvents;
+  return 0;
+}
+
+EXPORT void ibv_ack_async_event(ibv_async_event*) { ++gAsyncAcks; }
 
 EXPORT int ibv_query_device(ibv_context*, ibv_device_attr* a) {
   memset(a, 0, sizeof(*a));
@@ -606,6 +692,8 @@ EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     }
     uint64_t one = 1;
     (void)!write(q->wakeFd, &one, sizeof(one));
+  } else if (attr->qp_state == IBV_QPS_INIT) {
+    if (mask & IBV_QP_PORT) q->port = attr->port_num;
   } else if (attr->qp_state == IBV_QPS_RTS) {
     if (mask & IBV_QP_TIMEOUT) gLastTimeout = attr->timeout;
     if (mask & IBV_QP_RETRY_CNT) gLastRetry = attr->retry_cnt;
@@ -642,6 +730,12 @@ EXPORT void fakeverbs_counts(long* mrs, long* qps, long* cqs, long* pds, long* r
   *pds = gLivePds;
   *regCalls = gRegCalls;
   *postSends = gPostSends;
+}
+
+// Asynchronous events taken and acknowledged so far.
+EXPORT void fakeverbs_async_counts(long* taken, long* acked) {
+  *taken = gAsyncEvents;
+  *acked = gAsyncAcks;
 }
 
 // The local key of the last data write posted (0: none yet).

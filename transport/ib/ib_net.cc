@@ -14,6 +14,7 @@
 #include "src/debug/log.h"
 #include "transport/ib/ib_comm.h"
 #include "transport/ib/ib_qp.h"
+#include "transport/ib/ib_async.h"
 #include "transport/ib/reg_cache.h"
 #include "transport/ib/verbs_api.h"
 
@@ -110,6 +111,7 @@ ncclResult_t readTheirs(IbComm* c, bool* whole) {
 }
 
 void destroyComm(IbComm* c) {
+  asyncDetach(c);  // before its QPs go: the event thread matches events to them
   const VerbsApi* v = verbs(nullptr);
   for (ibv_qp* q : c->qps) v->destroyQp(q);
   if (c->cq) v->destroyCq(c->cq);
@@ -136,6 +138,7 @@ ncclResult_t ibConnect(int dev, void* handle, void** sendComm, gyreNetDeviceHand
     ncclResult_t r = Socket::connectTo(addr, Deadline::afterSeconds(kSetupSeconds), nullptr, &c->sock, c->what.c_str(),
                                        &refused);
     if (r == ncclSuccess) r = createQps(c);
+    if (r == ncclSuccess) asyncAttach(c);
     if (r == ncclSuccess) {
       c->fifoMr = verbs(nullptr)->regMr(port->pd, c->fifo, sizeof(c->fifo),
                                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
@@ -186,6 +189,7 @@ ncclResult_t ibAccept(void* listenComm, void** recvComm, gyreNetDeviceHandle_v8_
       destroyComm(c);
       return r;
     }
+    asyncAttach(c);
     l->pending = c;
   }
   if (c->stage == 0) {
