@@ -32,12 +32,14 @@
 //                                 and never complete, so only the event can
 //                                 end a wait before the timeout
 // Posted sends are checked against live memory regions (lkey and range),
-// failing with a local protection error as a NIC would.
+// failing with a local protection error as a NIC would. ibv_reg_dmabuf_mr
+// maps the descriptor and serves the region's iova range from it.
 // Counters for the tests: fakeverbs_counts(), fakeverbs_last_qp_attr(),
 // fakeverbs_last_send_lkey().
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -74,8 +76,11 @@ struct FakeCq {
 };
 
 struct Mr {
-  uintptr_t addr;
+  uintptr_t addr;  // the address work requests use (a dma-buf region's iova)
   size_t len;
+  char* host = nullptr;  // dma-buf: where the fake mapped the descriptor's memory
+  size_t mapLen = 0;
+  char* at(uint64_t a) const { return host ? host + (a - addr) : reinterpret_cast<char*>(a); }
 };
 
 std::mutex gMrMu;
@@ -86,14 +91,18 @@ std::atomic<int> gLastTimeout{-1}, gLastRetry{-1}, gLastSl{-1}, gLastTc{-1}, gLa
 std::atomic<uint32_t> gQpCounter{0};
 std::atomic<bool> gPortDown{false};  // FAKEVERBS_PORT_DOWN_AFTER struck
 std::atomic<uint32_t> gLastSendLkey{0};
-std::atomic<long> gAsyncEvents{0}, gAsyncAcks{0};  // taken by ibv_get_async_event, acknowledged  // of the last data write's first piece (tests)
+std::atomic<long> gAsyncEvents{0}, gAsyncAcks{0};
+std::atomic<long> gDmabufMrs{0};  // live regions from ibv_reg_dmabuf_mr  // taken by ibv_get_async_event, acknowledged  // of the last data write's first piece (tests)
 
 // Whether `lkey` names a live region covering [addr, addr + len), as a NIC
 // checks a local buffer against its memory region.
-bool localKeyCovers(uint32_t lkey, uint64_t addr, uint32_t len) {
+// *src: where the fake reads those bytes.
+bool localKeyCovers(uint32_t lkey, uint64_t addr, uint32_t len, const char** src) {
   std::lock_guard<std::mutex> l(gMrMu);
   auto it = gMrs.find(lkey);
-  return it != gMrs.end() && addr >= it->second.addr && addr + len <= it->second.addr + it->second.len;
+  if (it == gMrs.end() || addr < it->second.addr || addr + len > it->second.addr + it->second.len) return false;
+  *src = it->second.at(addr);
+  return true;
 }
 
 long envLong(const char* name) {
@@ -214,7 +223,7 @@ bool serveWrite(FakeQp* q) {
     } else if (h.len) {
       // The last 8 bytes last, after a fence: a poller of a flag at the end
       // of the written region (a FIFO entry's sequence) sees the rest first.
-      char* dst = reinterpret_cast<char*>(h.raddr);
+      char* dst = it->second.at(h.raddr);
       size_t head = h.len >= 8 ? h.len - 8 : 0;
       memcpy(dst, data.data(), head);
       __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -357,6 +366,7 @@ int fakePostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     const long failAt = envLong("FAKEVERBS_QP_ERROR_AFTER");
     const long downAt = envLong("FAKEVERBS_PORT_DOWN_AFTER");
     const bool signaled = wr->send_flags & IBV_SEND_SIGNALED;
+    const char* srcs[4] = {};
     if (n > 0) maybeRaiseAsync(q, n);
     if (isStalled(q)) {  // accepted, never sent, never completed
       std::lock_guard<std::mutex> l(q->mu);
@@ -386,9 +396,9 @@ int fakePostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
         q->failLocked(IBV_WC_RETRY_EXC_ERR);
         continue;
       }
-      bool keysOk = true;
-      for (int i = 0; i < wr->num_sge; ++i)
-        keysOk = keysOk && localKeyCovers(wr->sg_list[i].lkey, wr->sg_list[i].addr, wr->sg_list[i].length);
+      bool keysOk = wr->num_sge <= 4;
+      for (int i = 0; i < wr->num_sge && keysOk; ++i)
+        keysOk = localKeyCovers(wr->sg_list[i].lkey, wr->sg_list[i].addr, wr->sg_list[i].length, &srcs[i]);
       if (!keysOk) {
         q->failLocked(IBV_WC_LOC_PROT_ERR);
         continue;
@@ -402,10 +412,7 @@ int fakePostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     h.raddr = wr->wr.rdma.remote_addr;
     h.rkey = wr->wr.rdma.rkey;
     std::vector<char> data(sizeof(h));
-    for (int i = 0; i < wr->num_sge; ++i) {
-      const char* src = reinterpret_cast<const char*>(wr->sg_list[i].addr);
-      data.insert(data.end(), src, src + wr->sg_list[i].length);
-    }
+    for (int i = 0; i < wr->num_sge; ++i) data.insert(data.end(), srcs[i], srcs[i] + wr->sg_list[i].length);
     h.len = static_cast<uint32_t>(data.size() - sizeof(h));
     memcpy(data.data(), &h, sizeof(h));
     // Not under `mu`: this QP's thread must keep serving the peer's writes
@@ -604,6 +611,32 @@ EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t len, int access) {
   return mr;
 }
 
+// A dma-buf region: the fake maps the descriptor (a memfd in the tests
+// stands in for GPU memory the CUDA driver exported) and serves the iova
+// range from that mapping, as a NIC reaches the exporter's pages.
+EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd, int access) {
+  ++gRegCalls;
+  (void)access;
+  const uint64_t page = 4096, start = offset & ~(page - 1);
+  const size_t mapLen = static_cast<size_t>(offset - start + len);
+  void* m = mmap(nullptr, mapLen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
+  if (m == MAP_FAILED) return nullptr;  // errno from mmap
+  auto* mr = new ibv_mr();
+  mr->context = pd->context;
+  mr->pd = pd;
+  mr->addr = reinterpret_cast<void*>(iova);
+  mr->length = len;
+  std::lock_guard<std::mutex> l(gMrMu);
+  mr->lkey = mr->rkey = gNextKey++;
+  Mr r{iova, len};
+  r.host = static_cast<char*>(m) + (offset - start);
+  r.mapLen = mapLen;
+  gMrs[mr->rkey] = r;
+  ++gLiveMrs;
+  ++gDmabufMrs;
+  return mr;
+}
+
 EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t, unsigned access) {
   return ibv_reg_mr(pd, addr, len, static_cast<int>(access));
 }
@@ -611,7 +644,13 @@ EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t, un
 EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   {
     std::lock_guard<std::mutex> l(gMrMu);
-    gMrs.erase(mr->rkey);
+    auto it = gMrs.find(mr->rkey);
+    if (it != gMrs.end() && it->second.host) {
+      const uintptr_t base = reinterpret_cast<uintptr_t>(it->second.host) & ~uintptr_t{4095};
+      munmap(reinterpret_cast<void*>(base), it->second.mapLen);
+      --gDmabufMrs;
+    }
+    if (it != gMrs.end()) gMrs.erase(it);
   }
   delete mr;
   --gLiveMrs;
@@ -731,6 +770,9 @@ EXPORT void fakeverbs_counts(long* mrs, long* qps, long* cqs, long* pds, long* r
   *regCalls = gRegCalls;
   *postSends = gPostSends;
 }
+
+// Live dma-buf regions.
+EXPORT long fakeverbs_dmabuf_mrs() { return gDmabufMrs; }
 
 // Asynchronous events taken and acknowledged so far.
 EXPORT void fakeverbs_async_counts(long* taken, long* acked) {

@@ -59,6 +59,7 @@ struct IbRequest {
 
 struct IbMr {
   ibv_mr* mr = nullptr;
+  bool dmabuf = false;  // registered by ibv_reg_dmabuf_mr, outside the cache
 };
 
 struct IbComm {
