@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ib_loop.h"
+#include "transport/ib/ib_devices.h"
 #include "transport/ib/reg_cache.h"
 
 using namespace gyre;
@@ -148,4 +149,26 @@ TEST_CASE("memory discarded with madvise(MADV_DONTNEED) is registered afresh and
   expectFreshRegistration(loop, p, size, old, 'F');
   REQUIRE(loop.api->deregMr(loop.send, old) == ncclSuccess);
   munmap(p, size);
+}
+
+TEST_CASE("a registration that fails leaves no watcher thread behind and names the device and the errno text",
+          "[regcache]") {
+  const std::vector<IbPort>* ports = nullptr;
+  std::string why;
+  REQUIRE(ibPorts(&ports, &why) == ncclSuccess);
+  REQUIRE(!ports->empty());
+  REQUIRE(cachedRegionCount() == 0);
+  std::vector<char> buf(8192);
+  IbMr* mr = nullptr;
+  REQUIRE(setenv("FAKEVERBS_REG_MR_ENOMEM", "1", 1) == 0);  // the fake reads it at every call
+  const ncclResult_t r = cachedRegister((*ports)[0].pd, buf.data(), buf.size(), "fake_ib0:1", &mr);
+  unsetenv("FAKEVERBS_REG_MR_ENOMEM");
+  const std::string e = lastErrorText();
+  INFO(e);
+  CHECK(r == ncclSystemError);
+  CHECK(e.find("ibv_reg_mr") != std::string::npos);
+  CHECK(e.find("fake_ib0:1") != std::string::npos);
+  CHECK(e.find(strerror(ENOMEM)) != std::string::npos);
+  CHECK(cachedRegionCount() == 0);
+  CHECK_FALSE(registrationCacheWatching());
 }

@@ -138,7 +138,7 @@ bool ensureWatch() {
   return true;
 }
 
-// Stops the watcher once no region is left. Called with `lock` held; releases it.
+// Stops the watcher once no region is left. Called with `lock` held; releases it if so.
 void stopWatchIfIdle(std::unique_lock<std::mutex>& lock) {
   if (!gRegions.empty() || !gWatch.thread || gWatch.owner != getpid()) return;
   Watch w = gWatch;
@@ -158,7 +158,7 @@ ncclResult_t cachedRegister(ibv_pd* pd, void* data, size_t size, const char* wha
   const uintptr_t a = reinterpret_cast<uintptr_t>(data);
   const uintptr_t start = a & ~(kPage - 1);
   const uintptr_t end = (a + (size ? size : 1) + kPage - 1) & ~(kPage - 1);
-  std::lock_guard<std::mutex> lock(gMu);
+  std::unique_lock<std::mutex> lock(gMu);
   drain();
   for (Region& r : gRegions)
     if (r.pd == pd && live(r) && r.start <= start && end <= r.end) {
@@ -166,17 +166,21 @@ ncclResult_t cachedRegister(ibv_pd* pd, void* data, size_t size, const char* wha
       *out = r.mr;
       return ncclSuccess;
     }
-  // Watched before registering, so no unmap falls between the two.
-  const bool watched = ensureWatch() && watchRange(gWatch.fd, start, end);
+  // Populated, registered, then watched: ibv_reg_mr pins from inside the
+  // kernel, which must not fault into a watched range (the watcher needs
+  // this lock). The caller owns the buffer: it is not unmapped meanwhile.
+  const bool watch = ensureWatch();
+  if (watch) populateRange(start, end);
   const VerbsApi* v = verbs(nullptr);
   ibv_mr* mr = v->regMr(pd, reinterpret_cast<void*>(start), end - start,
                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   if (!mr) {
     const int err = errno;
-    if (watched) unwatchUncovered(start, end);
+    stopWatchIfIdle(lock);  // started for this region: no thread outlives the cache's last region
     return fail(ncclSystemError, "NET/IB: ibv_reg_mr of %zu bytes on %s failed: %s", static_cast<size_t>(end - start),
                 what, strerror(err));
   }
+  const bool watched = watch && watchRange(gWatch.fd, start, end);
   auto* m = new IbMr{mr};
   gRegions.push_back(Region{pd, start, end, m, 1, false, watched, false});
   *out = m;

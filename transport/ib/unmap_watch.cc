@@ -57,12 +57,16 @@ int openUnmapWatch(std::string* why) {
   return fd;
 }
 
-bool watchRange(int fd, uintptr_t start, uintptr_t end) {
-  // Populated first: a missing page in a watched range would fault to the
-  // watcher. Registration pins the pages on real hardware anyway.
+void populateRange(uintptr_t start, uintptr_t end) {
 #ifdef MADV_POPULATE_WRITE
-  (void)madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE);
+  if (madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) == 0) return;
 #endif
+  // Kernels before 5.14: a read maps every page (the zero page where none
+  // was), and a later write to it is a copy-on-write fault, not a missing one.
+  for (uintptr_t p = start; p < end; p += kPage) (void)*reinterpret_cast<volatile const char*>(p);
+}
+
+bool watchRange(int fd, uintptr_t start, uintptr_t end) {
   uffdio_register reg{};
   reg.range.start = start;
   reg.range.len = end - start;

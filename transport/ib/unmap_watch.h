@@ -26,8 +26,13 @@ namespace gyre::ib {
 // An open userfaultfd with the unmap events enabled, or -1 and *why.
 int openUnmapWatch(std::string* why);
 
-// Registers [start, end) (page aligned) for the events; false when the kernel
-// refuses (memory that is not anonymous or shmem, or another watcher's).
+// Maps every page of [start, end) (page aligned), before it is registered
+// and watched: a missing page in a watched range faults to the watcher, and
+// the kernel's own access during ibv_reg_mr must not wait on it.
+void populateRange(uintptr_t start, uintptr_t end);
+
+// Registers [start, end) for the events; false when the kernel refuses
+// (memory that is not anonymous or shmem, or another watcher's).
 bool watchRange(int fd, uintptr_t start, uintptr_t end);
 void unwatchRange(int fd, uintptr_t start, uintptr_t end);
 
