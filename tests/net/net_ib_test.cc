@@ -358,3 +358,38 @@ TEST_CASE("slow completions (300 us each) still give exact collectives over 3 ra
   CHECK(result.allOk());
   (void)system(("rm -rf " + dir).c_str());
 }
+
+TEST_CASE("a device communicator over IB stages its GPU buffers through host memory and its log says why",
+          "[ib][gpudirect]") {
+  const std::string dir = freshDir("gdr");
+  RankOptions options;
+  options.timeout_s = 60;
+  // The fake CUDA runtime: host memory stands in for device memory.
+  options.env = {{"GYRE_FAKE_CUDA", "1"},      {"NCCL_SHM_DISABLE", "1"},      {"NCCL_P2P_DISABLE", "1"},
+                 {"NCCL_NET", "IB"},           {"GYRE_TIMEOUT", "20"},         {"GYRE_INIT_TIMEOUT", "20"},
+                 {"NCCL_DEBUG", "INFO"},       {"NCCL_DEBUG_SUBSYS", "INIT,NET"}, {"NCCL_DEBUG_FILE", dir + "/log.%p"}};
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        ncclResult_t r = ncclCommInitRank(&comm, n, id, rank);
+        RANK_CHECK(r == ncclSuccess, "rank %d: init returned %d: %s", rank, int(r), lastError().c_str());
+        std::vector<int32_t> v(4096, rank + 1);
+        r = ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr);
+        RANK_CHECK(r == ncclSuccess, "rank %d: allreduce returned %d: %s", rank, int(r), lastError().c_str());
+        r = ncclCommDestroy(comm);  // waits for the stream's work
+        RANK_CHECK(r == ncclSuccess, "rank %d: destroy returned %d: %s", rank, int(r), lastError().c_str());
+        RANK_CHECK(v[0] == 3 && v[4095] == 3, "rank %d: sum %d, expected 3", rank, v[0]);
+        return 0;
+      },
+      options);
+  INFO(result.describe());
+  CHECK(result.allOk());
+  const std::string all = logsOf(dir);
+  INFO(all.substr(0, 4000));
+  CHECK(all.find("via NET/IB/") != std::string::npos);
+  CHECK(all.find("NET/IB: GPU buffers are staged through pinned host memory: ") != std::string::npos);
+  // The fake runtime's ranks have no GPU in the topology: that is the first reason.
+  CHECK(all.find("no path from this rank's GPU to a NIC") != std::string::npos);
+  (void)system(("rm -rf " + dir).c_str());
+}
