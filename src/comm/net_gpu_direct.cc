@@ -34,11 +34,8 @@ void logNetGpuDirect(const ncclComm* comm) {
   if (!comm->device || !comm->topology) return;
   const topo::Placement& placement = comm->topology->placement;
   if (comm->rank >= static_cast<int>(placement.ranks.size())) return;
-  bool usesNetwork = false;
-  for (int r = 0; r < comm->nranks; ++r)
-    usesNetwork |= r != comm->rank && transportForPeer(comm, r) == networkTransport();
   const Network* net = nullptr;
-  if (!usesNetwork || selectNetwork(&net) != ncclSuccess) return;
+  if (!anyNetworkEdge(comm) || selectNetwork(&net) != ncclSuccess) return;
 
   GpuDirectInputs in;
   nearestNic(placement, comm->rank, &in);
