@@ -90,6 +90,11 @@ void readEvents(DeviceWatch* w) {
     }
     if (p[1].revents) return;
     if (n <= 0 || !p[0].revents) continue;
+    if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {  // the device is gone: nothing more will come
+      GYRE_WARN("NET/IB: %s: the asynchronous event descriptor failed (revents 0x%x); events are no longer read",
+                w->device.c_str(), static_cast<unsigned>(p[0].revents));
+      return;
+    }
     ibv_async_event e{};
     if (v->getAsyncEvent(w->ctx, &e) != 0) continue;  // non-blocking: nothing after all
     {
