@@ -122,9 +122,10 @@ ncclResult_t progressRecv(NetConn* c, Connection& conn, int* culprit) {
     int size = 0;
     if (c->metaReq[s]) {
       ncclResult_t r = testReq(c, &c->metaReq[s], &metaDone, &size);
-      if (r == ncclSystemError) {
+      if (r == ncclSystemError && !c->net->external) {
         // A failure of this rank's own network (the IB port went down, a
-        // device event): an error now, whatever the peer did.
+        // device event): an error now, whatever the peer did. Plugins are
+        // not read this way: many report a peer's close as ncclSystemError.
         *culprit = c->peer;
         return fail(r, "%s: the network failed a receive: %s", c->what.c_str(),
                     net_detail::netFailureText(c->net).c_str());
