@@ -4,14 +4,21 @@
 // afresh when a new buffer appears at the same address, the fake provider
 // sees the new region's key on the wire (it refuses keys that no longer
 // cover a buffer, as a NIC does), and the receiver gets the new data.
+// Without userfaultfd (a seccomp filter in a child) regions are not shared.
 // One process, a sender and a receiver comm of the IB network on the fake
 // provider (GYRE_IBVERBS_LIB).
 #include <catch2/catch.hpp>
 
 #include <dlfcn.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <malloc.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -171,4 +178,77 @@ TEST_CASE("a registration that fails leaves no watcher thread behind and names t
   CHECK(e.find(strerror(ENOMEM)) != std::string::npos);
   CHECK(cachedRegionCount() == 0);
   CHECK_FALSE(registrationCacheWatching());
+}
+
+namespace {
+
+// Makes userfaultfd() fail with EPERM in this process, as Docker's default
+// seccomp profile does.
+bool forbidUserfaultfd() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_userfaultfd, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
+// In a child without userfaultfd: regions are not shared, and a buffer
+// mapped again at a freed address still gets its own region. Exit code 0
+// when all holds, else the number of the failed step.
+int withoutUserfaultfd() {
+  if (!forbidUserfaultfd()) return 1;
+  Loop loop;
+  const size_t size = 64 * 1024;
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return 2;
+  memset(p, 'K', size);
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  if (loop.api->regMr(loop.send, p, size, GYRE_NET_PTR_HOST, &a) != ncclSuccess) return 3;
+  if (loop.api->regMr(loop.send, p, size, GYRE_NET_PTR_HOST, &b) != ncclSuccess) return 4;
+  if (a == b || registrationCacheWatching()) return 5;  // nothing would say when a shared region went stale
+  if (munmap(p, size) != 0) return 6;
+  void* q = mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (q != p) return 7;
+  memset(q, 'L', size);
+  if (loop.api->regMr(loop.send, q, size, GYRE_NET_PTR_HOST, &c) != ncclSuccess) return 8;
+  if (c == a || c == b) return 9;
+  if (loop.transfer(q, static_cast<int>(size), c) != std::string(size, 'L')) return 10;
+  if (lastSendLkey() != lkeyOf(c)) return 11;
+  for (void* m : {a, b, c})
+    if (loop.api->deregMr(loop.send, m) != ncclSuccess) return 12;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("without userfaultfd (seccomp) regions are never shared, so a reused address is registered afresh",
+          "[regcache]") {
+  fflush(nullptr);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int rc = 100;  // a REQUIRE of the Loop failed (Catch throws)
+    try {
+      rc = withoutUserfaultfd();
+    } catch (...) {
+    }
+    _exit(rc);
+  }
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 300 && done == 0; ++i) {  // 30 s
+    done = waitpid(child, &status, WNOHANG);
+    if (done == 0) usleep(100000);
+  }
+  if (done == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+  }
+  REQUIRE(done == child);
+  REQUIRE(WIFEXITED(status));
+  INFO("the child failed at step " << WEXITSTATUS(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
