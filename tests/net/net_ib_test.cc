@@ -181,6 +181,8 @@ void expectAsyncEventEndsEveryRank(const RunResult& r, const std::string& event)
   CHECK(e1.find(event) != std::string::npos);
   CHECK(e1.find("fake_ib0") != std::string::npos);
   CHECK(e1.find("port 1") != std::string::npos);
+  CHECK(e1.find("ncclAllReduce #") != std::string::npos);  // the call, the connection and its peer rank
+  CHECK(e1.find(" rank ") != std::string::npos);
 }
 
 }  // namespace

@@ -279,9 +279,14 @@ class NetTransport final : public Transport {
     notice.count = static_cast<uint64_t>(culprit);
     c->meta[s] = notice;
     void* req = nullptr;
+    const std::string reported = lastErrorText();
     if (net_->api->isend(c->comm, &c->meta[s], sizeof(SlotMeta), 0, c->mhMeta, &req) == ncclSuccess && req) {
       c->metaReq[s] = req;
       c->noticeSent = true;
+    } else {
+      // The notice is best effort: its own failure (the same dead
+      // connection, usually) must not replace the error being reported.
+      recordFailure(ncclSuccess, reported.c_str());
     }
   }
 
