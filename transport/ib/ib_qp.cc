@@ -244,8 +244,13 @@ ncclResult_t ibTest(void* request, int* done, int* size) {
   IbComm* c = r->comm;
   *done = 0;
   GYRE_CHECK(drainCq(c));
-  GYRE_CHECK(commFailure(c));
-  if (r->pending > 0) return ncclSuccess;
+  // A request whose completions all arrived is done even if a later one
+  // failed: a peer that finished and closed flushes the receives posted
+  // ahead, after the data of the last step had landed.
+  if (r->pending > 0) {
+    GYRE_CHECK(commFailure(c));
+    return ncclSuccess;
+  }
   *done = 1;
   if (size) *size = r->size;
   r->used = false;
