@@ -12,6 +12,7 @@
 #include "src/comm/comm.h"
 #include "src/comm/config_read.h"
 #include "src/comm/connect_channels.h"
+#include "src/comm/net_gpu_direct.h"
 #include "src/comm/single_copy.h"
 #include "src/comm/cuda_device.h"
 #include "src/comm/executor_binding.h"
@@ -101,6 +102,7 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   comm->topology = std::make_unique<CommTopology>();
   GYRE_CHECK(discoverTopology(comm, deadline, comm->topology.get()));
   if (comm->device) GYRE_CHECK(setupDeviceExecutors(comm->device.get(), p2pToEveryPeer(comm), deadline));
+  logNetGpuDirect(comm);
   if (runsKernels(comm)) GYRE_CHECK(planKernelRings(comm, comm->topology.get()));
   int nchannels = static_cast<int>(comm->topology->rings.channels.size());
   comm->minChannels = std::min(comm->topology->minChannels, nchannels);

@@ -202,6 +202,12 @@ Transport* transportForPeer(const ncclComm* comm, int peer, bool forDeviceExecut
   return pickTransport(peers[comm->rank], peers[peer]);
 }
 
+bool anyNetworkEdge(const ncclComm* comm) {
+  for (int r = 0; r < comm->nranks; ++r)
+    if (r != comm->rank && edgeKind(comm, r) == topo::EdgeTransport::NET) return true;
+  return false;
+}
+
 bool p2pToEveryPeer(const ncclComm* comm) {
   const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
   for (int r = 0; r < comm->nranks; ++r)

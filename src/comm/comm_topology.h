@@ -50,6 +50,9 @@ int helperNumaNode(const CommTopology& t, int rank);
 // or where the policy forbids shared memory, else the first registered
 // transport that accepts the pair.
 Transport* transportForPeer(const ncclComm* comm, int peer, bool forDeviceExecutor = false);
+// Whether some edge from this rank goes over the network (another host, or
+// the policy forbids shared memory); asks nothing of the network itself.
+bool anyNetworkEdge(const ncclComm* comm);
 // Whether every edge from this rank may be a p2p connection (the device
 // executor needs all of a communicator's edges to be).
 bool p2pToEveryPeer(const ncclComm* comm);

@@ -24,10 +24,22 @@
 //                                 that writes fails as above, ports report DOWN
 //   FAKEVERBS_REG_MR_ENOMEM=1     ibv_reg_mr fails with ENOMEM
 //   FAKEVERBS_DELAY_US=N          each completion is delayed N µs (slow network)
-// Counters for the tests: fakeverbs_counts(), fakeverbs_last_qp_attr().
+//   FAKEVERBS_ASYNC_EVENT=PORT_ERR|QP_FATAL with FAKEVERBS_ASYNC_AFTER=N
+//                                 at the Nth RDMA write with immediate, the
+//                                 device raises that asynchronous event (on
+//                                 the writing QP's port, or the QP) and the
+//                                 link goes dark: later writes there vanish
+//                                 and never complete, so only the event can
+//                                 end a wait before the timeout
+// Posted sends are checked against live memory regions (lkey and range),
+// failing with a local protection error as a NIC would. ibv_reg_dmabuf_mr
+// maps the descriptor and serves the region's iova range from it.
+// Counters for the tests: fakeverbs_counts(), fakeverbs_last_qp_attr(),
+// fakeverbs_last_send_lkey().
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -64,8 +76,11 @@ struct FakeCq {
 };
 
 struct Mr {
-  uintptr_t addr;
+  uintptr_t addr;  // the address work requests use (a dma-buf region's iova)
   size_t len;
+  char* host = nullptr;  // dma-buf: where the fake mapped the descriptor's memory
+  size_t mapLen = 0;
+  char* at(uint64_t a) const { return host ? host + (a - addr) : reinterpret_cast<char*>(a); }
 };
 
 std::mutex gMrMu;
@@ -75,6 +90,20 @@ std::atomic<long> gLiveMrs{0}, gLiveQps{0}, gLiveCqs{0}, gLivePds{0}, gOpenCtx{0
 std::atomic<int> gLastTimeout{-1}, gLastRetry{-1}, gLastSl{-1}, gLastTc{-1}, gLastGidIndex{-1}, gLastIsGlobal{-1};
 std::atomic<uint32_t> gQpCounter{0};
 std::atomic<bool> gPortDown{false};  // FAKEVERBS_PORT_DOWN_AFTER struck
+std::atomic<uint32_t> gLastSendLkey{0};
+std::atomic<long> gAsyncEvents{0}, gAsyncAcks{0};
+std::atomic<long> gDmabufMrs{0};  // live regions from ibv_reg_dmabuf_mr  // taken by ibv_get_async_event, acknowledged  // of the last data write's first piece (tests)
+
+// Whether `lkey` names a live region covering [addr, addr + len), as a NIC
+// checks a local buffer against its memory region.
+// *src: where the fake reads those bytes.
+bool localKeyCovers(uint32_t lkey, uint64_t addr, uint32_t len, const char** src) {
+  std::lock_guard<std::mutex> l(gMrMu);
+  auto it = gMrs.find(lkey);
+  if (it == gMrs.end() || addr < it->second.addr || addr + len > it->second.addr + it->second.len) return false;
+  *src = it->second.at(addr);
+  return true;
+}
 
 long envLong(const char* name) {
   const char* v = getenv(name);
@@ -104,6 +133,8 @@ struct FakeQp {
   std::deque<uint64_t> recvs;
   std::deque<Outstanding> outstanding;
   bool error = false;
+  int port = 1;                      // from the INIT transition
+  std::atomic<bool> stalled{false};  // FAKEVERBS_ASYNC_EVENT struck: writes vanish, nothing completes
   std::atomic<bool> stop{false};
   std::thread thread;
 
@@ -192,7 +223,7 @@ bool serveWrite(FakeQp* q) {
     } else if (h.len) {
       // The last 8 bytes last, after a fence: a poller of a flag at the end
       // of the written region (a FIFO entry's sequence) sees the rest first.
-      char* dst = reinterpret_cast<char*>(h.raddr);
+      char* dst = it->second.at(h.raddr);
       size_t head = h.len >= 8 ? h.len - 8 : 0;
       memcpy(dst, data.data(), head);
       __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -266,6 +297,60 @@ void serve(FakeQp* q) {
   }
 }
 
+// Asynchronous events of one context: a queue, and an eventfd (semaphore
+// mode) that is readable while the queue holds events, as async_fd is.
+struct AsyncQueue {
+  std::mutex mu;
+  std::deque<ibv_async_event> events;
+  std::atomic<bool> portStalled[3] = {false, false, false};  // per port number
+};
+
+struct FakeContext {
+  ibv_context ctx;
+  struct FakeDevice* dev;
+  AsyncQueue async;
+};
+
+void raiseAsync(ibv_context* ctx, const ibv_async_event& e) {
+  auto* c = reinterpret_cast<FakeContext*>(ctx);
+  {
+    std::lock_guard<std::mutex> l(c->async.mu);
+    c->async.events.push_back(e);
+  }
+  uint64_t one = 1;
+  (void)!write(ctx->async_fd, &one, sizeof(one));
+}
+
+// FAKEVERBS_ASYNC_EVENT at the FAKEVERBS_ASYNC_AFTER-th data write: the
+// link goes dark under `q` (its writes, or its port's, vanish without a
+// completion, as on a dead link before the retry timeout) and the device
+// reports the event.
+void maybeRaiseAsync(FakeQp* q, long n) {
+  const char* kind = getenv("FAKEVERBS_ASYNC_EVENT");
+  const long at = envLong("FAKEVERBS_ASYNC_AFTER");
+  if (!kind || n != at) return;
+  ibv_async_event e{};
+  if (std::string(kind) == "PORT_ERR") {
+    const int port = q->port >= 1 && q->port <= 2 ? q->port : 1;
+    reinterpret_cast<FakeContext*>(q->qp.context)->async.portStalled[port] = true;
+    e.event_type = IBV_EVENT_PORT_ERR;
+    e.element.port_num = q->port;
+  } else if (std::string(kind) == "QP_FATAL") {
+    q->stalled = true;
+    e.event_type = IBV_EVENT_QP_FATAL;
+    e.element.qp = &q->qp;
+  } else {
+    return;
+  }
+  raiseAsync(q->qp.context, e);
+}
+
+bool isStalled(FakeQp* q) {
+  if (q->stalled) return true;
+  auto* c = reinterpret_cast<FakeContext*>(q->qp.context);
+  return q->port >= 1 && q->port <= 2 && c->async.portStalled[q->port];
+}
+
 int fakePostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   auto* q = reinterpret_cast<FakeQp*>(qp);
   for (; wr; wr = wr->next) {
@@ -281,6 +366,13 @@ int fakePostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     const long failAt = envLong("FAKEVERBS_QP_ERROR_AFTER");
     const long downAt = envLong("FAKEVERBS_PORT_DOWN_AFTER");
     const bool signaled = wr->send_flags & IBV_SEND_SIGNALED;
+    const char* srcs[4] = {};
+    if (n > 0) maybeRaiseAsync(q, n);
+    if (isStalled(q)) {  // accepted, never sent, never completed
+      std::lock_guard<std::mutex> l(q->mu);
+      q->outstanding.push_back({wr->wr_id, signaled});
+      continue;
+    }
     int fd;
     {
       std::lock_guard<std::mutex> l(q->mu);
@@ -304,6 +396,14 @@ int fakePostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
         q->failLocked(IBV_WC_RETRY_EXC_ERR);
         continue;
       }
+      bool keysOk = wr->num_sge <= 4;
+      for (int i = 0; i < wr->num_sge && keysOk; ++i)
+        keysOk = localKeyCovers(wr->sg_list[i].lkey, wr->sg_list[i].addr, wr->sg_list[i].length, &srcs[i]);
+      if (!keysOk) {
+        q->failLocked(IBV_WC_LOC_PROT_ERR);
+        continue;
+      }
+      if (n > 0 && wr->num_sge > 0) gLastSendLkey = wr->sg_list[0].lkey;
       fd = q->outFd;
     }
     WireHeader h{};
@@ -312,10 +412,7 @@ int fakePostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     h.raddr = wr->wr.rdma.remote_addr;
     h.rkey = wr->wr.rdma.rkey;
     std::vector<char> data(sizeof(h));
-    for (int i = 0; i < wr->num_sge; ++i) {
-      const char* src = reinterpret_cast<const char*>(wr->sg_list[i].addr);
-      data.insert(data.end(), src, src + wr->sg_list[i].length);
-    }
+    for (int i = 0; i < wr->num_sge; ++i) data.insert(data.end(), srcs[i], srcs[i] + wr->sg_list[i].length);
     h.len = static_cast<uint32_t>(data.size() - sizeof(h));
     memcpy(data.data(), &h, sizeof(h));
     // Not under `mu`: this QP's thread must keep serving the peer's writes
@@ -363,11 +460,6 @@ struct FakeDevice {
 FakeDevice gDevices[2];
 ibv_device* gList[3];
 
-struct FakeContext {
-  ibv_context ctx;
-  FakeDevice* dev;
-};
-
 ibv_gid gidOf(const FakeDevice* d, int index) {
   ibv_gid g{};
   if (d->roce && index == 2) {
@@ -407,6 +499,7 @@ EXPORT const char* ibv_get_device_name(ibv_device* d) { return d->name; }
 EXPORT ibv_context* ibv_open_device(ibv_device* d) {
   auto* c = new FakeContext();
   c->ctx.device = d;
+  c->ctx.async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
   c->ctx.ops.post_send = fakePostSend;
   c->ctx.ops.post_recv = fakePostRecv;
   c->ctx.ops.poll_cq = fakePollCq;
@@ -416,10 +509,30 @@ EXPORT ibv_context* ibv_open_device(ibv_device* d) {
 }
 
 EXPORT int ibv_close_device(ibv_context* ctx) {
+  close(ctx->async_fd);
   delete reinterpret_cast<FakeContext*>(ctx);
   --gOpenCtx;
   return 0;
 }
+
+// One event from the queue; with nothing queued, EAGAIN (gyre makes the
+// descriptor non-blocking and polls it first).
+EXPORT int ibv_get_async_event(ibv_context* ctx, ibv_async_event* e) {
+  auto* c = reinterpret_cast<FakeContext*>(ctx);
+  std::lock_guard<std::mutex> l(c->async.mu);
+  if (c->async.events.empty()) {
+    errno = EAGAIN;
+    return -1;
+  }
+  uint64_t v;
+  (void)!read(ctx->async_fd, &v, sizeof(v));  // one count per event
+  *e = c->async.events.front();
+  c->async.events.pop_front();
+  ++gAsyncEvents;
+  return 0;
+}
+
+EXPORT void ibv_ack_async_event(ibv_async_event*) { ++gAsyncAcks; }
 
 EXPORT int ibv_query_device(ibv_context*, ibv_device_attr* a) {
   memset(a, 0, sizeof(*a));
@@ -498,6 +611,32 @@ EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t len, int access) {
   return mr;
 }
 
+// A dma-buf region: the fake maps the descriptor (a memfd in the tests
+// stands in for GPU memory the CUDA driver exported) and serves the iova
+// range from that mapping, as a NIC reaches the exporter's pages.
+EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd, int access) {
+  ++gRegCalls;
+  (void)access;
+  const uint64_t page = 4096, start = offset & ~(page - 1);
+  const size_t mapLen = static_cast<size_t>(offset - start + len);
+  void* m = mmap(nullptr, mapLen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
+  if (m == MAP_FAILED) return nullptr;  // errno from mmap
+  auto* mr = new ibv_mr();
+  mr->context = pd->context;
+  mr->pd = pd;
+  mr->addr = reinterpret_cast<void*>(iova);
+  mr->length = len;
+  std::lock_guard<std::mutex> l(gMrMu);
+  mr->lkey = mr->rkey = gNextKey++;
+  Mr r{iova, len};
+  r.host = static_cast<char*>(m) + (offset - start);
+  r.mapLen = mapLen;
+  gMrs[mr->rkey] = r;
+  ++gLiveMrs;
+  ++gDmabufMrs;
+  return mr;
+}
+
 EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t, unsigned access) {
   return ibv_reg_mr(pd, addr, len, static_cast<int>(access));
 }
@@ -505,7 +644,13 @@ EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t, un
 EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   {
     std::lock_guard<std::mutex> l(gMrMu);
-    gMrs.erase(mr->rkey);
+    auto it = gMrs.find(mr->rkey);
+    if (it != gMrs.end() && it->second.host) {
+      const uintptr_t base = reinterpret_cast<uintptr_t>(it->second.host) & ~uintptr_t{4095};
+      munmap(reinterpret_cast<void*>(base), it->second.mapLen);
+      --gDmabufMrs;
+    }
+    if (it != gMrs.end()) gMrs.erase(it);
   }
   delete mr;
   --gLiveMrs;
@@ -586,6 +731,8 @@ EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     }
     uint64_t one = 1;
     (void)!write(q->wakeFd, &one, sizeof(one));
+  } else if (attr->qp_state == IBV_QPS_INIT) {
+    if (mask & IBV_QP_PORT) q->port = attr->port_num;
   } else if (attr->qp_state == IBV_QPS_RTS) {
     if (mask & IBV_QP_TIMEOUT) gLastTimeout = attr->timeout;
     if (mask & IBV_QP_RETRY_CNT) gLastRetry = attr->retry_cnt;
@@ -623,6 +770,18 @@ EXPORT void fakeverbs_counts(long* mrs, long* qps, long* cqs, long* pds, long* r
   *regCalls = gRegCalls;
   *postSends = gPostSends;
 }
+
+// Live dma-buf regions.
+EXPORT long fakeverbs_dmabuf_mrs() { return gDmabufMrs; }
+
+// Asynchronous events taken and acknowledged so far.
+EXPORT void fakeverbs_async_counts(long* taken, long* acked) {
+  *taken = gAsyncEvents;
+  *acked = gAsyncAcks;
+}
+
+// The local key of the last data write posted (0: none yet).
+EXPORT uint32_t fakeverbs_last_send_lkey() { return gLastSendLkey; }
 
 // The attributes of the last QP moved to RTR/RTS (-1: never set).
 EXPORT void fakeverbs_last_qp_attr(int* timeout, int* retry, int* sl, int* tc, int* gidIndex, int* isGlobal) {

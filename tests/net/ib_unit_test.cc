@@ -108,8 +108,14 @@ TEST_CASE("the registration cache shares one region per buffer and deregisters i
   IbMr *a = nullptr, *b = nullptr, *c = nullptr;
   REQUIRE(cachedRegister(pd, buf.data(), buf.size(), "fake_ib0", &a) == ncclSuccess);
   REQUIRE(cachedRegister(pd, buf.data() + 64, 1000, "fake_ib0", &b) == ncclSuccess);  // inside the first
-  CHECK(a == b);
-  CHECK(fakeLiveMrs() == before + 1);
+  if (registrationCacheWatching()) {
+    CHECK(a == b);
+    CHECK(fakeLiveMrs() == before + 1);
+  } else {  // no userfaultfd: regions are not shared, since nothing would say when one goes stale
+    WARN("userfaultfd unavailable: the registration cache does not share regions");
+    CHECK(a != b);
+    CHECK(fakeLiveMrs() == before + 2);
+  }
   REQUIRE(cachedDeregister(a) == ncclSuccess);
   CHECK(fakeLiveMrs() == before + 1);  // b still uses it
   REQUIRE(cachedDeregister(b) == ncclSuccess);

@@ -3,7 +3,8 @@
 // NCCL_NET=IB and shared memory off, 1 and 2 QPs per connection, IB and RoCE
 // ports; the QP attributes the settings ask for; no QP, CQ or memory region
 // left after ncclCommDestroy; injected faults (a QP error, a port down,
-// ibv_reg_mr failing) end in an error on every rank, within the timeout.
+// ibv_reg_mr failing, an asynchronous port or QP event) end in an error on
+// every rank, within the timeout; an asynchronous event well before it.
 // There is no RDMA hardware here: this tests gyre's protocol and error paths
 // against the fake, not a real HCA.
 #include <catch2/catch.hpp>
@@ -123,7 +124,82 @@ RunResult runFaulty(int n, const Env& env, const std::function<Env(int)>& rankEn
       options);
 }
 
+int threadsOfProcess() { return static_cast<int>(filesIn("/proc/self/task").size()); }
+
+// AllReduces on 3 ranks with GYRE_TIMEOUT=40 while rank 1's device raises
+// the asynchronous event `kind` at its 30th data write and its link goes
+// dark (writes vanish, nothing completes): only the event can end rank 1's
+// wait before the timeout. Records each rank's error, how long its calls
+// took, and its thread count before init and after ncclCommAbort.
+RunResult runAsyncEvent(const std::string& kind) {
+  RankOptions options;
+  options.timeout_s = 60;
+  options.env = {{"NCCL_SHM_DISABLE", "1"}, {"NCCL_NET", "IB"},         {"GYRE_TIMEOUT", "40"},
+                 {"GYRE_INIT_TIMEOUT", "10"}, {"NCCL_BUFFSIZE", "262144"}, {"NCCL_IB_HCA", "=fake_ib0:1"}};
+  options.rankEnv = [kind](int rank) {
+    return rank == 1 ? Env{{"FAKEVERBS_ASYNC_EVENT", kind}, {"FAKEVERBS_ASYNC_AFTER", "30"}} : Env{};
+  };
+  return runRanks(
+      3,
+      [](int rank, int nr, const ncclUniqueId& id) {
+        const int threadsBefore = threadsOfProcess();
+        ncclComm_t comm = nullptr;
+        ncclResult_t r = gyreCommInitRankHost(&comm, nr, id, rank, nullptr);
+        RANK_CHECK(r == ncclSuccess, "rank %d: init returned %d: %s", rank, int(r), lastError().c_str());
+        std::vector<int32_t> v(100000, rank);
+        const double start = monotonicSeconds();
+        for (int i = 0; i < 50 && r == ncclSuccess; ++i)
+          r = ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr);
+        rankRecord("seconds", std::to_string(monotonicSeconds() - start));
+        rankRecord("error", r == ncclSuccess ? "" : lastError());
+        ncclCommAbort(comm);
+        // Threads end asynchronously only in the kernel's bookkeeping: give it a moment.
+        for (int i = 0; i < 100 && threadsOfProcess() != threadsBefore; ++i) usleep(10000);
+        rankRecord("threads", std::to_string(threadsBefore) + " -> " + std::to_string(threadsOfProcess()));
+        return 0;
+      },
+      options);
+}
+
+void expectAsyncEventEndsEveryRank(const RunResult& r, const std::string& event) {
+  INFO(r.describe());
+  for (const RankOutcome& o : r.ranks) {
+    const std::string e = o.records.count("error") ? o.records.at("error") : "";
+    const std::string secs = o.records.count("seconds") ? o.records.at("seconds") : "?";
+    INFO("rank " << o.rank << " after " << secs << " s: " << e);
+    CHECK(o.ok());
+    CHECK(!e.empty());
+    CHECK(atof(secs.c_str()) < 20);  // GYRE_TIMEOUT is 40
+    const std::string threads = o.records.count("threads") ? o.records.at("threads") : "";
+    const size_t arrow = threads.find(" -> ");
+    INFO("threads " << threads);
+    REQUIRE(arrow != std::string::npos);
+    CHECK(threads.substr(0, arrow) == threads.substr(arrow + 4));  // the event thread was joined
+  }
+  const std::string e1 = r.ranks[1].records.at("error");
+  INFO(e1);
+  CHECK(e1.find(event) != std::string::npos);
+  CHECK(e1.find("fake_ib0") != std::string::npos);
+  CHECK(e1.find("port 1") != std::string::npos);
+  CHECK(e1.find("ncclAllReduce #") != std::string::npos);  // the call, the connection and its peer rank
+  CHECK(e1.find(" rank ") != std::string::npos);
+}
+
 }  // namespace
+
+TEST_CASE("a port error raised asynchronously ends every rank's calls long before the timeout, the rank that got it "
+          "naming the device, the port and the event, and leaves no thread",
+          "[ib][fault][async]") {
+  expectAsyncEventEndsEveryRank(runAsyncEvent("PORT_ERR"), "IBV_EVENT_PORT_ERR");
+}
+
+TEST_CASE("a QP raising IBV_EVENT_QP_FATAL ends every rank's calls long before the timeout, naming the device, the "
+          "port, the QP and the event",
+          "[ib][fault][async]") {
+  RunResult r = runAsyncEvent("QP_FATAL");
+  expectAsyncEventEndsEveryRank(r, "IBV_EVENT_QP_FATAL");
+  CHECK(r.ranks[1].records["error"].find(", QP ") != std::string::npos);
+}
 
 TEST_CASE("every collective over 2 ranks is exact over NCCL_NET=IB on the fake provider, leaving no QP or MR",
           "[ib]") {
@@ -282,5 +358,40 @@ TEST_CASE("slow completions (300 us each) still give exact collectives over 3 ra
   RunResult result = runCollectives(3, {{"FAKEVERBS_DELAY_US", "300"}, {"NCCL_IB_HCA", "=fake_ib0:1"}}, dir);
   INFO(result.describe());
   CHECK(result.allOk());
+  (void)system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("a device communicator over IB stages its GPU buffers through host memory, exactly, and its log says why",
+          "[ib][gpudirect]") {
+  const std::string dir = freshDir("gdr");
+  RankOptions options;
+  options.timeout_s = 60;
+  // The fake CUDA runtime: host memory stands in for device memory.
+  options.env = {{"GYRE_FAKE_CUDA", "1"},      {"NCCL_SHM_DISABLE", "1"},      {"NCCL_P2P_DISABLE", "1"},
+                 {"NCCL_NET", "IB"},           {"GYRE_TIMEOUT", "20"},         {"GYRE_INIT_TIMEOUT", "20"},
+                 {"NCCL_DEBUG", "INFO"},       {"NCCL_DEBUG_SUBSYS", "INIT,NET"}, {"NCCL_DEBUG_FILE", dir + "/log.%p"}};
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        ncclResult_t r = ncclCommInitRank(&comm, n, id, rank);
+        RANK_CHECK(r == ncclSuccess, "rank %d: init returned %d: %s", rank, int(r), lastError().c_str());
+        std::vector<int32_t> in(4096, rank + 1), v(4096, -7);
+        r = ncclAllReduce(in.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr);
+        RANK_CHECK(r == ncclSuccess, "rank %d: allreduce returned %d: %s", rank, int(r), lastError().c_str());
+        r = ncclCommDestroy(comm);  // waits for the stream's work
+        RANK_CHECK(r == ncclSuccess, "rank %d: destroy returned %d: %s", rank, int(r), lastError().c_str());
+        RANK_CHECK(v[0] == 3 && v[4095] == 3, "rank %d: sum %d %d, expected 3", rank, v[0], v[4095]);
+        return 0;
+      },
+      options);
+  INFO(result.describe());
+  CHECK(result.allOk());
+  const std::string all = logsOf(dir);
+  INFO(all.substr(0, 4000));
+  CHECK(all.find("via NET/IB/") != std::string::npos);
+  CHECK(all.find("NET/IB: GPU buffers are staged through pinned host memory: ") != std::string::npos);
+  // The fake runtime's ranks have no GPU in the topology: that is the first reason.
+  CHECK(all.find("no path from this rank's GPU to a NIC") != std::string::npos);
   (void)system(("rm -rf " + dir).c_str());
 }

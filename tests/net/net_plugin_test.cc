@@ -1,7 +1,10 @@
 // External NCCL net plugins: the test plugin (test_net_plugin.cc, path in
-// NETTEST_PLUGIN) carries every collective between 2 and 3 ranks with
-// shared memory off; its call counters prove the data went through it, and
-// every comm it opened is closed after ncclCommDestroy. A plugin that is
+// NETTEST_PLUGIN; builds exporting fewer tables in NETTEST_PLUGIN_V9/_V8/_V11)
+// carries every collective between 2 and 3 ranks with shared memory off,
+// through the newest ncclNet_vN table it exports; its call counters prove
+// the data went through it, and every comm it opened is closed after
+// ncclCommDestroy. A plugin exporting only an unknown version fails init
+// naming the file and the versions gyre looked for. A plugin that is
 // missing, fails init, or a NCCL_NET naming no network fails init with an
 // error naming the variable and what exists. NCCL_DEBUG=INFO names the
 // network of each connection.
@@ -18,20 +21,22 @@ namespace {
 
 using namespace gyre::nettest;
 
-std::string pluginPath() {
-  const char* p = getenv("NETTEST_PLUGIN");
+std::string pluginPath(const char* var = "NETTEST_PLUGIN") {
+  const char* p = getenv(var);
   return p ? p : "";
 }
 
 using CountsFn = void (*)(long*, long*, long*, long*, long*, long*);
+using VersionFn = void (*)(int*, int*, int*);
 
-void expectCollectivesThroughPlugin(int nranks) {
-  REQUIRE(!pluginPath().empty());
+// `plugin` exports ncclNet_v8 up to ncclNet_v<newest>; gyre must use v<newest>.
+void expectCollectivesThroughPlugin(int nranks, const std::string& plugin, int newest) {
+  REQUIRE(!plugin.empty());
   const std::string logDir = "/tmp/gyre_net_plugin_" + std::to_string(getpid());
   REQUIRE(system(("rm -rf " + logDir + " && mkdir -p " + logDir).c_str()) == 0);
   RankOptions options;
   options.timeout_s = 60;
-  options.env = {{"NCCL_SHM_DISABLE", "1"},         {"NCCL_NET_PLUGIN", pluginPath()},
+  options.env = {{"NCCL_SHM_DISABLE", "1"},         {"NCCL_NET_PLUGIN", plugin},
                  {"GYRE_TIMEOUT", "20"},            {"GYRE_INIT_TIMEOUT", "20"},
                  {"NCCL_BUFFSIZE", "262144"},       {"NCCL_DEBUG", "INFO"},
                  {"NCCL_DEBUG_SUBSYS", "INIT,NET"}, {"NCCL_DEBUG_FILE", logDir + "/log.%p"}};
@@ -46,10 +51,21 @@ void expectCollectivesThroughPlugin(int nranks) {
           rankProgress("count " + std::to_string(count));
           if (!checkEveryCollective(comm, rank, n, count)) return 1;
         }
-        void* lib = dlopen(pluginPath().c_str(), RTLD_NOW | RTLD_NOLOAD);
-        RANK_CHECK(lib != nullptr, "rank %d: the plugin %s was not loaded by gyre", rank, pluginPath().c_str());
+        void* lib = dlopen(plugin.c_str(), RTLD_NOW | RTLD_NOLOAD);
+        RANK_CHECK(lib != nullptr, "rank %d: the plugin %s was not loaded by gyre", rank, plugin.c_str());
         auto counts = reinterpret_cast<CountsFn>(dlsym(lib, "gyretest_counts"));
         RANK_CHECK(counts != nullptr, "no gyretest_counts");
+        auto version = reinterpret_cast<VersionFn>(dlsym(lib, "gyretest_version"));
+        RANK_CHECK(version != nullptr, "no gyretest_version");
+        int used = 0, sawProfiler = 0, trafficClass = 0;
+        version(&used, &sawProfiler, &trafficClass);
+        RANK_CHECK(used == newest, "rank %d: gyre initialized ncclNet_v%d of a plugin exporting up to v%d", rank,
+                   used, newest);
+        if (newest == 10) {
+          RANK_CHECK(sawProfiler, "rank %d: v10 init() got no profiler callback", rank);
+          RANK_CHECK(trafficClass == -1, "rank %d: v10 connect() got trafficClass %d, not undefined (-1)", rank,
+                     trafficClass);
+        }
         long isends, irecvs, tests, open, regs, deregs;
         counts(&isends, &irecvs, &tests, &open, &regs, &deregs);
         // Two messages per step and at least one step per collective call.
@@ -73,6 +89,7 @@ void expectCollectivesThroughPlugin(int nranks) {
   CHECK(all.find("via NET/GyreTest/0") != std::string::npos);
   CHECK(all.find("via NET/GyreTest/1") != std::string::npos);  // channel 1 on the plugin's second device
   CHECK(all.find("via NET/Socket") == std::string::npos);
+  CHECK(all.find("(ncclNet_v" + std::to_string(newest) + ",") != std::string::npos);  // the loader's INFO line
   if (all.find("via NET/GyreTest/0") != std::string::npos) (void)system(("rm -rf " + logDir).c_str());
 }
 
@@ -100,14 +117,23 @@ std::string initError(const std::vector<std::pair<std::string, std::optional<std
 
 }  // namespace
 
-TEST_CASE("every collective over 2 ranks runs through an external ncclNet_v8 plugin and closes what it opened",
+TEST_CASE("every collective over 2 ranks runs through the ncclNet_v10 table of a plugin exporting v8, v9 and v10",
           "[plugin]") {
-  expectCollectivesThroughPlugin(2);
+  expectCollectivesThroughPlugin(2, pluginPath(), 10);
 }
 
-TEST_CASE("every collective over 3 ranks runs through an external ncclNet_v8 plugin and closes what it opened",
+TEST_CASE("every collective over 3 ranks runs through an external ncclNet_v10 plugin and closes what it opened",
           "[plugin]") {
-  expectCollectivesThroughPlugin(3);
+  expectCollectivesThroughPlugin(3, pluginPath(), 10);
+}
+
+TEST_CASE("every collective over 2 ranks runs through the ncclNet_v9 table of a plugin exporting v8 and v9",
+          "[plugin]") {
+  expectCollectivesThroughPlugin(2, pluginPath("NETTEST_PLUGIN_V9"), 9);
+}
+
+TEST_CASE("every collective over 2 ranks runs through a plugin exporting only ncclNet_v8", "[plugin]") {
+  expectCollectivesThroughPlugin(2, pluginPath("NETTEST_PLUGIN_V8"), 8);
 }
 
 TEST_CASE("NCCL_NET naming no network fails init listing the networks that exist", "[plugin]") {
@@ -135,13 +161,26 @@ TEST_CASE("a plugin whose init fails fails init with the plugin's own warning", 
   CHECK(e.find("init refused") != std::string::npos);
 }
 
-TEST_CASE("a library that exports no ncclNet_v8 fails init naming the supported version", "[plugin]") {
+TEST_CASE("a library that exports no ncclNet table fails init naming the versions gyre looked for", "[plugin]") {
   // libgyre itself exports no ncclNet_vN.
   const char* self = getenv("NETTEST_LIBGYRE");
   REQUIRE(self != nullptr);
   const std::string e = initError({{"NCCL_NET_PLUGIN", std::string(self)}});
   INFO(e);
-  CHECK(e.find("exports no ncclNet_v8") != std::string::npos);
+  CHECK(e.find("exports no ncclNet version gyre supports") != std::string::npos);
+  CHECK(e.find("looked for ncclNet_v10, ncclNet_v9, ncclNet_v8") != std::string::npos);
+  CHECK(e.find("it exports no ncclNet_vN") != std::string::npos);
+}
+
+TEST_CASE("a plugin exporting only an unknown ncclNet version fails init naming it and the versions looked for",
+          "[plugin]") {
+  const std::string plugin = pluginPath("NETTEST_PLUGIN_V11");
+  REQUIRE(!plugin.empty());
+  const std::string e = initError({{"NCCL_NET_PLUGIN", plugin}});
+  INFO(e);
+  CHECK(e.find("NCCL_NET_PLUGIN=" + plugin) != std::string::npos);
+  CHECK(e.find("looked for ncclNet_v10, ncclNet_v9, ncclNet_v8") != std::string::npos);
+  CHECK(e.find("it exports ncclNet_v11") != std::string::npos);
 }
 
 TEST_CASE("NCCL_NET=Socket carries every collective over 3 ranks and the log names NET/Socket/0 per connection",

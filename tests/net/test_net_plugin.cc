@@ -1,8 +1,14 @@
-// A small external net plugin for the tests: libnccl-net-gyretest.so exports
-// ncclNet_v8 (and nothing newer), carries messages over plain loopback TCP
-// ([4-byte size][bytes] per message, in order per comm) and counts its calls,
-// so a test can prove gyre really moved the data through it
+// A small external net plugin for the tests: carries messages over plain
+// loopback TCP ([4-byte size][bytes] per message, in order per comm) and
+// counts its calls, so a test can prove gyre really moved the data through it
 // (gyretest_counts()). TESTNET_FAIL_INIT=1 makes init() fail with a warning.
+//
+// Built several times (tests/net/meson.build), each exporting the tables its
+// GYRETEST_V8/V9/V10/V11 macros name, over the same functions:
+// libnccl-net-gyretest.so (v8, v9, v10), -gyretest9 (v8, v9), -gyretest8
+// (v8) and -gyretest11 (only ncclNet_v11, a version gyre does not know).
+// gyretest_version() says whose init() gyre called; the v10 entry points
+// record what v10 adds (the profiler callback, connect()'s configuration).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -16,10 +22,12 @@
 #include <cstring>
 #include <deque>
 
-#include "transport/net/net_v8.h"
+#include "transport/net/net_v10.h"
 
 namespace {
 
+std::atomic<int> gVersion{0};  // the version whose init() was called
+std::atomic<int> gSawProfiler{0}, gTrafficClass{-100};
 std::atomic<long> gIsend{0}, gIrecv{0}, gTest{0}, gConnect{0}, gAccept{0}, gRegMr{0}, gDeregMr{0}, gOpen{0};
 gyreNetLogger_t gLog = nullptr;
 
@@ -81,6 +89,7 @@ bool drive(Comm* c) {
 
 ncclResult_t init(gyreNetLogger_t log) {
   gLog = log;
+  if (!gVersion) gVersion = 8;
   const char* f = getenv("TESTNET_FAIL_INIT");
   if (f && *f == '1') {
     if (gLog) gLog(kNetLogWarn, 0, __FILE__, __LINE__, "gyretest: init refused (TESTNET_FAIL_INIT=1)");
@@ -94,7 +103,8 @@ ncclResult_t devices(int* n) {
   return ncclSuccess;
 }
 
-ncclResult_t getProperties(int dev, gyreNetProperties_v8_t* p) {
+template <typename Props>
+ncclResult_t getProperties(int dev, Props* p) {
   memset(p, 0, sizeof(*p));
   static char name[] = "gyretest0";
   p->name = name;
@@ -180,8 +190,9 @@ ncclResult_t deregMr(void*, void*) {
   return ncclSuccess;
 }
 
-ncclResult_t isend(void* sendComm, void* data, int size, int, void*, void** request) {
+ncclResult_t isend(void* sendComm, void* data, size_t size, int, void*, void** request) {
   ++gIsend;
+  if (size > UINT32_MAX) return ncclInternalError;
   auto* c = static_cast<Comm*>(sendComm);
   auto* r = new Request{c, static_cast<char*>(data), static_cast<uint32_t>(size)};
   r->header = static_cast<uint32_t>(size);
@@ -190,7 +201,7 @@ ncclResult_t isend(void* sendComm, void* data, int size, int, void*, void** requ
   return ncclSuccess;
 }
 
-ncclResult_t irecv(void* recvComm, int n, void** data, int* sizes, int*, void**, void** request) {
+ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int*, void**, void** request) {
   ++gIrecv;
   if (n != 1) return ncclInternalError;
   auto* c = static_cast<Comm*>(recvComm);
@@ -218,7 +229,7 @@ ncclResult_t test(void* request, int* done, int* size) {
   *done = 0;
   if (r->comm->broken) {
     if (gLog) gLog(kNetLogWarn, 0, __FILE__, __LINE__, "gyretest: connection closed or broken");
-    return ncclSystemError;
+    return ncclRemoteError;  // the peer's doing, as NCCL's own networks report a closed connection
   }
   return ncclSuccess;
 }
@@ -240,13 +251,81 @@ ncclResult_t closeListen(void* listenComm) {
   return ncclSuccess;
 }
 
+// The entry points whose signature differs between versions.
+[[maybe_unused]] ncclResult_t isendV8(void* comm, void* data, int size, int tag, void* mh, void** request) {
+  return isend(comm, data, static_cast<size_t>(size), tag, mh, request);
+}
+
+[[maybe_unused]] ncclResult_t irecvV8(void* comm, int n, void** data, int* sizes, int* tags, void** mhs, void** request) {
+  if (n != 1) return ncclInternalError;
+  size_t size = static_cast<size_t>(sizes[0]);
+  return irecv(comm, n, data, &size, tags, mhs, request);
+}
+
+[[maybe_unused]] ncclResult_t initV9(gyreNetLogger_t log) {
+  gVersion = 9;
+  return init(log);
+}
+
+[[maybe_unused]] ncclResult_t makeVDevice(int*, gyreNetVDeviceProps_v9_t*) { return ncclInternalError; }
+
+[[maybe_unused]] ncclResult_t initV10(gyreNetLogger_t log, gyreNetProfilerCallback_t prof) {
+  gVersion = 10;
+  gSawProfiler = prof != nullptr;
+  return init(log);
+}
+
+[[maybe_unused]] ncclResult_t connectV10(int dev, gyreNetCommConfig_v10_t* config, void* handle, void** sendComm,
+                        gyreNetDeviceHandle_v10_t** devComm) {
+  gTrafficClass = config ? config->trafficClass : -200;
+  return connectFn(dev, handle, sendComm, devComm);
+}
+
+[[maybe_unused]] ncclResult_t isendV10(void* comm, void* data, size_t size, int tag, void* mh, void*, void** request) {
+  return isend(comm, data, size, tag, mh, request);
+}
+
+[[maybe_unused]] ncclResult_t irecvV10(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhs, void**,
+                      void** request) {
+  return irecv(comm, n, data, sizes, tags, mhs, request);
+}
+
 }  // namespace
 
 extern "C" {
 
+#ifdef GYRETEST_V8
 __attribute__((visibility("default"))) gyreNet_v8_t ncclNet_v8 = {
-    "GyreTest", init, devices, getProperties, listenFn, connectFn, acceptFn, regMr, regMrDmaBuf, deregMr,
-    isend, irecv, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr};
+    "GyreTest", init, devices, getProperties<gyreNetProperties_v8_t>, listenFn, connectFn, acceptFn, regMr,
+    regMrDmaBuf, deregMr, isendV8, irecvV8, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr};
+#endif
+
+#ifdef GYRETEST_V9
+__attribute__((visibility("default"))) gyreNet_v9_t ncclNet_v9 = {
+    "GyreTest", initV9, devices, getProperties<gyreNetProperties_v9_t>, listenFn, connectFn, acceptFn, regMr,
+    regMrDmaBuf, deregMr, isend, irecv, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr,
+    makeVDevice};
+#endif
+
+#if defined(GYRETEST_V10) || defined(GYRETEST_V11)
+#ifdef GYRETEST_V10
+#define GYRETEST_NEWEST ncclNet_v10
+#else
+#define GYRETEST_NEWEST ncclNet_v11  // a version gyre does not know: the v10 layout under another name
+#endif
+__attribute__((visibility("default"))) gyreNet_v10_t GYRETEST_NEWEST = {
+    "GyreTest", initV10, devices, getProperties<gyreNetProperties_v10_t>, listenFn, connectV10, acceptFn, regMr,
+    regMrDmaBuf, deregMr, isendV10, irecvV10, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr,
+    makeVDevice};
+#endif
+
+// For the tests: the version gyre initialized (0: none), whether v10's init
+// got a profiler callback, and the trafficClass v10's connect() was given.
+__attribute__((visibility("default"))) void gyretest_version(int* version, int* sawProfiler, int* trafficClass) {
+  *version = gVersion;
+  *sawProfiler = gSawProfiler;
+  *trafficClass = gTrafficClass;
+}
 
 // For the tests: calls made so far, and comms and listeners still open.
 __attribute__((visibility("default"))) void gyretest_counts(long* isends, long* irecvs, long* tests, long* open,

@@ -14,6 +14,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -58,6 +59,7 @@ struct IbRequest {
 
 struct IbMr {
   ibv_mr* mr = nullptr;
+  bool dmabuf = false;  // registered by ibv_reg_dmabuf_mr, outside the cache
 };
 
 struct IbComm {
@@ -77,6 +79,10 @@ struct IbComm {
   IbRequest reqs[kIbSlots];
   std::vector<uint64_t> qpDone;  // receiver: completions per QP so far
   std::string error;             // the first completion error, reported on every test()
+  // Set by the device's event thread (ib_async.h): asyncError is written
+  // once, before asyncFailed is set.
+  std::atomic<bool> asyncFailed{false};
+  std::string asyncError;
 };
 
 }  // namespace gyre::ib

@@ -14,6 +14,7 @@
 #include "src/debug/log.h"
 #include "transport/ib/ib_comm.h"
 #include "transport/ib/ib_qp.h"
+#include "transport/ib/ib_async.h"
 #include "transport/ib/reg_cache.h"
 #include "transport/ib/verbs_api.h"
 
@@ -62,7 +63,9 @@ ncclResult_t ibGetProperties(int dev, gyreNetProperties_v8_t* p) {
   if (!port) return badDev(dev);
   memset(p, 0, sizeof(*p));
   p->name = const_cast<char*>(port->device.c_str());
-  p->ptrSupport = GYRE_NET_PTR_HOST;
+  // dma-buf registration (GPU memory exported by the CUDA driver) needs
+  // ibv_reg_dmabuf_mr, rdma-core 34 and later.
+  p->ptrSupport = GYRE_NET_PTR_HOST | (verbs(nullptr)->regDmabufMr ? GYRE_NET_PTR_DMABUF : 0);
   p->regIsGlobal = 1;
   p->speed = port->speedMbps;
   p->port = port->port;
@@ -110,6 +113,7 @@ ncclResult_t readTheirs(IbComm* c, bool* whole) {
 }
 
 void destroyComm(IbComm* c) {
+  asyncDetach(c);  // before its QPs go: the event thread matches events to them
   const VerbsApi* v = verbs(nullptr);
   for (ibv_qp* q : c->qps) v->destroyQp(q);
   if (c->cq) v->destroyCq(c->cq);
@@ -136,6 +140,7 @@ ncclResult_t ibConnect(int dev, void* handle, void** sendComm, gyreNetDeviceHand
     ncclResult_t r = Socket::connectTo(addr, Deadline::afterSeconds(kSetupSeconds), nullptr, &c->sock, c->what.c_str(),
                                        &refused);
     if (r == ncclSuccess) r = createQps(c);
+    if (r == ncclSuccess) asyncAttach(c);
     if (r == ncclSuccess) {
       c->fifoMr = verbs(nullptr)->regMr(port->pd, c->fifo, sizeof(c->fifo),
                                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
@@ -186,6 +191,7 @@ ncclResult_t ibAccept(void* listenComm, void** recvComm, gyreNetDeviceHandle_v8_
       destroyComm(c);
       return r;
     }
+    asyncAttach(c);
     l->pending = c;
   }
   if (c->stage == 0) {
@@ -222,12 +228,34 @@ ncclResult_t ibRegMr(void* comm, void* data, size_t size, int type, void** mhand
   return ncclSuccess;
 }
 
-ncclResult_t ibRegMrDmaBuf(void* comm, void*, size_t, int, uint64_t, int, void**) {
-  return fail(ncclInvalidUsage, "NET/IB %s: dma-buf registration of GPU memory is not supported in this build",
-              static_cast<IbComm*>(comm)->what.c_str());
+// Memory behind a dma-buf descriptor (GPU memory the CUDA driver exported
+// with cuMemGetHandleForAddressRange): the NIC reaches it directly, and
+// work requests address it by `data` (the region's iova). Not cached: the
+// descriptor, not the address, names the memory.
+ncclResult_t ibRegMrDmaBuf(void* comm, void* data, size_t size, int, uint64_t offset, int fd, void** mhandle) {
+  auto* c = static_cast<IbComm*>(comm);
+  const VerbsApi* v = verbs(nullptr);
+  if (!v->regDmabufMr)
+    return fail(ncclInvalidUsage, "NET/IB %s: %s has no ibv_reg_dmabuf_mr (rdma-core 34 or later registers GPU memory)",
+                c->what.c_str(), v->library.c_str());
+  ibv_mr* mr = v->regDmabufMr(c->port->pd, offset, size, reinterpret_cast<uintptr_t>(data), fd,
+                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  if (!mr)
+    return fail(ncclSystemError, "NET/IB %s: ibv_reg_dmabuf_mr of %zu bytes (fd %d, offset %llu) on %s failed: %s",
+                c->what.c_str(), size, fd, static_cast<unsigned long long>(offset), c->port->label().c_str(),
+                strerror(errno));
+  *mhandle = new IbMr{mr, true};
+  return ncclSuccess;
 }
 
-ncclResult_t ibDeregMr(void*, void* mhandle) { return cachedDeregister(static_cast<IbMr*>(mhandle)); }
+ncclResult_t ibDeregMr(void*, void* mhandle) {
+  auto* m = static_cast<IbMr*>(mhandle);
+  if (!m->dmabuf) return cachedDeregister(m);
+  const int rc = verbs(nullptr)->deregMr(m->mr);
+  delete m;
+  if (rc != 0) return fail(ncclSystemError, "NET/IB: ibv_dereg_mr of a dma-buf region failed: %s", strerror(rc));
+  return ncclSuccess;
+}
 
 ncclResult_t ibIflush(void*, int, void**, int*, void**, void** request) {
   *request = nullptr;  // host memory: nothing to flush

@@ -9,6 +9,7 @@
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "transport/ib/ib_async.h"
 #include "transport/ib/reg_cache.h"
 #include "transport/ib/verbs_api.h"
 
@@ -120,10 +121,20 @@ ncclResult_t postReceives(IbComm* c) {
   return ncclSuccess;
 }
 
+// The error a call on `c` returns once its device reported a fatal event
+// (ncclSystemError: this rank's own hardware) or a completion failed
+// (ncclRemoteError); ncclSuccess while neither happened.
+static ncclResult_t commFailure(IbComm* c) {
+  const std::string async = asyncFailure(c);
+  if (!async.empty()) return fail(ncclSystemError, "%s", async.c_str());
+  if (!c->error.empty()) return fail(ncclRemoteError, "%s", c->error.c_str());
+  return ncclSuccess;
+}
+
 ncclResult_t ibIsend(void* sendComm, void* data, int size, int, void* mhandle, void** request) {
   auto* c = static_cast<IbComm*>(sendComm);
   *request = nullptr;
-  if (!c->error.empty()) return fail(ncclRemoteError, "%s", c->error.c_str());
+  GYRE_CHECK(commFailure(c));
   const int slot = static_cast<int>(c->index % kIbSlots);
   FifoEntry& e = c->fifo[slot];
   if (__atomic_load_n(&e.seq, __ATOMIC_ACQUIRE) != c->index + 1) return ncclSuccess;  // not posted yet
@@ -167,7 +178,7 @@ ncclResult_t ibIrecv(void* recvComm, int n, void** data, int* sizes, int*, void*
   auto* c = static_cast<IbComm*>(recvComm);
   *request = nullptr;
   if (n != 1) return fail(ncclInvalidUsage, "NET/IB %s: grouped receives (%d) are not supported", c->what.c_str(), n);
-  if (!c->error.empty()) return fail(ncclRemoteError, "%s", c->error.c_str());
+  GYRE_CHECK(commFailure(c));
   const int slot = static_cast<int>(c->index % kIbSlots);
   IbRequest& r = c->reqs[slot];
   if (r.used) return ncclSuccess;  // every slot is posted: try again later
@@ -233,8 +244,13 @@ ncclResult_t ibTest(void* request, int* done, int* size) {
   IbComm* c = r->comm;
   *done = 0;
   GYRE_CHECK(drainCq(c));
-  if (!c->error.empty()) return fail(ncclRemoteError, "%s", c->error.c_str());
-  if (r->pending > 0) return ncclSuccess;
+  // A request whose completions all arrived is done even if a later one
+  // failed: a peer that finished and closed flushes the receives posted
+  // ahead, after the data of the last step had landed.
+  if (r->pending > 0) {
+    GYRE_CHECK(commFailure(c));
+    return ncclSuccess;
+  }
   *done = 1;
   if (size) *size = r->size;
   r->used = false;

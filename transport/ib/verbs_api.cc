@@ -52,6 +52,8 @@ const VerbsApi* verbs(std::string* why) {
     load(lib, "ibv_create_qp", &api.createQp, &missing);
     load(lib, "ibv_modify_qp", &api.modifyQp, &missing);
     load(lib, "ibv_destroy_qp", &api.destroyQp, &missing);
+    load(lib, "ibv_get_async_event", &api.getAsyncEvent, nullptr);
+    load(lib, "ibv_ack_async_event", &api.ackAsyncEvent, nullptr);
     if (!missing.empty()) {
       error = name + " lacks " + missing;
       return;
@@ -77,6 +79,19 @@ std::string wcStatusText(int status) {
   const char* n = status >= 0 && status < static_cast<int>(sizeof(kNames) / sizeof(kNames[0])) ? kNames[status]
                                                                                                : "unknown status";
   return std::string(n) + " (" + std::to_string(status) + ")";
+}
+
+std::string asyncEventText(int type) {
+  // ibv_event_type values (verbs.h), in order.
+  static const char* const kNames[] = {
+      "IBV_EVENT_CQ_ERR",         "IBV_EVENT_QP_FATAL",     "IBV_EVENT_QP_REQ_ERR",    "IBV_EVENT_QP_ACCESS_ERR",
+      "IBV_EVENT_COMM_EST",       "IBV_EVENT_SQ_DRAINED",   "IBV_EVENT_PATH_MIG",      "IBV_EVENT_PATH_MIG_ERR",
+      "IBV_EVENT_DEVICE_FATAL",   "IBV_EVENT_PORT_ACTIVE",  "IBV_EVENT_PORT_ERR",      "IBV_EVENT_LID_CHANGE",
+      "IBV_EVENT_PKEY_CHANGE",    "IBV_EVENT_SM_CHANGE",    "IBV_EVENT_SRQ_ERR",       "IBV_EVENT_SRQ_LIMIT_REACHED",
+      "IBV_EVENT_QP_LAST_WQE_REACHED", "IBV_EVENT_CLIENT_REREGISTER", "IBV_EVENT_GID_CHANGE", "IBV_EVENT_WQ_FATAL"};
+  const char* n = type >= 0 && type < static_cast<int>(sizeof(kNames) / sizeof(kNames[0])) ? kNames[type]
+                                                                                           : "unknown event";
+  return std::string(n) + " (" + std::to_string(type) + ")";
 }
 
 }  // namespace gyre::ib

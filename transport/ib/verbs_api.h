@@ -35,6 +35,9 @@ struct VerbsApi {
   ibv_qp* (*createQp)(ibv_pd*, ibv_qp_init_attr*) = nullptr;
   int (*modifyQp)(ibv_qp*, ibv_qp_attr*, int) = nullptr;
   int (*destroyQp)(ibv_qp*) = nullptr;
+  // Asynchronous events (ib_async.h); optional: without them no event thread runs.
+  int (*getAsyncEvent)(ibv_context*, ibv_async_event*) = nullptr;
+  void (*ackAsyncEvent)(ibv_async_event*) = nullptr;
 };
 
 // Loads the library once per process. Null with *why set when it is absent
@@ -52,5 +55,7 @@ inline int ibPollCq(ibv_cq* cq, int n, ibv_wc* wc) { return cq->context->ops.pol
 
 // "remote access error (10)": the names of ibv_wc_status values.
 std::string wcStatusText(int status);
+// "IBV_EVENT_PORT_ERR (10)": the names of ibv_event_type values.
+std::string asyncEventText(int type);
 
 }  // namespace gyre::ib

@@ -122,10 +122,18 @@ ncclResult_t progressRecv(NetConn* c, Connection& conn, int* culprit) {
     int size = 0;
     if (c->metaReq[s]) {
       ncclResult_t r = testReq(c, &c->metaReq[s], &metaDone, &size);
+      if (r == ncclSystemError && !c->net->external) {
+        // A failure of this rank's own network (the IB port went down, a
+        // device event): an error now, whatever the peer did. Plugins are
+        // not read this way: many report a peer's close as ncclSystemError.
+        *culprit = c->peer;
+        return fail(r, "%s: the network failed a receive: %s", c->what.c_str(),
+                    net_detail::netFailureText(c->net).c_str());
+      }
       if (r != ncclSuccess) {
         // Nothing of this step arrived: the peer closed or its link went
-        // down. That is an error only if this rank still needs data from it
-        // (the executor decides, as for a closed socket).
+        // down (ncclRemoteError). That is an error only if this rank still
+        // needs data from it (the executor decides, as for a closed socket).
         GYRE_INFO("NET", "%s: receive failed before step %llu arrived (%s); the peer is taken to have closed",
                   c->what.c_str(), static_cast<unsigned long long>(c->tail + 1),
                   net_detail::netFailureText(c->net).c_str());
@@ -271,9 +279,14 @@ class NetTransport final : public Transport {
     notice.count = static_cast<uint64_t>(culprit);
     c->meta[s] = notice;
     void* req = nullptr;
+    const std::string reported = lastErrorText();
     if (net_->api->isend(c->comm, &c->meta[s], sizeof(SlotMeta), 0, c->mhMeta, &req) == ncclSuccess && req) {
       c->metaReq[s] = req;
       c->noticeSent = true;
+    } else {
+      // The notice is best effort: its own failure (the same dead
+      // connection, usually) must not replace the error being reported.
+      recordFailure(ncclSuccess, reported.c_str());
     }
   }
 

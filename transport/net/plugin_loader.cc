@@ -4,18 +4,21 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "transport/net/net_adapters.h"
 
 namespace gyre {
 namespace {
 
-// Oldest first. v8 is the one gyre reads; the others are only named in errors.
-const char* const kVersions[] = {"ncclNet_v2", "ncclNet_v3", "ncclNet_v4", "ncclNet_v5", "ncclNet_v6",
-                                 "ncclNet_v7", "ncclNet_v8", "ncclNet_v9", "ncclNet_v10"};
-constexpr const char* kSupported = "ncclNet_v8";
+// The tables gyre reads, newest first: the first one a plugin exports is used.
+constexpr const char* kSupported[] = {"ncclNet_v10", "ncclNet_v9", "ncclNet_v8"};
+constexpr const char* kSupportedList = "ncclNet_v10, ncclNet_v9, ncclNet_v8";
+// Versions named in errors and logs (what a plugin exports), oldest first.
+constexpr int kOldestNamed = 2, kNewestNamed = 16;
 
 std::mutex gWarnMu;
 std::string gLastWarn;
@@ -40,6 +43,19 @@ void pluginLogger(int level, unsigned long flags, const char* file, int line, co
   }
 }
 
+// The v8 view of the newest supported table `lib` exports; *version names it.
+const gyreNet_v8_t* newestTable(void* lib, const char** version) {
+  for (const char* v : kSupported) {
+    void* table = dlsym(lib, v);
+    if (!table) continue;
+    *version = v;
+    if (strcmp(v, "ncclNet_v10") == 0) return adaptNetV10(static_cast<const gyreNet_v10_t*>(table));
+    if (strcmp(v, "ncclNet_v9") == 0) return adaptNetV9(static_cast<const gyreNet_v9_t*>(table));
+    return static_cast<const gyreNet_v8_t*>(table);
+  }
+  return nullptr;
+}
+
 std::string fileFor(const std::string& spec) {
   if (spec.find('/') != std::string::npos) return spec;
   if (spec.size() > 3 && spec.compare(spec.size() - 3, 3, ".so") == 0) return spec;
@@ -62,16 +78,20 @@ ncclResult_t loadNetPlugin(const std::string& spec, Network* out) {
     return fail(ncclInvalidArgument, "NCCL_NET_PLUGIN=%s: cannot load %s: %s", spec.c_str(), file.c_str(),
                 dlerror());
   std::string exported;
-  for (const char* v : kVersions)
-    if (dlsym(lib, v)) exported += std::string(exported.empty() ? "" : ", ") + v;
-  auto* api = static_cast<const gyreNet_v8_t*>(dlsym(lib, kSupported));
+  for (int v = kOldestNamed; v <= kNewestNamed; ++v) {
+    const std::string symbol = "ncclNet_v" + std::to_string(v);
+    if (dlsym(lib, symbol.c_str())) exported += (exported.empty() ? "" : ", ") + symbol;
+  }
+  const char* version = nullptr;
+  const gyreNet_v8_t* api = newestTable(lib, &version);
   if (!api)
-    return fail(ncclInvalidArgument, "NCCL_NET_PLUGIN=%s: %s exports no %s (gyre supports %s; it exports %s)",
-                spec.c_str(), file.c_str(), kSupported, kSupported, exported.empty() ? "no ncclNet_vN" : exported.c_str());
+    return fail(ncclInvalidArgument,
+                "NCCL_NET_PLUGIN=%s: %s exports no ncclNet version gyre supports (looked for %s; it exports %s)",
+                spec.c_str(), file.c_str(), kSupportedList, exported.empty() ? "no ncclNet_vN" : exported.c_str());
   if (!api->init || !api->devices || !api->listen || !api->connect || !api->accept || !api->isend || !api->irecv ||
       !api->test || !api->regMr || !api->deregMr || !api->closeSend || !api->closeRecv || !api->closeListen)
     return fail(ncclInvalidArgument, "NCCL_NET_PLUGIN=%s: %s's %s leaves a required function null", spec.c_str(),
-                file.c_str(), kSupported);
+                file.c_str(), version);
   const std::string name = api->name ? api->name : spec;
   if (api->init(pluginLogger) != ncclSuccess)
     return fail(ncclSystemError, "NCCL_NET_PLUGIN=%s: network %s (%s) failed to initialize: %s", spec.c_str(),
@@ -84,7 +104,7 @@ ncclResult_t loadNetPlugin(const std::string& spec, Network* out) {
   out->api = api;
   out->devices = ndev;
   out->external = true;
-  GYRE_INFO("NET", "loaded net plugin %s from %s (%s, %d devices; exports %s)", name.c_str(), file.c_str(), kSupported,
+  GYRE_INFO("NET", "loaded net plugin %s from %s (%s, %d devices; exports %s)", name.c_str(), file.c_str(), version,
             ndev, exported.c_str());
   return ncclSuccess;
 }

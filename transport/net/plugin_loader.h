@@ -1,8 +1,9 @@
 // External NCCL net plugins: NCCL_NET_PLUGIN=<name> loads
 // libnccl-net-<name>.so (or the path given, when it contains a '/') with
 // dlopen and uses the newest ncclNet_vN table it exports that gyre supports.
-// gyre supports v8; a plugin that exports only older or only newer tables is
-// an error that names the variable, the file and the versions it exports.
+// gyre supports v8, v9 and v10 (net_adapters.h); a plugin that exports only
+// older or only newer tables is an error that names the variable, the file,
+// the versions gyre looked for and those the plugin exports.
 #pragma once
 
 #include <string>
