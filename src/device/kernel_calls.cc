@@ -335,8 +335,14 @@ ncclResult_t launchKernelCalls(const std::vector<DeviceRequest>& calls) {
       // One rank: every collective is its input (avg divides by 1), so a
       // copy engine does it, as in NCCL; in place there is nothing to do.
       ++c.comm->opCount;
-      if (c.input != c.output)
+      if (c.input != c.output) {
         GYRE_CHECK(rt->copyAsync(c.output, c.input, c.count * datatypeSize(c.datatype), c.stream));
+        // Noted like a kernel so destroy waits for the copy too (a copy
+        // captured into a graph runs when the graph does, as kernels do).
+        bool capturing = false;
+        GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
+        if (!capturing) GYRE_CHECK(c.comm->kernels->lastLaunch.note(c.stream));
+      }
       ++i;
       continue;
     }
