@@ -23,6 +23,7 @@ ncclResult_t Bootstrap::create(const std::vector<UniqueIdContents>& ids, int ran
   self.listen = b->acceptor_.address().toWire();
   GYRE_CHECK(joinRendezvous(ids, rank, nranks, self, connectDeadline, deadline, abort, &b->peers_, &b->secret_));
   b->acceptor_.setSecret(b->secret_);
+  b->acceptor_.setPeers(&b->peers_, rank);
   if (nranks > 1) {
     int next = (rank + 1) % nranks;
     int prev = (rank + nranks - 1) % nranks;

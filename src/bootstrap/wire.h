@@ -73,6 +73,8 @@ constexpr char kConnHelloMagic[8] = {'G', 'Y', 'R', 'E', 'C', 'O', 'N', 'N'};
 
 // Connection tags. Transport tags encode channel and purpose above this base.
 constexpr int32_t kTagBootstrapRing = 1;
+// A liveness probe from a rank waiting for this one to connect: dropped.
+constexpr int32_t kTagProbe = 2;
 constexpr int32_t kTagTransportBase = 1000;
 
 }  // namespace gyre
