@@ -15,9 +15,7 @@ constexpr double kHelloSeconds = 2.0;
 // that the peer still listens.
 constexpr double kFirstProbeSeconds = 1.0;
 constexpr double kProbeEverySeconds = 0.5;
-// A peer from the table refusing this long is gone, not slow: its listener
-// was open before it joined. (A full backlog drops SYNs; it does not refuse.)
-constexpr double kGoneAfterRefusedSeconds = 1.0;
+constexpr double kPeerRefusedGraceSeconds = 0.5;
 }
 
 ncclResult_t Acceptor::listen(const NetAddress& bindAddr) {
@@ -95,8 +93,8 @@ ncclResult_t Acceptor::probe(int rank, const Deadline& deadline, const std::atom
   }
   if (r != ncclSuccess && refused)
     return fail(ncclRemoteError,
-                "%s: rank %d (%s pid %d) is gone: its listener at %s refuses connections, so it died or closed its "
-                "communicator during init", what, rank, p.host, p.pid, addr.toString().c_str());
+                "%s: rank %d (%s pid %d) is gone: its listener at %s refuses connections, so it failed or exited "
+                "during init", what, rank, p.host, p.pid, addr.toString().c_str());
   if (r != ncclSuccess) return ncclSuccess;  // slow or unreachable: the deadline decides
   ConnHello hello{};
   memcpy(hello.magic, kConnHelloMagic, sizeof(hello.magic));
@@ -111,14 +109,17 @@ ncclResult_t Acceptor::probe(int rank, const Deadline& deadline, const std::atom
 ncclResult_t connectToPeer(const NetAddress& peer, uint64_t secret, int myRank, int tag,
                            const Deadline& deadline, const std::atomic<bool>* abort, Socket* out,
                            const char* what) {
-  Deadline refusedDeadline = Deadline::afterSeconds(kGoneAfterRefusedSeconds);
+  // Every peer listened before it published its address, so a refusal that
+  // lasts means its listener closed: the peer failed or exited. Say so now
+  // instead of retrying until the init timeout (the grace covers nothing
+  // real on Linux, where a full backlog drops SYNs rather than refusing).
+  const Deadline refusedDeadline = Deadline::afterSeconds(kPeerRefusedGraceSeconds);
   bool refused = false;
-  if (Socket::connectTo(peer, deadline, abort, out, what, &refusedDeadline, &refused) != ncclSuccess) {
-    if (refused)
-      return fail(ncclRemoteError,
-                  "%s: nothing listens at %s any more; the peer listened there before it joined the rendezvous, so "
-                  "it died or closed its communicator", what, peer.toString().c_str());
-    return ncclSystemError;
+  const ncclResult_t r = Socket::connectTo(peer, deadline, abort, out, what, &refusedDeadline, &refused);
+  if (r != ncclSuccess) {
+    if (!refused) return r;
+    return fail(ncclRemoteError, "%s: rank at %s refused the connection after listening there: it failed or "
+                "exited during init", what, peer.toString().c_str());
   }
   ConnHello hello{};
   memcpy(hello.magic, kConnHelloMagic, sizeof(hello.magic));

@@ -50,9 +50,9 @@ class Acceptor {
 };
 
 // Connects to a peer's acceptor and introduces this rank with `tag`. The
-// peer listened before it joined the rendezvous, so a refusal that lasts a
-// second means it died or closed its communicator: that fails at once
-// rather than at the deadline.
+// peer listened before it joined the rendezvous, so a refusal that lasts
+// half a second means it failed or exited: that fails at once rather than
+// at the deadline.
 ncclResult_t connectToPeer(const NetAddress& peer, uint64_t secret, int myRank, int tag,
                            const Deadline& deadline, const std::atomic<bool>* abort, Socket* out,
                            const char* what);
