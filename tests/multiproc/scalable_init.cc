@@ -218,3 +218,32 @@ TEST_CASE("nId larger than nranks, and two copies of one id, are refused before 
   INFO(dup.describe());
   CHECK(dup.allOk());
 }
+
+TEST_CASE("a nonblocking init through 2 roots reports ncclInProgress, then success, and its AllReduce is exact",
+          "[multiproc][init][scalable]") {
+  RunResult result = runRanks(
+      3,
+      [](int rank, int n, const ncclUniqueId&) {
+        std::vector<ncclUniqueId> ids = rankIds();
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        ncclComm_t comm = nullptr;
+        ncclResult_t r = gyreCommInitRankScalableHost(&comm, n, rank, 2, ids.data(), &config);
+        RANK_CHECK(r == ncclInProgress || r == ncclSuccess, "rank %d: init returned %d: %s", rank, int(r),
+                   lastError().c_str());
+        ncclResult_t state = ncclInProgress;
+        const double until = monotonicSeconds() + 20;
+        while (state == ncclInProgress && monotonicSeconds() < until) {
+          RANK_CHECK(ncclCommGetAsyncError(comm, &state) == ncclSuccess, "rank %d: ncclCommGetAsyncError", rank);
+          usleep(1000);
+        }
+        RANK_CHECK(state == ncclSuccess, "rank %d: nonblocking init ended in %d: %s", rank, int(state),
+                   lastError().c_str());
+        if (checkAllReduce(comm, rank, n) != 0) return 1;
+        RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      options(2));
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
