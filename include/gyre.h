@@ -279,6 +279,13 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 ncclResult_t gyreCommInitRankHost(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                   ncclConfig_t* config);
 
+/* The host-memory form of ncclCommInitRankScalable: with nId ids (each from
+ * its own ncclGetUniqueId, 1 <= nId <= nranks), the root of commIds[i]
+ * gathers ranks i*nranks/nId .. (i+1)*nranks/nId - 1, so no root gathers
+ * every rank. */
+ncclResult_t gyreCommInitRankScalableHost(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                          ncclUniqueId* commIds, ncclConfig_t* config);
+
 /* nranks host-memory communicators of one clique, all in this process (the
  * host analogue of ncclCommInitAll). Drive them from one thread with
  * ncclGroupStart/ncclGroupEnd around their calls. */

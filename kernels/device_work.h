@@ -55,6 +55,7 @@ struct DeviceStatus {
   uint32_t waitingForData;  // 1: data from the peer, 0: buffer space at the peer
   uint64_t count;           // the failing call, as this rank made it
   uint8_t coll, datatype, redop, pad;
+  int32_t root;             // metaRootOf the failing call
   SlotMeta seen;            // kDeviceMismatch: what the peer sent
 };
 
@@ -67,6 +68,7 @@ struct DeviceCall {
   void* buffers[2];               // kInputBuffer, kOutputBuffer
   uint64_t count;                 // the call's count, stamped into SlotMeta
   uint64_t opCount;
+  int32_t root;                   // metaRootOf(coll, root), stamped into SlotMeta
   int32_t nranks;
   int32_t hasScalar;              // PreMulSum: scalar below, or read from scalarPtr
   unsigned char scalar[8];

@@ -41,6 +41,7 @@ GYRE_HOST_DEVICE void reportDeviceError(Ctx& ctx, const DeviceCall& call, const 
   st->coll = call.coll;
   st->datatype = call.datatype;
   st->redop = call.metaRedop;
+  st->root = call.root;
   if (seen) st->seen = *seen;
   ctx.fenceSystem();
 }
@@ -102,7 +103,8 @@ GYRE_HOST_DEVICE void elementsOfStep(Ctx& ctx, const Op& op, const Step& s, cons
 // What this rank's sends say about the call (checked by the receiver).
 GYRE_HOST_DEVICE SlotMeta slotMetaOf(const DeviceCall& call, uint32_t bytes) {
   SlotMeta m{};
-  m.opCount = call.opCount;
+  m.opCount = static_cast<uint32_t>(call.opCount);
+  m.root = call.root;
   m.count = call.count;
   m.bytes = bytes;
   m.coll = call.coll;
@@ -112,8 +114,8 @@ GYRE_HOST_DEVICE SlotMeta slotMetaOf(const DeviceCall& call, uint32_t bytes) {
 }
 
 GYRE_HOST_DEVICE bool sameCall(const SlotMeta& got, const DeviceCall& call) {
-  return got.opCount == call.opCount && got.count == call.count && got.coll == call.coll &&
-         got.datatype == call.datatype && got.redop == call.metaRedop;
+  return got.opCount == static_cast<uint32_t>(call.opCount) && got.count == call.count && got.coll == call.coll &&
+         got.datatype == call.datatype && got.redop == call.metaRedop && got.root == call.root;
 }
 
 // One element of an LL step with runtime pre/post flags, through the same

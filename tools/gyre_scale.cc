@@ -1,14 +1,16 @@
 // gyre-scale: how communicator init and a small AllReduce grow with the
 // number of ranks on this host. Forks N ranks (host-memory communicators,
-// ranks joined through one unique id made before the fork, as a program that
-// forks its workers does), and prints one line:
-//   ranks N  init_ms <slowest rank's init>  allreduce_us <mean 8-byte AllReduce>
-// The init time is each rank's gyreCommInitRankHost, from the moment every
-// rank is forked (a shared start time), reduced with max over ranks; the
-// latency is the mean over ITERS calls after 20 warm-up calls, max over ranks.
+// ranks joined through ROOTS unique ids made before the fork, as a program
+// that forks its workers does), and prints one line:
+//   ranks N  init_ms <slowest rank's init>  allreduce_us <mean 8-byte AllReduce>  roots R
+// The init time is each rank's gyreCommInitRankScalableHost (one root: the
+// single-root rendezvous; several: each root gathers a block of ranks), from
+// the moment every rank is forked (a shared start time), reduced with max
+// over ranks; the latency is the mean over ITERS calls after 20 warm-up
+// calls, max over ranks (ITERS = 0: init only, latency 0).
 // scripts/scale-model runs it for several N and fits a model to the numbers.
 //
-// usage: gyre-scale NRANKS [ITERS]
+// usage: gyre-scale NRANKS [ITERS] [ROOTS]
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -36,15 +38,15 @@ struct Shared {
   double latencyUs[1024];
 };
 
-int runRank(Shared* s, int rank, int n, const ncclUniqueId& id, int iters) {
+int runRank(Shared* s, int rank, int n, ncclUniqueId* ids, int roots, int iters) {
   while (s->go.load() == 0) usleep(100);  // fork time is not init time
-  (void)n;
   ncclComm_t comm = nullptr;
-  if (gyreCommInitRankHost(&comm, n, id, rank, nullptr) != ncclSuccess) {
+  if (gyreCommInitRankScalableHost(&comm, n, rank, roots, ids, nullptr) != ncclSuccess) {
     fprintf(stderr, "rank %d: init: %s\n", rank, ncclGetLastError(nullptr));
     return 1;
   }
   s->initMs[rank] = (now() - s->start) * 1e3;
+  if (iters == 0) return ncclCommDestroy(comm) == ncclSuccess ? 0 : 1;
   double v = 1, out = 0;
   for (int i = 0; i < 20; ++i) ncclAllReduce(&v, &out, 1, ncclFloat64, ncclSum, comm, nullptr);
   const double t0 = now();
@@ -67,20 +69,22 @@ int runRank(Shared* s, int rank, int n, const ncclUniqueId& id, int iters) {
 int main(int argc, char** argv) {
   const int n = argc > 1 ? atoi(argv[1]) : 0;
   const int iters = argc > 2 ? atoi(argv[2]) : 200;
-  if (n < 1 || n > 1024 || iters < 1) {
-    fprintf(stderr, "usage: gyre-scale NRANKS(1..1024) [ITERS]\n");
+  const int roots = argc > 3 ? atoi(argv[3]) : 1;
+  if (n < 1 || n > 1024 || iters < 0 || roots < 1 || roots > n) {
+    fprintf(stderr, "usage: gyre-scale NRANKS(1..1024) [ITERS(0: init only)] [ROOTS(1..NRANKS)]\n");
     return 2;
   }
   auto* s = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (s == MAP_FAILED) return 1;
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) {
-    fprintf(stderr, "ncclGetUniqueId: %s\n", ncclGetLastError(nullptr));
-    return 1;
-  }
+  static ncclUniqueId ids[1024];
+  for (int i = 0; i < roots; ++i)
+    if (ncclGetUniqueId(&ids[i]) != ncclSuccess) {
+      fprintf(stderr, "ncclGetUniqueId: %s\n", ncclGetLastError(nullptr));
+      return 1;
+    }
   static pid_t pids[1024];
   for (int r = 0; r < n; ++r)
-    if ((pids[r] = fork()) == 0) _exit(runRank(s, r, n, id, iters));
+    if ((pids[r] = fork()) == 0) _exit(runRank(s, r, n, ids, roots, iters));
   s->start = now();
   s->go.store(1);
   int failed = 0;
@@ -104,6 +108,6 @@ int main(int argc, char** argv) {
     initMax = s->initMs[r] > initMax ? s->initMs[r] : initMax;
     latMax = s->latencyUs[r] > latMax ? s->latencyUs[r] : latMax;
   }
-  printf("ranks %d  init_ms %.1f  allreduce_us %.1f\n", n, initMax, latMax);
+  printf("ranks %d  init_ms %.1f  allreduce_us %.1f  roots %d\n", n, initMax, latMax, roots);
   return 0;
 }

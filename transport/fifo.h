@@ -20,10 +20,14 @@ constexpr int kFifoSlots = 8;
 
 // Describes the data in a slot so the receiver can check that both ranks are
 // running the same collective with the same arguments.
+// The sequence number keeps its low 32 bits (ranks that drift apart by 2^32
+// calls are not a case) to make room for the root within the 24 bytes that
+// three LL units and the device's 64-bit copies carry.
 struct SlotMeta {
-  uint64_t opCount;   // per-communicator collective sequence number
-  uint64_t count;     // the collective's element count
+  uint32_t opCount;   // per-communicator collective sequence number (low 32 bits)
   uint32_t bytes;     // payload bytes in this slot
+  uint64_t count;     // the collective's element count
+  int32_t root;       // Broadcast/Reduce root; -1 for the other collectives
   uint8_t coll;       // CollKind
   uint8_t datatype;   // ncclDataType_t
   uint8_t redop;      // ncclRedOp_t (builtin) or 0xff

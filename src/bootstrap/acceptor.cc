@@ -1,5 +1,6 @@
 #include "src/bootstrap/acceptor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "src/bootstrap/wire.h"
@@ -9,6 +10,11 @@
 namespace gyre {
 namespace {
 constexpr double kHelloSeconds = 2.0;
+// A rank waiting for a peer to connect first gives it this long (it is
+// usually busy with its own set-up), then checks every kProbeEverySeconds
+// that the peer still listens.
+constexpr double kFirstProbeSeconds = 1.0;
+constexpr double kProbeEverySeconds = 0.5;
 constexpr double kPeerRefusedGraceSeconds = 0.5;
 }
 
@@ -31,6 +37,7 @@ ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadlin
   auto key = std::make_pair(fromRank, tag);
   char what[96];
   snprintf(what, sizeof(what), "waiting for rank %d to connect (tag %d)", fromRank, tag);
+  Deadline probeAt = Deadline::afterSeconds(kFirstProbeSeconds);
   for (;;) {
     pending_.poll([this](Socket& s, const NetAddress& from, const ConnHello& hello, bool complete) {
       if (!complete || memcmp(hello.magic, kConnHelloMagic, sizeof(kConnHelloMagic)) != 0) {
@@ -39,7 +46,7 @@ ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadlin
         GYRE_WARN("refused a connection from %s claiming rank %d: wrong session secret (another "
                   "communicator, a stale one, or a caller that knows only the unique id)",
                   from.toString().c_str(), hello.fromRank);
-      } else {
+      } else if (hello.tag != kTagProbe) {
         early_[{hello.fromRank, hello.tag}] = std::move(s);
       }
     });
@@ -49,12 +56,54 @@ ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadlin
       early_.erase(it);
       return ncclSuccess;
     }
+    if (probeAt.expired() && !deadline.expired()) {
+      GYRE_CHECK(probe(fromRank, deadline, abort, what));
+      probeAt = Deadline::afterSeconds(kProbeEverySeconds);
+    }
+    // Wake for the next probe too; that wake-up is no failure.
+    const bool untilProbe = peers_ && probeAt.remainingMs() < deadline.remainingMs();
     Socket s;
     NetAddress from;
     bool sliceEnded = false;
-    GYRE_CHECK(acceptAround(listener_, !pending_.empty(), deadline, abort, what, &s, &from, &sliceEnded));
+    ncclResult_t r;
+    {
+      QuietFailures quiet(untilProbe);
+      r = acceptAround(listener_, !pending_.empty(), untilProbe ? probeAt : deadline, abort, what, &s, &from,
+                       &sliceEnded);
+    }
+    if (r != ncclSuccess && untilProbe && !(abort && abort->load())) continue;
+    GYRE_CHECK(r);
     if (!sliceEnded) pending_.add(std::move(s), from, kHelloSeconds);
   }
+}
+
+ncclResult_t Acceptor::probe(int rank, const Deadline& deadline, const std::atomic<bool>* abort,
+                             const char* what) const {
+  if (!peers_ || rank < 0 || rank >= static_cast<int>(peers_->size())) return ncclSuccess;
+  const PeerInfo& p = (*peers_)[rank];
+  const NetAddress addr = NetAddress::fromWire(p.listen);
+  Socket s;
+  bool refused = false;
+  const Deadline now = Deadline::afterSeconds(0);  // one attempt: it listened before
+  ncclResult_t r;
+  {
+    QuietFailures quiet(true);
+    Deadline attempt = Deadline::afterMs(std::min(200, deadline.remainingMs()));
+    r = Socket::connectTo(addr, attempt, abort, &s, what, &now, &refused);
+  }
+  if (r != ncclSuccess && refused)
+    return fail(ncclRemoteError,
+                "%s: rank %d (%s pid %d) is gone: its listener at %s refuses connections, so it failed or exited "
+                "during init", what, rank, p.host, p.pid, addr.toString().c_str());
+  if (r != ncclSuccess) return ncclSuccess;  // slow or unreachable: the deadline decides
+  ConnHello hello{};
+  memcpy(hello.magic, kConnHelloMagic, sizeof(hello.magic));
+  hello.secret = secret_;
+  hello.fromRank = myRank_;
+  hello.tag = kTagProbe;
+  QuietFailures quiet(true);
+  (void)s.sendAll(&hello, sizeof(hello), Deadline::afterMs(100), abort, what);
+  return ncclSuccess;
 }
 
 ncclResult_t connectToPeer(const NetAddress& peer, uint64_t secret, int myRank, int tag,

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "src/bootstrap/pending_hellos.h"
 #include "src/bootstrap/socket.h"
@@ -20,6 +21,13 @@ class Acceptor {
   // table, whose reply brings the session secret (setSecret).
   ncclResult_t listen(const NetAddress& bindAddr);
   void setSecret(uint64_t secret) { secret_ = secret; }
+  // The peer table (from the same rendezvous): every rank in it listened
+  // before it joined, so while acceptFrom waits for a rank it probes that
+  // rank's listener, and a refusal means the rank is gone.
+  void setPeers(const std::vector<PeerInfo>* peers, int myRank) {
+    peers_ = peers;
+    myRank_ = myRank;
+  }
   const NetAddress& address() const { return address_; }
 
   // Returns the connection from `fromRank` with `tag`, accepting until it comes.
@@ -29,14 +37,22 @@ class Acceptor {
   void close();
 
  private:
+  // Fails naming `rank` if its listener refuses a connection.
+  ncclResult_t probe(int rank, const Deadline& deadline, const std::atomic<bool>* abort, const char* what) const;
+
   Socket listener_;
   NetAddress address_;
   uint64_t secret_ = 0;
+  const std::vector<PeerInfo>* peers_ = nullptr;
+  int myRank_ = -1;
   std::map<std::pair<int, int>, Socket> early_;
   PendingHellos<ConnHello> pending_;  // accepted, hello not read yet
 };
 
-// Connects to a peer's acceptor and introduces this rank with `tag`.
+// Connects to a peer's acceptor and introduces this rank with `tag`. The
+// peer listened before it joined the rendezvous, so a refusal that lasts
+// half a second means it failed or exited: that fails at once rather than
+// at the deadline.
 ncclResult_t connectToPeer(const NetAddress& peer, uint64_t secret, int myRank, int tag,
                            const Deadline& deadline, const std::atomic<bool>* abort, Socket* out,
                            const char* what);

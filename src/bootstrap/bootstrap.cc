@@ -9,7 +9,7 @@
 
 namespace gyre {
 
-ncclResult_t Bootstrap::create(const UniqueIdContents& id, int rank, int nranks, PeerInfo self,
+ncclResult_t Bootstrap::create(const std::vector<UniqueIdContents>& ids, int rank, int nranks, PeerInfo self,
                                const Deadline& connectDeadline, const Deadline& deadline,
                                const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out) {
   auto b = std::make_unique<Bootstrap>();
@@ -21,8 +21,9 @@ ncclResult_t Bootstrap::create(const UniqueIdContents& id, int rank, int nranks,
   GYRE_CHECK(selectInterface(&itf));
   GYRE_CHECK(b->acceptor_.listen(itf.address));
   self.listen = b->acceptor_.address().toWire();
-  GYRE_CHECK(joinRendezvous(id, rank, nranks, self, connectDeadline, deadline, abort, &b->peers_, &b->secret_));
+  GYRE_CHECK(joinRendezvous(ids, rank, nranks, self, connectDeadline, deadline, abort, &b->peers_, &b->secret_));
   b->acceptor_.setSecret(b->secret_);
+  b->acceptor_.setPeers(&b->peers_, rank);
   if (nranks > 1) {
     int next = (rank + 1) % nranks;
     int prev = (rank + nranks - 1) % nranks;

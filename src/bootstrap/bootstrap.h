@@ -15,9 +15,10 @@ namespace gyre {
 
 class Bootstrap {
  public:
-  // Runs the rendezvous and connects the bootstrap ring. `self` is filled in
-  // with this rank's listen address before it is sent.
-  static ncclResult_t create(const UniqueIdContents& id, int rank, int nranks, PeerInfo self,
+  // Runs the rendezvous (at ids[0], or with several ids at the root of this
+  // rank's block) and connects the bootstrap ring. `self` is filled in with
+  // this rank's listen address before it is sent.
+  static ncclResult_t create(const std::vector<UniqueIdContents>& ids, int rank, int nranks, PeerInfo self,
                              const Deadline& connectDeadline, const Deadline& deadline,
                              const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out);
 

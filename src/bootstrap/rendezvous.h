@@ -1,7 +1,10 @@
 // The rendezvous: one root gathers every rank's PeerInfo and sends back the
 // full table with a fresh random session secret. The root runs as a thread in
 // the process that called ncclGetUniqueId, or in rank 0 when NCCL_COMM_ID
-// fixes its address.
+// fixes its address. With several ids (ncclCommInitRankScalable) each id's
+// root gathers one block of ranks (root_blocks.h), roots 1.. hand their blocks
+// to root 0, and every root sends root 0's table to its own ranks: no root
+// accepts more than its block (plus, at root 0, one connection per root).
 #pragma once
 
 #include <atomic>
@@ -14,9 +17,9 @@
 
 namespace gyre {
 
-// Serves one rendezvous on `listener` until every rank has joined or
-// `timeoutSeconds` passes; in the latter case it tells the ranks that did join
-// which ranks are missing. Hellos without the id's secret are refused and logged.
+// Serves one rendezvous on `listener` until every rank (of its block) has
+// joined or `timeoutSeconds` passes; in the latter case it tells the ranks
+// that did join which ranks (or roots) are missing. Hellos without the id's secret are refused and logged.
 void serveRendezvous(Socket listener, uint64_t secret, double timeoutSeconds);
 
 // Starts a root on the interface chosen by NCCL_SOCKET_IFNAME (for ncclGetUniqueId).
@@ -30,7 +33,8 @@ ncclResult_t startFixedRoot(const UniqueIdContents& contents, std::thread* threa
 // Reaching the root is bounded by `connectDeadline` (GYRE_INIT_TIMEOUT); the
 // answer may take until `deadline`, a little later, so that the root's own
 // "rank K did not join" message arrives before this rank gives up.
-ncclResult_t joinRendezvous(const UniqueIdContents& id, int rank, int nranks, const PeerInfo& self,
+// With several ids the rank reports to ids[rootOfRank(rank)].
+ncclResult_t joinRendezvous(const std::vector<UniqueIdContents>& ids, int rank, int nranks, const PeerInfo& self,
                             const Deadline& connectDeadline, const Deadline& deadline,
                             const std::atomic<bool>* abort, std::vector<PeerInfo>* peers,
                             uint64_t* sessionSecret);

@@ -26,12 +26,23 @@ struct PeerInfo {
   int64_t busId;
 };
 
-// Rank -> root: "I am rank r of n", proving the unique id's secret.
+// Rank -> root: "I am rank r of n", proving the unique id's secret. With
+// several roots (ncclCommInitRankScalable) a rank reports to root
+// rootOfRank(rank) and names root 0, where every root takes its block; root
+// i > 0 itself sends root 0 this hello with fromRoot = 1, rank = the first
+// rank of its block and root 0's secret, then a RootReply whose nranks is the
+// block's size and that many PeerInfo records.
 struct RootHello {
   char magic[8];
   uint64_t secret;
   int32_t rank;
   int32_t nranks;
+  int32_t nRoots;     // 1: one root serves every rank
+  int32_t rootIndex;  // the root this hello goes to (a root's hello: the sender's)
+  WireAddress firstRoot;
+  uint64_t firstRootSecret;
+  int32_t fromRoot;
+  int32_t pad;
   PeerInfo info;
 };
 
@@ -62,6 +73,8 @@ constexpr char kConnHelloMagic[8] = {'G', 'Y', 'R', 'E', 'C', 'O', 'N', 'N'};
 
 // Connection tags. Transport tags encode channel and purpose above this base.
 constexpr int32_t kTagBootstrapRing = 1;
+// A liveness probe from a rank waiting for this one to connect: dropped.
+constexpr int32_t kTagProbe = 2;
 constexpr int32_t kTagTransportBase = 1000;
 
 }  // namespace gyre

@@ -20,6 +20,13 @@ enum class CollKind : uint8_t {
 inline size_t inputBlocks(CollKind k, int nranks) { return k == CollKind::ReduceScatter ? size_t(nranks) : 1; }
 inline size_t outputBlocks(CollKind k, int nranks) { return k == CollKind::AllGather ? size_t(nranks) : 1; }
 
+// The root a rooted collective's steps carry in their SlotMeta, so that
+// ranks passing different roots are found by the call itself; -1 for the
+// others (a Send/Recv's "root" is its peer, which differs by rank).
+inline int32_t metaRootOf(CollKind k, int root) {
+  return k == CollKind::Broadcast || k == CollKind::Reduce ? root : -1;
+}
+
 inline const char* collName(CollKind k) {
   switch (k) {
     case CollKind::AllReduce: return "ncclAllReduce";

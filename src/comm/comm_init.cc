@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "src/bootstrap/rendezvous.h"
+#include "src/bootstrap/root_gather.h"
 #include "src/comm/comm.h"
 #include "src/comm/config_read.h"
 #include "src/comm/connect_channels.h"
@@ -65,7 +66,24 @@ ncclResult_t checkPeersAgree(const ncclComm* comm) {
 }
 
 
-ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* rootThread) {
+// The ids' contents; several must be distinct ncclGetUniqueId ids (an
+// NCCL_COMM_ID root lives in rank 0, and the roots must be different ones).
+ncclResult_t decodeIds(const std::vector<ncclUniqueId>& ids, std::vector<UniqueIdContents>* out) {
+  out->resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    GYRE_CHECK(decodeUniqueId(ids[i], &(*out)[i]));
+    if (ids.size() > 1 && (*out)[i].fixedAddress)
+      return fail(ncclInvalidArgument, "commIds[%zu] comes from NCCL_COMM_ID; several roots need ids from "
+                  "ncclGetUniqueId, each made by a different call", i);
+    for (size_t k = 0; k < i; ++k)
+      if ((*out)[k].root.toString() == (*out)[i].root.toString())
+        return fail(ncclInvalidArgument, "commIds[%zu] and commIds[%zu] name the same root %s; each id must come "
+                    "from its own ncclGetUniqueId call", k, i, (*out)[i].root.toString().c_str());
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t buildComm(ncclComm* comm, const std::vector<ncclUniqueId>& ids, std::thread* rootThread) {
   int64_t buffSize = 0, initTimeout = 0, collTimeout = 0;
   GYRE_CHECK(env::validateAll());
   GYRE_CHECK(validateAlgorithmSettings());
@@ -75,9 +93,9 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   comm->slotBytes = static_cast<size_t>(buffSize) / kFifoSlots;
   comm->collTimeoutSeconds = static_cast<double>(collTimeout);
 
-  UniqueIdContents contents;
-  GYRE_CHECK(decodeUniqueId(id, &contents));
-  if (contents.fixedAddress && comm->rank == 0) GYRE_CHECK(startFixedRoot(contents, rootThread));
+  std::vector<UniqueIdContents> contents;
+  GYRE_CHECK(decodeIds(ids, &contents));
+  if (contents[0].fixedAddress && comm->rank == 0) GYRE_CHECK(startFixedRoot(contents[0], rootThread));
 
   PeerInfo self{};
   self.rank = comm->rank;
@@ -91,7 +109,9 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   self.buffSize = buffSize;
   self.numaNode = topo::processNumaNode();
   Deadline connectDeadline = Deadline::afterSeconds(static_cast<double>(initTimeout));
-  Deadline deadline = Deadline::afterSeconds(static_cast<double>(initTimeout) + kRootGraceSeconds);
+  // Several roots: root 0 waits a little longer for the others (root_gather.h).
+  const double grace = kRootGraceSeconds + (ids.size() > 1 ? 2 * kRootExchangeGraceSeconds : 0.0);
+  Deadline deadline = Deadline::afterSeconds(static_cast<double>(initTimeout) + grace);
   GYRE_CHECK(Bootstrap::create(contents, comm->rank, comm->nranks, self, connectDeadline, deadline,
                                &comm->abortFlag, &comm->bootstrap));
   GYRE_CHECK(checkPeersAgree(comm));
@@ -118,9 +138,9 @@ ncclResult_t buildComm(ncclComm* comm, const ncclUniqueId& id, std::thread* root
   return comm->bootstrap->barrier(deadline, &comm->abortFlag);
 }
 
-ncclResult_t buildAndJoinRoot(ncclComm* comm, const ncclUniqueId& id) {
+ncclResult_t buildAndJoinRoot(ncclComm* comm, const std::vector<ncclUniqueId>& ids) {
   std::thread rootThread;
-  ncclResult_t r = buildComm(comm, id, &rootThread);
+  ncclResult_t r = buildComm(comm, ids, &rootThread);
   if (rootThread.joinable()) rootThread.join();
   return r;
 }
@@ -129,11 +149,19 @@ ncclResult_t buildAndJoinRoot(ncclComm* comm, const ncclUniqueId& id) {
 
 ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
                               const ncclConfig_t* config, bool isHost, const char* caller) {
+  return initCommunicator(out, nranks, std::vector<ncclUniqueId>{id}, rank, config, isHost, caller);
+}
+
+ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const std::vector<ncclUniqueId>& ids, int rank,
+                              const ncclConfig_t* config, bool isHost, const char* caller) {
   if (!out) return fail(ncclInvalidArgument, "%s: comm (the output pointer) is NULL", caller);
   *out = nullptr;
   if (nranks < 1) return fail(ncclInvalidArgument, "%s: nranks=%d must be at least 1", caller, nranks);
   if (rank < 0 || rank >= nranks)
     return fail(ncclInvalidArgument, "%s: rank=%d is outside 0..%d (nranks=%d)", caller, rank, nranks - 1, nranks);
+  if (ids.empty() || static_cast<int>(ids.size()) > nranks)
+    return fail(ncclInvalidArgument, "%s: nId=%zu must be in 1..nranks (%d): each root serves at least one rank",
+                caller, ids.size(), nranks);
   ncclConfig_t settings;
   GYRE_CHECK(readConfig(config, caller, &settings));
   config = &settings;  // from here on only the fields the caller's config.version has
@@ -155,9 +183,9 @@ ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const ncclUniqueId& i
     // finishes, then ncclSuccess or the error. A failed one stays allocated
     // (without connections) for the caller to destroy or abort.
     comm->asyncError.store(ncclInProgress);
-    comm->initThread = std::thread([comm, id, caller] {
+    comm->initThread = std::thread([comm, ids, caller] {
       ScopedLogRank threadRank(comm->rank);
-      ncclResult_t result = buildAndJoinRoot(comm, id);
+      ncclResult_t result = buildAndJoinRoot(comm, ids);
       if (result != ncclSuccess) {
         {
           std::lock_guard<std::mutex> lock(comm->errorMutex);
@@ -172,7 +200,7 @@ ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const ncclUniqueId& i
     *out = comm;
     return ncclInProgress;
   }
-  r = buildAndJoinRoot(comm, id);
+  r = buildAndJoinRoot(comm, ids);
   if (r != ncclSuccess) {
     releaseCommResources(comm);
     comm->magic = 0;

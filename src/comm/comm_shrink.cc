@@ -1,4 +1,4 @@
-// ncclCommShrink, ncclCommRevoke and ncclCommInitRankScalable.
+// ncclCommShrink, ncclCommRevoke and ncclCommInitRankScalable (and its host twin).
 //
 // Shrink is called only by the ranks that stay (the excluded ones may be
 // dead), so it cannot use the parent's bootstrap ring, which needs every
@@ -116,13 +116,24 @@ GYRE_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return ncclSuccess;
 }
 
-GYRE_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
-                                                  ncclUniqueId* commIds, ncclConfig_t* config) {
-  const char* fn = "ncclCommInitRankScalable";
+namespace {
+ncclResult_t initScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, const ncclUniqueId* commIds,
+                          ncclConfig_t* config, bool isHost, const char* fn) {
   if (nId < 1) return fail(ncclInvalidArgument, "%s: nId %d must be at least 1", fn, nId);
   if (!commIds) return fail(ncclInvalidArgument, "%s: commIds is NULL", fn);
-  // One root serves every rank here; roots of the other ids go unused and
-  // give up at GYRE_INIT_TIMEOUT.
-  if (nId > 1) GYRE_INFO("INIT", "%s: %d ids given; gyre rendezvouses every rank at the first", fn, nId);
-  return initCommunicator(newcomm, nranks, commIds[0], myrank, config, /*isHost=*/false, fn);
+  // Each id's root serves one block of ranks (src/bootstrap/root_blocks.h).
+  return initCommunicator(newcomm, nranks, std::vector<ncclUniqueId>(commIds, commIds + nId), myrank, config,
+                          isHost, fn);
+}
+}  // namespace
+
+GYRE_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                  ncclUniqueId* commIds, ncclConfig_t* config) {
+  return initScalable(newcomm, nranks, myrank, nId, commIds, config, /*isHost=*/false, "ncclCommInitRankScalable");
+}
+
+GYRE_EXPORT ncclResult_t gyreCommInitRankScalableHost(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                      ncclUniqueId* commIds, ncclConfig_t* config) {
+  return initScalable(newcomm, nranks, myrank, nId, commIds, config, /*isHost=*/true,
+                      "gyreCommInitRankScalableHost");
 }

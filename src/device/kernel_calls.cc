@@ -178,6 +178,7 @@ DeviceCall describeCall(const DeviceRequest& c, const KernelState::Lanes& lanes)
   d.buffers[kOutputBuffer] = c.output;
   d.count = c.count;
   d.opCount = ++comm->opCount;
+  d.root = metaRootOf(c.coll, c.root);
   d.nranks = comm->nranks;
   setCallScalar(c, &d);
   d.status = comm->kernels->statusDevice;
@@ -222,7 +223,8 @@ const char* describeKind(int32_t kind) {
 // The call a failed lane was in, as its SlotMeta would say it.
 SlotMeta ownCall(const DeviceStatus& st) {
   SlotMeta m{};
-  m.opCount = st.opCount;
+  m.opCount = static_cast<uint32_t>(st.opCount);
+  m.root = st.root;
   m.count = st.count;
   m.coll = st.coll;
   m.datatype = st.datatype;

@@ -217,6 +217,7 @@ LaneSpec baseSpec(const PendingCall& c, bool withScalar = true) {
   spec.datatype = c.datatype;
   spec.op = c.op;
   spec.count = c.callCount ? c.callCount : c.count;
+  spec.root = metaRootOf(c.coll, c.root);
   spec.buffers[kInputBuffer] = const_cast<void*>(c.input);
   spec.buffers[kOutputBuffer] = c.output;
   if (withScalar && c.scalar.present) {

@@ -19,7 +19,7 @@ ncclResult_t checkSlotMeta(const LaneSpec& spec, HostComm* comm, const Connectio
   SlotMeta want = makeSlotMeta(spec, expectedBytes);
   ncclResult_t r = ncclSuccess;
   if (got.opCount != want.opCount || got.coll != want.coll || got.count != want.count ||
-      got.datatype != want.datatype || got.redop != want.redop) {
+      got.datatype != want.datatype || got.redop != want.redop || got.root != want.root) {
     r = failMismatchedCalls(in.peer, got, spec.rank, want);
   } else if (got.bytes != expectedBytes) {
     r = fail(ncclInternalError, "%s #%llu: rank %d sent %u bytes for a %u-byte step", collName(spec.coll),

@@ -85,6 +85,12 @@ void ProgressEngine::appendPollFds(std::vector<pollfd>* fds) const {
     }
 }
 
+void ProgressEngine::appendReadableReceivers(std::vector<Connection*>* out) const {
+  for (const auto* list : {&conns_, &shared_})
+    for (Connection* c : *list)
+      if (!c->isSend) out->push_back(c);
+}
+
 void ProgressEngine::sendAbortNotices(int culprit) {
   for (Connection* c : conns_)
     if (c->isSend) c->transport->sendAbortNotice(*c, culprit);

@@ -47,6 +47,10 @@ class ProgressEngine {
 
   void sendAbortNotices(int culprit);
 
+  // The receiving connections whose FIFO this host can read (sockets and
+  // shared memory, not p2p device memory).
+  void appendReadableReceivers(std::vector<Connection*>* out) const;
+
   // Sleeps until one of `conns` (all sharedCounters) may have moved, or
   // timeoutMs passes. `draining` tells what a blocked send connection waits
   // for: every step consumed, instead of a free slot.

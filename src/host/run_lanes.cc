@@ -12,6 +12,7 @@
 #include "src/debug/deadline.h"
 #include "src/debug/error.h"
 #include "src/host/executor.h"
+#include "src/host/foreign_steps.h"
 
 namespace gyre {
 namespace {
@@ -29,6 +30,10 @@ constexpr int kPollSliceMs = 50;  // also bounds how late an abort or a dead pee
 // yielding measured alike).
 constexpr auto kYieldSpare = std::chrono::microseconds(200);
 constexpr auto kYieldOversubscribed = std::chrono::microseconds(50);
+
+// A stall this long (a peer's step takes microseconds) is worth a look at the
+// connections the call does not use.
+constexpr auto kForeignStepsAfter = std::chrono::milliseconds(20);
 
 using Lanes = std::vector<std::unique_ptr<Lane>>;
 
@@ -391,7 +396,12 @@ ncclResult_t runLanes(Lanes& lanes) {
         if (const Connection* c = l->blockingConnection()) return describeStall(*l, c, waiter.timeoutSeconds, false);
       return noProgressAtAll(lanes, waiter.timeoutSeconds);
     }
-    waiter.sleep(lanes, deadline, false, idle - waiter.spinsBeforeBlocking - 1);
+    const int round = idle - waiter.spinsBeforeBlocking - 1;
+    // Only a wait that has lasted looks for a peer's step where this call
+    // does not read (foreign_steps.h): nothing on the fast path.
+    if (round > 0 && !held.held() && std::chrono::steady_clock::now() - waiter.idleSince > kForeignStepsAfter)
+      GYRE_CHECK(checkForeignSteps(lanes));
+    waiter.sleep(lanes, deadline, false, round);
   }
   // The lanes' last steps have not been announced to sleeping peers yet.
   waiter.wakePeers();

@@ -25,6 +25,7 @@ struct LaneSpec {
   ncclRedOp_t op = ncclSum;
   size_t count = 0;         // the call's count, stamped into SlotMeta for peer checks
   uint64_t opCount = 0;     // the call's sequence number (per connection for send/recv)
+  int32_t root = -1;        // metaRootOf(coll, the call's root), stamped into SlotMeta
   int channel = 0;
   const Step* steps = nullptr;
   size_t nsteps = 0;

@@ -17,6 +17,8 @@ SlotMeta makeSlotMeta(const LaneSpec& spec, uint32_t bytes);
 
 // The error for a step whose metadata (`sent` by `sender`) is not this rank's
 // own call (`own`).
-ncclResult_t failMismatchedCalls(int sender, const SlotMeta& sent, int self, const SlotMeta& own);
+// `note` is appended (a step found where this rank's call does not look).
+ncclResult_t failMismatchedCalls(int sender, const SlotMeta& sent, int self, const SlotMeta& own,
+                                 const char* note = "");
 
 }  // namespace gyre

@@ -24,13 +24,12 @@ constexpr int kRanks = 3;
 using Call = std::function<ncclResult_t(int rank, ncclComm_t comm, std::vector<int32_t>& in, std::vector<int32_t>& out)>;
 
 // What the ranks must say. kMismatched: some rank's error says "mismatched"
-// and names the odd rank and another. kStall: the calls run on connections
-// that carry no shared slot to compare (a tree vs a ring), so the mismatch
-// shows as a stall: every rank fails at GYRE_TIMEOUT naming its own call and
-// a peer. kNextCall: the disagreeing call completes on every rank, but it leaves a
-// step where no rank expects one, so the next call fails on every rank and
-// some rank's error says "mismatched", naming the odd rank.
-enum class Expect { kMismatched, kStall, kNextCall };
+// and names the odd rank and another, and every rank fails well before
+// GYRE_TIMEOUT. kRootInCall: the rank that receives a step stamped with another
+// root fails the call itself, saying "mismatched" and naming both ranks and
+// both roots; a rank whose part of the call needs nothing from the odd
+// rank's chain (the root only sends) completes it, and its next call fails.
+enum class Expect { kMismatched, kRootInCall };
 
 void expectMismatchReported(const char* name, int oddRank, const Call& call, Expect expect = Expect::kMismatched,
                             const decltype(RankOptions::env)& extraEnv = {}) {
@@ -51,8 +50,8 @@ void expectMismatchReported(const char* name, int oddRank, const Call& call, Exp
         const double t0 = monotonicSeconds();
         rankRecord("t_call", std::to_string(t0));
         r = call(rank, comm, in, out);
-        if (expect == Expect::kNextCall) {
-          RANK_CHECK(r == ncclSuccess, "rank %d: the disagreeing call failed: %s", rank, lastError().c_str());
+        if (expect == Expect::kRootInCall && r != ncclSuccess) rankRecord("in_call", lastError());
+        if (expect == Expect::kRootInCall && r == ncclSuccess) {
           std::vector<int64_t> v(kCount, rank + 1), sum(kCount);
           r = ncclAllReduce(v.data(), sum.data(), kCount, ncclInt64, ncclSum, comm, nullptr);
         }
@@ -64,6 +63,9 @@ void expectMismatchReported(const char* name, int oddRank, const Call& call, Exp
                    "rank %d: the error names no rank: %s", rank, msg.c_str());
         RANK_CHECK(monotonicSeconds() - t0 < kTimeout_s + 3, "rank %d: took %.1f s to fail", rank,
                    monotonicSeconds() - t0);
+        if (expect == Expect::kMismatched)
+          RANK_CHECK(monotonicSeconds() - t0 < kTimeout_s - 1, "rank %d: took %.1f s to fail, near GYRE_TIMEOUT=%d",
+                     rank, monotonicSeconds() - t0, kTimeout_s);
         ncclCommAbort(comm);
         const std::string left = recordLeftovers(b);
         RANK_CHECK(left.empty(), "rank %d: after ncclCommAbort: %s", rank, left.c_str());
@@ -85,24 +87,40 @@ void expectMismatchReported(const char* name, int oddRank, const Call& call, Exp
     for (int p = 0; p < kRanks; ++p) other |= p != oddRank && containsWord(e, "rank " + std::to_string(p));
     named |= containsNoCase(e, "mismatched") && containsWord(e, "rank " + std::to_string(oddRank)) && other;
   }
-  if (expect == Expect::kMismatched || expect == Expect::kNextCall) CHECK(named);
+  if (expect == Expect::kMismatched) CHECK(named);
+  if (expect == Expect::kRootInCall) {
+    // The call itself, on some rank, names the odd rank, a rank that
+    // disagrees with it, and both roots.
+    bool inCall = false;
+    for (const RankOutcome& r : result.ranks) {
+      auto it = r.records.find("in_call");
+      if (it == r.records.end()) continue;
+      const std::string& e = it->second;
+      bool other = false;
+      for (int p = 0; p < kRanks; ++p) other |= p != oddRank && containsWord(e, "rank " + std::to_string(p));
+      inCall |= containsNoCase(e, "mismatched") && containsWord(e, "rank " + std::to_string(oddRank)) && other &&
+                containsWord(e, "root 0") && containsWord(e, "root 1");
+    }
+    CHECK(inCall);
+  }
 }
 
 }  // namespace
 
-TEST_CASE("rank 2 calling AllGather while the others call AllReduce fails every rank within GYRE_TIMEOUT",
+TEST_CASE("rank 2 calling AllGather while the others call AllReduce is reported as mismatched at once",
           "[faults][mismatch]") {
   // At this size the AllReduce runs on the trees and the AllGather on the
   // rings: different connections, so no slot of one reaches the other's
-  // check, and the ranks wait until GYRE_TIMEOUT, each naming its own call
-  // and the peer it waited for. (Found by this case; a cross-call agreement
-  // check would be needed to say "mismatched" here.)
-  expectMismatchReported("different collectives (AllGather vs AllReduce; seen as a stall)", 2,
+  // own check. Rank 0, stalled in its tree AllReduce, finds rank 2's ring
+  // step stamped with the same call number on a connection its call does
+  // not use (src/host/foreign_steps.h) and names both calls; the others
+  // learn it from rank 0's abort notice. (Before, every rank waited until
+  // GYRE_TIMEOUT.)
+  expectMismatchReported("different collectives (AllGather on rings vs AllReduce on trees)", 2,
                          [](int rank, ncclComm_t comm, std::vector<int32_t>& in, std::vector<int32_t>& out) {
                            if (rank == 2) return ncclAllGather(in.data(), out.data(), kCount, ncclInt32, comm, nullptr);
                            return ncclAllReduce(in.data(), out.data(), kCount, ncclInt32, ncclSum, comm, nullptr);
-                         },
-                         Expect::kStall);
+                         });
 }
 
 TEST_CASE("rank 1 passing a larger count to AllReduce is reported as mismatched, naming rank 1",
@@ -132,19 +150,32 @@ TEST_CASE("rank 1 reducing with max where the others sum is reported as mismatch
                          });
 }
 
-TEST_CASE("ranks disagreeing on a Broadcast root: the next call fails every rank, naming the disagreement",
+TEST_CASE("ranks disagreeing on a Broadcast root: the Broadcast itself fails naming both roots",
           "[faults][mismatch]") {
-  // A slot's metadata carries no root (nor does NCCL check one). On the ring
-  // 0 1 2, rank 2, thinking the root is 1, takes what rank 1 forwards from
-  // root 0, so the Broadcast itself completes everywhere; but rank 2 also
-  // sends its chain's last hop to rank 0, a step rank 0 never expects, and
-  // rank 0's next call from rank 2 finds it and names both calls. The ring
-  // is forced: on 3 ranks the tuner picks the Direct broadcast at this size,
-  // where rank 2 waits for rank 1 instead and fails at GYRE_TIMEOUT.
-  expectMismatchReported("different roots (Broadcast root 1 vs 0, ring): found by the next call", 2,
+  // A slot's metadata carries the root of Broadcast and Reduce. On the ring
+  // 0 1 2, rank 2, thinking the root is 1, receives rank 1's forward of root
+  // 0's data stamped "root 0" and fails the Broadcast naming ranks 1 and 2
+  // and both roots. Ranks 0 and 1 need nothing from rank 2 in this call and
+  // may complete it; their next call then fails (rank 2's abort notice). The
+  // ring is forced: on 3 ranks the tuner picks the Direct broadcast at this
+  // size, where rank 2 waits for rank 1 instead and fails at GYRE_TIMEOUT.
+  expectMismatchReported("different roots (Broadcast root 1 vs 0, ring): found by the Broadcast itself", 2,
                          [](int rank, ncclComm_t comm, std::vector<int32_t>& in, std::vector<int32_t>& out) {
                            return ncclBroadcast(in.data(), out.data(), kCount, ncclInt32, rank == 2 ? 1 : 0, comm,
                                                 nullptr);
                          },
-                         Expect::kNextCall, {{"NCCL_ALGO", "Ring"}});
+                         Expect::kRootInCall, {{"NCCL_ALGO", "Ring"}});
+}
+
+TEST_CASE("ranks disagreeing on a Reduce root: the Reduce itself fails naming both roots", "[faults][mismatch]") {
+  // On the ring 0 1 2 the chain to root 0 is 1 -> 2 -> 0; rank 2, thinking
+  // the root is 1, starts its own chain 2 -> 0 -> 1, so rank 0 receives a
+  // step stamped "root 1" and fails the Reduce naming ranks 2 and 0 and both
+  // roots. (Ring forced for the same reason as the Broadcast row.)
+  expectMismatchReported("different roots (Reduce root 1 vs 0, ring): found by the Reduce itself", 2,
+                         [](int rank, ncclComm_t comm, std::vector<int32_t>& in, std::vector<int32_t>& out) {
+                           return ncclReduce(in.data(), out.data(), kCount, ncclInt32, ncclSum, rank == 2 ? 1 : 0,
+                                             comm, nullptr);
+                         },
+                         Expect::kRootInCall, {{"NCCL_ALGO", "Ring"}});
 }

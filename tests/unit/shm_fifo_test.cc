@@ -48,7 +48,7 @@ void post(Connection& c, uint32_t bytes) {
   auto* p = reinterpret_cast<uint32_t*>(c.fifo.payload(c.step, bytes));
   for (size_t i = 0; i < bytes / 4; ++i) p[i] = word(c.step, i);
   SlotMeta m{};
-  m.opCount = c.step;
+  m.opCount = static_cast<uint32_t>(c.step);  // SlotMeta keeps 32 bits; count carries all 64
   m.count = ~c.step;
   m.bytes = bytes;
   m.coll = static_cast<uint8_t>(c.step);
@@ -62,7 +62,8 @@ std::string consume(Connection& c, size_t slotBytes) {
   const SlotMeta& m = c.fifo.metaOf(c.step);
   const uint32_t want = bytesOf(c.step, slotBytes);
   std::string bad;
-  if (m.opCount != c.step || m.count != ~c.step || m.bytes != want || m.coll != static_cast<uint8_t>(c.step))
+  if (m.opCount != static_cast<uint32_t>(c.step) || m.count != ~c.step || m.bytes != want ||
+      m.coll != static_cast<uint8_t>(c.step))
     bad = "step " + std::to_string(c.step) + ": meta says step " + std::to_string(m.opCount) + ", " +
           std::to_string(m.bytes) + " bytes (expected " + std::to_string(want) + ")";
   const auto* p = reinterpret_cast<const uint32_t*>(c.fifo.payload(c.step, want));

@@ -1,0 +1,184 @@
+#include "src/bootstrap/root_gather.h"
+
+#include <cstring>
+
+#include "src/bootstrap/pending_hellos.h"
+#include "src/bootstrap/root_blocks.h"
+#include "src/bootstrap/root_exchange.h"
+#include "src/debug/error.h"
+#include "src/debug/log.h"
+
+namespace gyre {
+namespace {
+
+// A connection that does not send a full hello this fast is not a gyre rank.
+constexpr double kHelloSeconds = 2.0;
+// Like NCCL's root, wait long for the first rank (the id may travel slowly to
+// the ranks); once one has joined the others get GYRE_INIT_TIMEOUT.
+constexpr double kFirstArrivalSeconds = 3600.0;
+// A root that proved root 0's secret sends its block right after its hello.
+constexpr double kBlockSeconds = 10.0;
+
+std::string str(int v) { return std::to_string(v); }
+
+// The first caller fixes what the others must agree on.
+void adopt(RootGather* g, const RootHello& h, double timeoutSeconds, Deadline* deadline) {
+  if (g->nranks >= 0) return;
+  g->nranks = h.nranks;
+  g->nRoots = h.nRoots;
+  g->rootIndex = h.fromRoot ? 0 : h.rootIndex;
+  g->firstRoot = h.firstRoot;
+  g->firstRootSecret = h.firstRootSecret;
+  const bool waitsForRoots = g->nRoots > 1 && g->rootIndex == 0;
+  *deadline = Deadline::afterSeconds(timeoutSeconds + (waitsForRoots ? kRootExchangeGraceSeconds : 0.0));
+}
+
+// Why a caller does not fit with those before it ("" if it does).
+std::string disagreement(const RootGather& g, const RootHello& h) {
+  const std::string who = h.fromRoot ? "root " + str(h.rootIndex) : "rank " + str(h.rank);
+  if (h.nranks != g.nranks)
+    return who + " called init with nranks=" + str(h.nranks) + " but another rank used nranks=" + str(g.nranks);
+  if (h.nRoots != g.nRoots)
+    return who + " was given " + str(h.nRoots) + " unique ids (nId) but another rank " + str(g.nRoots);
+  if (h.nRoots < 1 || h.nRoots > h.nranks)
+    return who + " has nId=" + str(h.nRoots) + " outside 1.." + str(h.nranks);
+  if (h.fromRoot) {
+    if (g.rootIndex != 0 || h.rootIndex < 1 || h.rootIndex >= g.nRoots)
+      return "root " + str(h.rootIndex) + " delivered its ranks to root " + str(g.rootIndex) +
+             ", which is not root 0: the ranks passed their unique ids in different orders";
+    for (const RootBlock& b : g.roots)
+      if (b.hello.rootIndex == h.rootIndex) return "two roots claim to be root " + str(h.rootIndex);
+    return "";
+  }
+  if (h.rank < 0 || h.rank >= g.nranks)
+    return "a rank joined with rank=" + str(h.rank) + " outside 0.." + str(g.nranks - 1);
+  if (h.rootIndex != g.rootIndex)
+    return "rank " + str(h.rank) + " reported to this root as commIds[" + str(h.rootIndex) +
+           "] but an earlier caller as commIds[" + str(g.rootIndex) +
+           "]: the ranks passed their unique ids in different orders";
+  if (h.rootIndex != rootOfRank(h.rank, g.nranks, g.nRoots))
+    return "rank " + str(h.rank) + " belongs to root " + str(rootOfRank(h.rank, g.nranks, g.nRoots)) +
+           " but reported to root " + str(h.rootIndex);
+  if (memcmp(&h.firstRoot, &g.firstRoot, sizeof(h.firstRoot)) != 0 || h.firstRootSecret != g.firstRootSecret)
+    return "rank " + str(h.rank) + " has a different commIds[0] than an earlier rank of the same root";
+  return "";
+}
+
+// Reads the block that a root's hello announced.
+std::string readBlock(RootBlock* b, int nranks, int nRoots) {
+  Deadline deadline = Deadline::afterSeconds(kBlockSeconds);
+  RootReply status{};
+  const std::string who = "root " + str(b->hello.rootIndex);
+  if (b->socket.recvAll(&status, sizeof(status), deadline, nullptr, "rendezvous root 0: a root's block") !=
+      ncclSuccess)
+    return who + " connected to root 0 but sent no block";
+  status.message[sizeof(status.message) - 1] = '\0';
+  if (status.status != kRootOk) return status.message;
+  const int size = blockSizeOfRoot(b->hello.rootIndex, nranks, nRoots);
+  if (status.nranks != size)
+    return who + " delivered " + str(status.nranks) + " ranks, expected " + str(size);
+  b->records.resize(size);
+  if (b->socket.recvAll(b->records.data(), size * sizeof(PeerInfo), deadline, nullptr,
+                        "rendezvous root 0: a root's block") != ncclSuccess)
+    return who + " did not send all of its block";
+  const int first = firstRankOfRoot(b->hello.rootIndex, nranks, nRoots);
+  for (int i = 0; i < size; ++i)
+    if (b->records[i].rank != first + i) return who + " sent a record for rank " + str(b->records[i].rank);
+  return "";
+}
+
+// Names the ranks of this root's block, and at root 0 the roots, still missing.
+std::string describeMissing(const RootGather& g, double timeoutSeconds) {
+  if (g.nranks < 0) return "no rank joined the rendezvous";
+  std::vector<int> missing;
+  const int first = g.nRoots > 1 ? firstRankOfRoot(g.rootIndex, g.nranks, g.nRoots) : 0;
+  const int size = g.nRoots > 1 ? blockSizeOfRoot(g.rootIndex, g.nranks, g.nRoots) : g.nranks;
+  for (int r = first; r < first + size; ++r) {
+    bool present = false;
+    for (const Joined& j : g.ranks) present |= j.hello.rank == r;
+    if (!present) missing.push_back(r);
+  }
+  const std::string secs = str(static_cast<int>(timeoutSeconds));
+  if (!missing.empty())
+    return (missing.size() == 1 ? "rank " : "ranks ") + listRanks(missing) + " of " + str(g.nranks) +
+           " did not join the communicator within " + secs + " s (GYRE_INIT_TIMEOUT)" +
+           (g.nRoots > 1 ? " at root " + str(g.rootIndex) + " (commIds[" + str(g.rootIndex) + "])" : "");
+  std::string out;
+  for (int i = 1; i < g.nRoots; ++i) {
+    bool present = false;
+    for (const RootBlock& b : g.roots) present |= b.hello.rootIndex == i;
+    if (present) continue;
+    const int f = firstRankOfRoot(i, g.nranks, g.nRoots);
+    out += (out.empty() ? "" : "; ") + std::string("root ") + str(i) + " (commIds[" + str(i) + "], serving ranks " +
+           str(f) + ".." + str(f + blockSizeOfRoot(i, g.nranks, g.nRoots) - 1) + ")";
+  }
+  return out + " did not deliver its ranks to root 0 within " + secs + " s (GYRE_INIT_TIMEOUT); is the "
+         "process that made that unique id gone?";
+}
+
+}  // namespace
+
+bool RootGather::complete() const {
+  if (nranks < 0) return false;
+  const int size = nRoots > 1 ? blockSizeOfRoot(rootIndex, nranks, nRoots) : nranks;
+  return static_cast<int>(ranks.size()) >= size && (rootIndex != 0 || static_cast<int>(roots.size()) >= nRoots - 1);
+}
+
+std::string listRanks(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size() && i < 16; ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 16) out += ", ...";
+  return out;
+}
+
+void gatherAtRoot(const Socket& listener, uint64_t secret, double timeoutSeconds, RootGather* g) {
+  Deadline deadline = Deadline::afterSeconds(kFirstArrivalSeconds);
+  PendingHellos<RootHello> pending;
+  // Each caller's hello as it completes (or the caller fails to send one).
+  auto onHello = [&](Socket& s, const NetAddress& from, const RootHello& hello, bool complete) {
+    if (!g->failure.empty()) return;
+    if (!complete || memcmp(hello.magic, kRootHelloMagic, sizeof(kRootHelloMagic)) != 0) {
+      GYRE_WARN("rendezvous root: ignored a connection from %s that is not a gyre rank", from.toString().c_str());
+      return;
+    }
+    if (hello.secret != secret) {
+      GYRE_WARN("rendezvous root: refused rank %d from %s: its unique id's secret does not match "
+                "(stale or foreign unique id)", hello.rank, from.toString().c_str());
+      sendReply(s, kRootRefused,
+                "the rendezvous root refused rank " + std::to_string(hello.rank) + " (connecting from " +
+                    from.toString() + "): the unique id's secret does not match (stale or wrong unique id)",
+                Deadline::afterSeconds(kHelloSeconds));
+      return;
+    }
+    adopt(g, hello, timeoutSeconds, &deadline);
+    g->failure = disagreement(*g, hello);
+    if (hello.fromRoot) {
+      RootBlock b;
+      b.socket = std::move(s);
+      b.hello = hello;
+      if (g->failure.empty()) g->failure = readBlock(&b, g->nranks, g->nRoots);
+      g->roots.push_back(std::move(b));
+      return;
+    }
+    for (const Joined& other : g->ranks)
+      if (g->failure.empty() && other.hello.rank == hello.rank)
+        g->failure = "two processes joined as rank " + std::to_string(hello.rank) + " (" + other.hello.info.host +
+                     " pid " + std::to_string(other.hello.info.pid) + " and " + hello.info.host + " pid " +
+                     std::to_string(hello.info.pid) + ")";
+    g->ranks.push_back({std::move(s), hello});
+  };
+  for (;;) {
+    pending.poll(onHello);
+    if (!g->failure.empty() || g->complete()) break;
+    Socket s;
+    NetAddress from;
+    bool sliceEnded = false;
+    if (acceptAround(listener, !pending.empty(), deadline, nullptr, "rendezvous root: accept", &s, &from,
+                     &sliceEnded) != ncclSuccess)
+      break;
+    if (!sliceEnded) pending.add(std::move(s), from, kHelloSeconds);
+  }
+  if (g->failure.empty() && !g->complete()) g->failure = describeMissing(*g, timeoutSeconds);
+}
+
+}  // namespace gyre

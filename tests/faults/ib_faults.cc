@@ -1,0 +1,123 @@
+// The fault matrix's InfiniBand rows, on the fake verbs provider
+// (tests/net/fake_verbs.cc, loaded through GYRE_IBVERBS_LIB with NCCL_NET=IB):
+// a QP that enters the error state mid-collective, ports going down
+// mid-collective, the only allowed port down at init, and ibv_reg_mr failing
+// with ENOMEM. Every rank must fail within the timeout naming a rank (or the
+// device), and after ncclCommAbort hold no fds, threads, QPs or registered
+// memory regions. scripts/fault-matrix sets GYRE_IBVERBS_LIB, or lists these
+// rows as skipped when the fake library was not built.
+#include <catch2/catch.hpp>
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "../support/fork_ranks.h"
+#include "fault_row.h"
+
+namespace {
+
+using namespace gyre::test;
+using Env = std::vector<std::pair<std::string, std::optional<std::string>>>;
+
+constexpr int kTimeout_s = 8;
+
+// Live MRs and QPs of the fake provider this process loaded ("" if it did not).
+std::string verbsLeft(long* mrs, long* qps) {
+  *mrs = *qps = 0;
+  const char* path = getenv("GYRE_IBVERBS_LIB");
+  void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (!lib) return "";
+  auto fn = reinterpret_cast<void (*)(long*, long*, long*, long*, long*, long*)>(dlsym(lib, "fakeverbs_counts"));
+  long cqs = 0, pds = 0, regs = 0, sends = 0;
+  if (fn) fn(mrs, qps, &cqs, &pds, &regs, &sends);
+  dlclose(lib);
+  return ", " + std::to_string(*mrs) + " MRs, " + std::to_string(*qps) + " QPs";
+}
+
+// Runs `n` ranks with `env` (plus `rankEnv` per rank): init, 20 AllReduces of
+// 400 KB, then ncclCommAbort. `faultRank` records the fault time (before init
+// for set-up faults, before the AllReduces otherwise).
+void runIbCase(const char* name, int n, const Env& env, const std::function<Env(int)>& rankEnv, int faultRank,
+               bool initFault, const char* victimSays) {
+  REQUIRE(getenv("GYRE_IBVERBS_LIB") != nullptr);
+  RankOptions o;
+  o.timeout_s = 60;
+  o.idMode = rankEnv ? IdMode::kEnvCommId : IdMode::kParent;
+  o.env = {{"NCCL_SHM_DISABLE", "1"}, {"NCCL_NET", "IB"}, {"GYRE_TIMEOUT", std::to_string(kTimeout_s)},
+           {"GYRE_INIT_TIMEOUT", std::to_string(kTimeout_s)}, {"NCCL_BUFFSIZE", "262144"}};
+  o.env.insert(o.env.end(), env.begin(), env.end());
+  if (rankEnv) o.rankEnv = rankEnv;
+  const int shm = gyreShmSegments();
+  const double start = monotonicSeconds();
+  RunResult result = runRanks(
+      n,
+      [=](int rank, int nr, const ncclUniqueId& given) {
+        const Baseline b = takeBaseline();
+        ncclUniqueId id = given;
+        if (getenv("NCCL_COMM_ID"))
+          RANK_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId: %s", lastError().c_str());
+        if (initFault && rank == faultRank) recordFaultTime();
+        ncclComm_t comm = nullptr;
+        ncclResult_t r = gyreCommInitRankHost(&comm, nr, id, rank, nullptr);
+        std::vector<int32_t> v(100000, rank);
+        if (r == ncclSuccess && rank == faultRank) recordFaultTime();
+        for (int i = 0; i < 20 && r == ncclSuccess; ++i)
+          r = ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr);
+        const std::string msg = lastError();
+        recordOutcome(r, msg);
+        if (comm) ncclCommAbort(comm);
+        RANK_CHECK(r != ncclSuccess, "rank %d: the job finished despite the fault", rank);
+        RANK_CHECK(msg.find("rank ") != std::string::npos || msg.find("fake_ib0") != std::string::npos,
+                   "rank %d: the error names no rank and no device: %s", rank, msg.c_str());
+        if (rank == faultRank && victimSays)
+          RANK_CHECK(msg.find(victimSays) != std::string::npos, "rank %d: the error does not say \"%s\": %s", rank,
+                     victimSays, msg.c_str());
+        const std::string left = recordLeftovers(b);
+        long mrs = 0, qps = 0;
+        const std::string verbs = verbsLeft(&mrs, &qps);
+        const int fds = countOpenFds() - b.fds, threads = countThreads() - b.threads;
+        // printRow reports a rank as clean when its record starts with "0 fds
+        // (0 sockets), 0 threads": verbs objects left go in front of that.
+        const std::string counts = std::to_string(fds) + " fds (" + std::to_string(countSockets() - b.sockets) +
+                                   " sockets), " + std::to_string(threads) + " threads";
+        rankRecord("left", mrs || qps ? verbs.substr(2) + "; " + counts : counts + verbs);
+        RANK_CHECK(left.empty(), "rank %d: after ncclCommAbort: %s", rank, left.c_str());
+        RANK_CHECK(mrs == 0 && qps == 0, "rank %d: %ld MRs and %ld QPs left after ncclCommAbort", rank, mrs, qps);
+        return 0;
+      },
+      o);
+  printRow(name, result, shm);
+  INFO(name);
+  INFO(result.describe());
+  CHECK(result.allOk());
+  CHECK(monotonicSeconds() - start < 45);
+}
+
+}  // namespace
+
+TEST_CASE("IB: a QP entering the error state mid-AllReduce fails every rank, the failing rank naming the status",
+          "[faults][ib]") {
+  runIbCase("IB: QP error mid-AllReduce (fake verbs, 3 ranks)", 3, {},
+            [](int rank) { return rank == 1 ? Env{{"FAKEVERBS_QP_ERROR_AFTER", "40"}} : Env{}; }, 1, false,
+            "transport retry counter exceeded");
+}
+
+TEST_CASE("IB: ports going down mid-AllReduce fail every rank within the timeout", "[faults][ib]") {
+  runIbCase("IB: ports down mid-AllReduce (fake verbs, 3 ranks)", 3, {},
+            [](int rank) { return rank == 2 ? Env{{"FAKEVERBS_PORT_DOWN_AFTER", "30"}} : Env{}; }, 2, false,
+            "transport retry counter exceeded");
+}
+
+TEST_CASE("IB: the only allowed port down at init fails every rank naming NCCL_IB_HCA", "[faults][ib]") {
+  runIbCase("IB: only allowed port down at init (fake verbs, 2 ranks)", 2,
+            {{"NCCL_IB_HCA", "=fake_ib0:1"}, {"FAKEVERBS_PORT_DOWN", "fake_ib0:1"}}, nullptr, 0, true,
+            "NCCL_IB_HCA");
+}
+
+TEST_CASE("IB: ibv_reg_mr failing with ENOMEM fails every rank's set-up", "[faults][ib]") {
+  runIbCase("IB: ibv_reg_mr ENOMEM at set-up (fake verbs, 2 ranks)", 2, {{"FAKEVERBS_REG_MR_ENOMEM", "1"}}, nullptr,
+            0, true, nullptr);
+}
