@@ -34,7 +34,7 @@
 // Posted sends are checked against live memory regions (lkey and range),
 // failing with a local protection error as a NIC would. ibv_reg_dmabuf_mr
 // maps the descriptor and serves the region's iova range from it.
-// Counters for the tests: fakeverbs_counts(), fakeverbs_last_qp_attr(),
+// Counters for the tests: fakeverbs_counts(), fakeverbs_open_contexts(), fakeverbs_last_qp_attr(),
 // fakeverbs_last_send_lkey().
 #include <infiniband/verbs.h>
 #include <poll.h>
@@ -762,6 +762,9 @@ EXPORT int ibv_destroy_qp(ibv_qp* qp) {
 }
 
 // For the tests: objects alive now and calls made so far.
+// Device contexts open now; each holds one descriptor (its async_fd).
+EXPORT long fakeverbs_open_contexts() { return gOpenCtx; }
+
 EXPORT void fakeverbs_counts(long* mrs, long* qps, long* cqs, long* pds, long* regCalls, long* postSends) {
   *mrs = gLiveMrs;
   *qps = gLiveQps;
