@@ -70,10 +70,22 @@ struct alignas(64) SlotLine {
 };
 static_assert(sizeof(SlotLine) == 64);
 
+// Shared memory keeps more lines than slots. Step k uses line k % kLineSlots
+// and, when its payload does not fit the line, slot k % kFifoSlots; a step
+// that fits its line needs only a free line. So a sender of small steps (a
+// Broadcast root, a rank that finished its part of a call) may run up to
+// kLineSlots steps ahead of its receiver instead of kFifoSlots: with more
+// ranks than cores a receiver then takes many calls' steps per time slice
+// instead of forcing a context switch every 8 calls (4 ranks on 2 cores,
+// Broadcast of 8 B: Open MPI's root runs hundreds of calls ahead). 256
+// lines are 16 KiB per connection.
+constexpr int kLineSlots = 256;
+static_assert(kLineSlots % kFifoSlots == 0 && kLineSlots >= kFifoSlots);
+
 struct Fifo {
   char* slots = nullptr;     // kFifoSlots * slotBytes
   size_t slotBytes = 0;
-  SlotMeta* meta = nullptr;  // kFifoSlots entries, metaStride bytes apart
+  SlotMeta* meta = nullptr;  // kFifoSlots entries (kLineSlots with lines), metaStride bytes apart
   uint64_t* tail = nullptr;  // steps produced (written by the producer)
   uint64_t* head = nullptr;  // steps consumed (written by the consumer)
   // sizeof(SlotLine) when `meta` points into SlotLines (the shared-memory
@@ -87,7 +99,8 @@ struct Fifo {
   GYRE_HOST_DEVICE char* slot(uint64_t step) const { return slots + (step % kFifoSlots) * slotBytes; }
   GYRE_HOST_DEVICE char* llSlot(uint64_t step) const { return llSlots + (step % kFifoSlots) * llSlotBytes; }
   GYRE_HOST_DEVICE SlotMeta& metaOf(uint64_t step) const {
-    return *reinterpret_cast<SlotMeta*>(reinterpret_cast<char*>(meta) + (step % kFifoSlots) * metaStride);
+    const uint64_t entries = hasLines() ? kLineSlots : kFifoSlots;
+    return *reinterpret_cast<SlotMeta*>(reinterpret_cast<char*>(meta) + (step % entries) * metaStride);
   }
   // Only where hasLines().
   GYRE_HOST_DEVICE SlotLine& lineOf(uint64_t step) const { return reinterpret_cast<SlotLine&>(metaOf(step)); }

@@ -1,14 +1,23 @@
 // Readiness of a connection's next step, and publishing one, from the executor's side.
 #pragma once
 
+#include <cstdint>
+
 #include "transport/transport.h"
 
 namespace gyre {
 
-inline bool sendSlotFree(const Connection& c) {
-  if (c.step - c.seenHead < kFifoSlots) return true;  // that load was an acquire too
+// A step of `bytes` that fits its slot line needs only a free line (fifo.h:
+// kLineSlots); any other step needs a free slot.
+inline uint64_t sendDepthFor(const Connection& c, size_t bytes) {
+  return c.fifo.hasLines() && bytes <= kLineInlineBytes ? kLineSlots : kFifoSlots;
+}
+inline bool sendSlotFree(const Connection& c, size_t bytes = SIZE_MAX) {
+  const uint64_t depth = sendDepthFor(c, bytes);
+  c.sendDepth = depth;
+  if (c.step - c.seenHead < depth) return true;  // that load was an acquire too
   c.seenHead = loadAcquire(c.fifo.head);
-  return c.step - c.seenHead < kFifoSlots;
+  return c.step - c.seenHead < depth;
 }
 // With slot lines the step's own line says it is there (its sequence word is
 // stored after the payload and meta, as tail is after that).
