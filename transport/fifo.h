@@ -57,7 +57,7 @@ GYRE_HOST_DEVICE constexpr size_t llSlotBytesFor(size_t slotBytes) {
   return slotBytes < kLLMaxSlotBytes ? slotBytes : kLLMaxSlotBytes;
 }
 
-// Shared memory between host ranks keeps each slot's metadata in a cache line
+// Shared memory between host ranks keeps each step's metadata in a cache line
 // of its own, with the step's sequence word and room for a small payload: a
 // receiver polls that one line instead of the tail counter, and a step of up
 // to kLineInlineBytes needs no other line (2 ranks at 8 B crossed three lines
@@ -70,16 +70,22 @@ struct alignas(64) SlotLine {
 };
 static_assert(sizeof(SlotLine) == 64);
 
-// Shared memory keeps more lines than slots. Step k uses line k % kLineSlots
-// and, when its payload does not fit the line, slot k % kFifoSlots; a step
-// that fits its line needs only a free line. So a sender of small steps (a
-// Broadcast root, a rank that finished its part of a call) may run up to
-// kLineSlots steps ahead of its receiver instead of kFifoSlots: with more
-// ranks than cores a receiver then takes many calls' steps per time slice
-// instead of forcing a context switch every 8 calls (4 ranks on 2 cores,
-// Broadcast of 8 B: Open MPI's root runs hundreds of calls ahead). 256
-// lines are 16 KiB per connection.
+// Shared memory keeps more lines than slots. Step k uses line k % kLineSlots;
+// a payload of up to kLineInlineBytes rides in the line, one of up to
+// kLinePayloadBytes in the line's payload block (Fifo::linePayload), and only
+// a larger one in slot k % kFifoSlots. A step that needs no slot needs only a
+// free line, so a sender of such steps (a Broadcast root, a rank that
+// finished its part of a call) may run up to kLineSlots steps ahead of its
+// receiver instead of kFifoSlots: with more ranks than cores a receiver then
+// takes many calls' steps per time slice instead of forcing a context switch
+// every 8 calls (4 ranks on 2 cores, Broadcast of 8 B: Open MPI's root runs
+// hundreds of calls ahead). The lines stay dense (16 KiB) and the payload
+// blocks apart (512 KiB per connection, beside 8 slots of NCCL_BUFFSIZE / 8,
+// 4 MiB by default): with each line's payload in the line's own 2 KiB
+// stride, steps that use slots (8 KiB Broadcasts) cycled through 129 pages
+// of lines and ran 1.8x slower.
 constexpr int kLineSlots = 256;
+constexpr size_t kLinePayloadBytes = 2048;
 static_assert(kLineSlots % kFifoSlots == 0 && kLineSlots >= kFifoSlots);
 
 struct Fifo {
@@ -91,6 +97,8 @@ struct Fifo {
   // sizeof(SlotLine) when `meta` points into SlotLines (the shared-memory
   // transport's host executor protocol; see SlotLine), else sizeof(SlotMeta).
   uint32_t metaStride = sizeof(SlotMeta);
+  // With lines: kLineSlots payload blocks of kLinePayloadBytes.
+  char* linePayloads = nullptr;
   // The LL protocol's slots (p2p connections only): kFifoSlots * llSlotBytes.
   char* llSlots = nullptr;
   size_t llSlotBytes = 0;
@@ -106,7 +114,9 @@ struct Fifo {
   GYRE_HOST_DEVICE SlotLine& lineOf(uint64_t step) const { return reinterpret_cast<SlotLine&>(metaOf(step)); }
   // Where a step of `bytes` keeps its payload.
   GYRE_HOST_DEVICE char* payload(uint64_t step, size_t bytes) const {
-    return hasLines() && bytes <= kLineInlineBytes ? lineOf(step).payload : slot(step);
+    if (hasLines() && bytes <= kLineInlineBytes) return lineOf(step).payload;
+    if (hasLines() && bytes <= kLinePayloadBytes) return linePayloads + (step % kLineSlots) * kLinePayloadBytes;
+    return slot(step);
   }
 };
 

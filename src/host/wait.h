@@ -7,10 +7,10 @@
 
 namespace gyre {
 
-// A step of `bytes` that fits its slot line needs only a free line (fifo.h:
-// kLineSlots); any other step needs a free slot.
+// A step of `bytes` that needs no slot (fifo.h: up to kLinePayloadBytes)
+// needs only a free line (kLineSlots); any other step needs a free slot.
 inline uint64_t sendDepthFor(const Connection& c, size_t bytes) {
-  return c.fifo.hasLines() && bytes <= kLineInlineBytes ? kLineSlots : kFifoSlots;
+  return c.fifo.hasLines() && bytes <= kLinePayloadBytes ? kLineSlots : kFifoSlots;
 }
 inline bool sendSlotFree(const Connection& c, size_t bytes = SIZE_MAX) {
   const uint64_t depth = sendDepthFor(c, bytes);

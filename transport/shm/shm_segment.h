@@ -1,5 +1,6 @@
 // The memory of one shared-memory connection: a header holding the FIFO's
-// counters, sleeper counts, abort words and kLineSlots slot lines, then kFifoSlots
+// counters, sleeper counts, abort words and kLineSlots slot lines, then the
+// lines' payload blocks (fifo.h), then kFifoSlots
 // slots. It is an anonymous memfd: it never has a name in /dev/shm, so no way
 // of dying (SIGKILL included) can leave it behind; it lives exactly as long
 // as a process maps it or holds its descriptor.
@@ -38,8 +39,10 @@ struct ShmHeader {
   SlotLine lines[kLineSlots];  // each step's metadata, sequence word and inline payload
 };
 
-// Slots start on a page of their own, away from the header's hot cache lines.
-constexpr size_t kShmSlotsOffset = (sizeof(ShmHeader) + 4095) / 4096 * 4096;
+// The lines' payload blocks start on a page of their own, away from the
+// header's hot cache lines, and the slots after them.
+constexpr size_t kShmLinePayloadsOffset = (sizeof(ShmHeader) + 4095) / 4096 * 4096;
+constexpr size_t kShmSlotsOffset = kShmLinePayloadsOffset + kLineSlots * kLinePayloadBytes;
 
 inline size_t shmSegmentBytes(size_t slotBytes) { return kShmSlotsOffset + kFifoSlots * slotBytes; }
 
