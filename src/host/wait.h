@@ -7,10 +7,12 @@
 
 namespace gyre {
 
-// A step of `bytes` that needs no slot (fifo.h: up to kLinePayloadBytes)
-// needs only a free line (kLineSlots); any other step needs a free slot.
+// How many steps a step of `bytes` may be ahead of head (fifo.h): one that
+// fits its line needs only a free line, one of up to kLinePayloadBytes a
+// payload block too, any other a slot.
 inline uint64_t sendDepthFor(const Connection& c, size_t bytes) {
-  return c.fifo.hasLines() && bytes <= kLinePayloadBytes ? kLineSlots : kFifoSlots;
+  if (!c.fifo.hasLines() || bytes > kLinePayloadBytes) return kFifoSlots;
+  return bytes <= kLineInlineBytes ? kLineSlots : kLinePayloadSlots;
 }
 inline bool sendSlotFree(const Connection& c, size_t bytes = SIZE_MAX) {
   const uint64_t depth = sendDepthFor(c, bytes);

@@ -113,7 +113,7 @@ TEST_CASE("a step of up to 32 bytes travels inside its slot's metadata line, one
     const bool inLine = bytes <= kLineInlineBytes;
     const bool inBlock = !inLine && bytes <= kLinePayloadBytes;
     CHECK((p.send.fifo.payload(p.send.step, bytes) == p.send.fifo.lineOf(p.send.step).payload) == inLine);
-    const char* block = p.recv.fifo.linePayloads + (p.recv.step % kLineSlots) * kLinePayloadBytes;
+    const char* block = p.recv.fifo.linePayloads + (p.recv.step % kLinePayloadSlots) * kLinePayloadBytes;
     CHECK((p.recv.fifo.payload(p.recv.step, bytes) == block) == inBlock);
     CHECK((p.recv.fifo.payload(p.recv.step, bytes) == p.recv.fifo.slot(p.recv.step)) == (!inLine && !inBlock));
     CHECK_FALSE(recvDataReady(p.recv));
@@ -160,12 +160,14 @@ TEST_CASE("slots wrap around: 8k+3 steps of varying size through 8 slots each la
   CHECK(loadAcquire(p.send.fifo.head) == steps);
 }
 
-// Steps of up to 2 KiB (kLinePayloadBytes) need no slot, so a sender may post
-// up to kLineSlots of them before the receiver takes any; a step that needs
-// a slot still waits until fewer than kFifoSlots are in flight. Three laps
-// of the lines, steps of 4 bytes to 2 KiB, the receiver taking a step at a
-// time, with a slot-sized step every 50th.
-TEST_CASE("steps of up to 2 KiB run up to kLineSlots ahead of the receiver; a step that needs a slot waits for one",
+// Steps of up to 32 bytes need only a line, so a sender may post up to
+// kLineSlots of them before the receiver takes any; one of up to 2 KiB
+// waits until fewer than kLinePayloadSlots are in flight, one that needs a
+// slot until fewer than kFifoSlots are. Three laps of the lines, steps of 4
+// bytes to 2 KiB, the receiver taking a step at a time, with a slot-sized
+// step every 50th.
+TEST_CASE("steps of up to 32 bytes run up to kLineSlots ahead of the receiver, of up to 2 KiB kLinePayloadSlots; a "
+          "step that needs a slot waits for one",
           "[shm]") {
   const size_t slotBytes = 4096;
   Pair p(slotBytes);
@@ -176,10 +178,14 @@ TEST_CASE("steps of up to 2 KiB run up to kLineSlots ahead of the receiver; a st
     const uint64_t ahead = p.send.step - p.recv.step;
     if (p.send.step < steps) {
       INFO("step " << p.send.step << " of " << bytesAt(p.send.step) << " bytes, " << ahead << " ahead");
-      if (bytesAt(p.send.step) <= kLinePayloadBytes) REQUIRE(ahead == uint64_t(kLineSlots));
-      else REQUIRE(ahead >= uint64_t(kFifoSlots));
+      const uint32_t bytes = bytesAt(p.send.step);
+      const uint64_t depth = bytes <= kLineInlineBytes    ? uint64_t(kLineSlots)
+                             : bytes <= kLinePayloadBytes ? uint64_t(kLinePayloadSlots)
+                                                          : uint64_t(kFifoSlots);
+      if (depth == uint64_t(kLineSlots)) REQUIRE(ahead == depth);
+      else REQUIRE(ahead >= depth);
       // The sleeper's view (progress.cc) agrees: no room for the next step.
-      REQUIRE(p.send.sendDepth == (bytesAt(p.send.step) <= kLinePayloadBytes ? uint64_t(kLineSlots) : kFifoSlots));
+      REQUIRE(p.send.sendDepth == depth);
     }
     REQUIRE(recvDataReady(p.recv));
     const SlotMeta& m = p.recv.fifo.metaOf(p.recv.step);

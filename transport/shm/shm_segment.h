@@ -42,7 +42,7 @@ struct ShmHeader {
 // The lines' payload blocks start on a page of their own, away from the
 // header's hot cache lines, and the slots after them.
 constexpr size_t kShmLinePayloadsOffset = (sizeof(ShmHeader) + 4095) / 4096 * 4096;
-constexpr size_t kShmSlotsOffset = kShmLinePayloadsOffset + kLineSlots * kLinePayloadBytes;
+constexpr size_t kShmSlotsOffset = kShmLinePayloadsOffset + kLinePayloadSlots * kLinePayloadBytes;
 
 inline size_t shmSegmentBytes(size_t slotBytes) { return kShmSlotsOffset + kFifoSlots * slotBytes; }
 
