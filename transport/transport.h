@@ -37,6 +37,10 @@ struct Connection {
   // A sender's last load of head: head only grows, so while it shows a free
   // slot the line the peer keeps writing need not be loaded again.
   mutable uint64_t seenHead = 0;
+  // How far ahead of head the sender's next step may be (src/host/wait.h:
+  // kLineSlots for a step that fits its slot line, else kFifoSlots), as of
+  // its last check: a sender asleep on head waits for that much room.
+  mutable uint64_t sendDepth = kFifoSlots;
   // Set by the transport when the peer closed its end. Not an error by itself:
   // a peer that finished the collective may close before this rank has
   // consumed the last data it sent. It becomes one when this rank waits for

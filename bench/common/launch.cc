@@ -1,5 +1,6 @@
 #include "launch.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -207,6 +208,28 @@ int waitForRanks(std::vector<pid_t>& pids, int timeoutSeconds) {
   return result;
 }
 
+// Forked ranks are placed as mpirun places its ranks by default (Open MPI
+// binds each of up to 2 ranks to a core of its own, more to a socket), so
+// bench/compare runs gyre and Open MPI on the same placement. Unbound, with
+// other jobs on the machine the scheduler could stack both ranks of a
+// 2-rank run on one core and keep them there: 7-10 us per small collective,
+// the waiting rank spinning while the one it waits for cannot run, against
+// 0.3-0.5 us on a core each. GYRE_BENCH_BIND=0 leaves the ranks unbound.
+void bindLikeMpirun(int rank, int nranks) {
+  const char* env = std::getenv("GYRE_BENCH_BIND");
+  if (nranks > 2 || (env && std::strcmp(env, "0") == 0)) return;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < nranks) return;
+  for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed) || seen++ != rank) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    sched_setaffinity(0, sizeof(one), &one);  // best effort: unbound still runs
+    return;
+  }
+}
+
 int runForked(const LaunchOptions& options,
               const std::function<int(const RankContext&)>& body) {
   defaultToLoopback();
@@ -227,6 +250,7 @@ int runForked(const LaunchOptions& options,
       if (getppid() != parent) _exit(1);
       ctx.rank = i;
       ctx.localRank = i;
+      bindLikeMpirun(i, options.forkRanks);
       int rc = body(ctx);
       std::fflush(nullptr);
       _exit(rc);

@@ -6,5 +6,11 @@
 #include "src/device/device_comm.h"
 #include "src/host/host_comm.h"
 
-ncclComm::ncclComm() = default;
+#include <atomic>
+
+namespace {
+std::atomic<uint64_t> nextCommSerial{1};  // 0 means "no communicator" to the repeat cache
+}  // namespace
+
+ncclComm::ncclComm() : serial(nextCommSerial.fetch_add(1, std::memory_order_relaxed)) {}
 ncclComm::~ncclComm() = default;

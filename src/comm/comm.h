@@ -91,6 +91,9 @@ struct ncclComm {
   ncclComm();
   ~ncclComm();
   uint64_t magic = gyre::kCommMagic;
+  // Unique in this process for its lifetime (never reused, unlike the
+  // address): the repeated-call cache (src/enqueue/repeat_call.h) keys on it.
+  const uint64_t serial;
   int rank = 0;
   int nranks = 0;
   bool isHost = false;

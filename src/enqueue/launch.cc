@@ -13,6 +13,7 @@
 #include "src/device/runtime.h"
 #include "src/enqueue/arg_checks.h"
 #include "src/enqueue/p2p_connect.h"
+#include "src/enqueue/repeat_call.h"
 #include "src/host/executor.h"
 #include "src/host/host_comm.h"
 #include "src/plan/planner.h"
@@ -124,6 +125,7 @@ class LaneSet {
   // Starts a new batch; nothing of the previous one is referenced again.
   // Without host lanes, add() only collects the specs (for the device executor).
   void reset(bool hostLanes = true) {
+    repeat = {};
     hostLanes_ = hostLanes;
     specs_.clear();
     nschedules_ = 0;
@@ -176,6 +178,10 @@ class LaneSet {
 
   std::vector<std::unique_ptr<Lane>>& lanes() { return lanes_; }
   const std::vector<LaneSpec>& specs() const { return specs_; }
+
+  // The lone call these lanes were built for (repeat_call.h); cleared by
+  // reset(), so it names the lanes only while they are that call's.
+  RepeatKey repeat;
 
  private:
   struct Order {
@@ -388,6 +394,30 @@ ncclResult_t launchCalls(std::vector<PendingCall>& calls) {
   return ncclSuccess;
 }
 
+namespace {
+
+// A lone collective repeating the thread's last one (repeat_call.h): its
+// lanes start over on this call's buffers and sequence number, with the
+// plan and the steps the last call built.
+bool rebindRepeat(const PendingCall& c, LaneSet* set) {
+  if (set->repeat.commSerial == 0 || !repeatable(c) ||
+      !(set->repeat == repeatKeyOf(c, c.comm->serial, c.comm->rank)))
+    return false;
+  GYRE_TRACE("COLL", "%s count %zu %s %s root %d: the previous call's plan and steps", collName(c.coll), c.count,
+             datatypeName(c.datatype), redOpName(c.op), c.root);
+  const uint64_t opCount = ++c.comm->opCount;
+  for (auto& lane : set->lanes()) {
+    LaneSpec spec = lane->spec();
+    spec.buffers[kInputBuffer] = const_cast<void*>(c.input);
+    spec.buffers[kOutputBuffer] = c.output;
+    spec.opCount = opCount;
+    lane->rebind(spec, c.comm->host.get());
+  }
+  return true;
+}
+
+}  // namespace
+
 ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
   std::vector<ncclComm*>& comms = tlsComms;
   comms.clear();
@@ -396,12 +426,13 @@ ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
   ActiveCalls active(comms);
   ScopedLogRank logRank(comms.empty() ? -1 : comms[0]->rank);
   for (const PendingCall& c : calls) GYRE_CHECK(checkUsable(c.comm, c.coll));
+  LaneSet& set = tlsLaneSet;
+  if (calls.size() == 1 && rebindRepeat(calls[0], &set)) return runLanes(set.lanes());
   GYRE_CHECK(copySelfMessages(calls));
   GYRE_CHECK(connectPeersFor(calls));
 
   // Collectives of one communicator run in call order (a later call may read
   // what an earlier one wrote); sends and receives are ordered per connection.
-  LaneSet& set = tlsLaneSet;
   set.reset();
   for (const PendingCall& c : calls) {
     if (c.count == 0) continue;
@@ -419,6 +450,8 @@ ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
     set.endCall();
   }
   if (set.lanes().empty()) return ncclSuccess;
+  if (calls.size() == 1 && repeatable(calls[0]))
+    set.repeat = repeatKeyOf(calls[0], calls[0].comm->serial, calls[0].comm->rank);
   return runLanes(set.lanes());
 }
 

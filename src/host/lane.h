@@ -109,7 +109,7 @@ class TypedLane final : public Lane {
       const Step& s = spec_.steps[next_];
       Connection* in = stepReceives(s.kind) ? spec_.recv[s.recvConn] : nullptr;
       Connection* out = stepSends(s.kind) ? spec_.send[s.sendConn] : nullptr;
-      if ((in && !recvDataReady(*in)) || (out && !sendSlotFree(*out))) return ncclSuccess;
+      if ((in && !recvDataReady(*in)) || (out && !sendSlotFree(*out, s.count * sizeof(T)))) return ncclSuccess;
       if ((s.flags & kStepAllPeers) && !allPeersReady()) return ncclSuccess;
       GYRE_CHECK(runStep(s, in, out));
       ++next_;

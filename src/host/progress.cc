@@ -23,7 +23,7 @@ std::atomic<bool> gNoFutexWaitv{false};
 // Whether `c` still waits, given the counter its peer moves.
 bool stillBlocked(const Connection& c, uint64_t counter, bool draining) {
   if (!c.isSend) return counter <= c.step;                              // tail: no new step
-  return draining ? counter != c.step : c.step - counter >= kFifoSlots;  // head: no free slot
+  return draining ? counter != c.step : c.step - counter >= c.sendDepth;  // head: no room for the next step
 }
 
 }  // namespace

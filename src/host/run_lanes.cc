@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -361,7 +362,17 @@ ncclResult_t runLanes(Lanes& lanes) {
   thread_local Waiter waiter;
   waiter.init(lanes);
   HeldFailure& held = waiter.held;
-  Deadline deadline = Deadline::afterSeconds(waiter.timeoutSeconds);
+  // The deadline runs from the last pass that moved a lane but is read from
+  // the clock only when a wait gets past spinning: a call that never stalls
+  // (a small shared-memory call whose peer is ready) reads no clock at all
+  // (two clock_gettime calls were a tenth of a 1-rank 8-byte AllReduce).
+  // Spinning is bounded (spinsBeforeBlocking passes), so a timeout comes
+  // that much later at most.
+  std::optional<Deadline> armed;
+  auto deadline = [&]() -> const Deadline& {
+    if (!armed) armed = Deadline::afterSeconds(waiter.timeoutSeconds);
+    return *armed;
+  };
   // The lanes' first steps go before the first transport pass: a call's
   // sends are then on their way one system call sooner.
   bool startedAny = false;
@@ -380,7 +391,7 @@ ncclResult_t runLanes(Lanes& lanes) {
     if (progressed) {
       idle = 0;
       held.lanesMoved();
-      deadline = Deadline::afterSeconds(waiter.timeoutSeconds);
+      armed.reset();
       continue;
     }
     // A held failure names the original culprit: it is the better report
@@ -390,7 +401,7 @@ ncclResult_t runLanes(Lanes& lanes) {
       return held.held() ? held.raise(lanes[0]->spec(), blockedOnAnother(held, lanes)) : describeStall(*l, l->blockingConnection(), 0, true);
     GYRE_CHECK(waiter.checkAborted(collName(lanes[0]->spec().coll)));
     if (++idle <= waiter.spinsBeforeBlocking) continue;
-    if (deadline.expired()) {
+    if (deadline().expired()) {
       if (held.held()) return held.raise(lanes[0]->spec(), blockedOnAnother(held, lanes));
       for (const auto& l : lanes)
         if (const Connection* c = l->blockingConnection()) return describeStall(*l, c, waiter.timeoutSeconds, false);
@@ -401,7 +412,7 @@ ncclResult_t runLanes(Lanes& lanes) {
     // does not read (foreign_steps.h): nothing on the fast path.
     if (round > 0 && !held.held() && std::chrono::steady_clock::now() - waiter.idleSince > kForeignStepsAfter)
       GYRE_CHECK(checkForeignSteps(lanes));
-    waiter.sleep(lanes, deadline, false, round);
+    waiter.sleep(lanes, deadline(), false, round);
   }
   // The lanes' last steps have not been announced to sleeping peers yet.
   waiter.wakePeers();
@@ -415,8 +426,8 @@ ncclResult_t runLanes(Lanes& lanes) {
     GYRE_CHECK(waiter.checkAborted(collName(lanes[0]->spec().coll)));
     if (held.held()) held.sendsConsumed(consumedSends(lanes));
     if (held.stale()) return held.raise(lanes[0]->spec(), blockedOnAnother(held, lanes));
-    if (deadline.expired()) return held.held() ? held.raise(lanes[0]->spec(), blockedOnAnother(held, lanes)) : describeStall(*owner, pending, waiter.timeoutSeconds, false);
-    waiter.sleep(lanes, deadline, true, round);
+    if (deadline().expired()) return held.held() ? held.raise(lanes[0]->spec(), blockedOnAnother(held, lanes)) : describeStall(*owner, pending, waiter.timeoutSeconds, false);
+    waiter.sleep(lanes, deadline(), true, round);
   }
   held.completedAnyway(lanes[0]->spec());
   return ncclSuccess;

@@ -1,14 +1,25 @@
 // Readiness of a connection's next step, and publishing one, from the executor's side.
 #pragma once
 
+#include <cstdint>
+
 #include "transport/transport.h"
 
 namespace gyre {
 
-inline bool sendSlotFree(const Connection& c) {
-  if (c.step - c.seenHead < kFifoSlots) return true;  // that load was an acquire too
+// How many steps a step of `bytes` may be ahead of head (fifo.h): one that
+// fits its line needs only a free line, one of up to kLinePayloadBytes a
+// payload block too, any other a slot.
+inline uint64_t sendDepthFor(const Connection& c, size_t bytes) {
+  if (!c.fifo.hasLines() || bytes > kLinePayloadBytes) return kFifoSlots;
+  return bytes <= kLineInlineBytes ? kLineSlots : kLinePayloadSlots;
+}
+inline bool sendSlotFree(const Connection& c, size_t bytes = SIZE_MAX) {
+  const uint64_t depth = sendDepthFor(c, bytes);
+  c.sendDepth = depth;
+  if (c.step - c.seenHead < depth) return true;  // that load was an acquire too
   c.seenHead = loadAcquire(c.fifo.head);
-  return c.step - c.seenHead < kFifoSlots;
+  return c.step - c.seenHead < depth;
 }
 // With slot lines the step's own line says it is there (its sequence word is
 // stored after the payload and meta, as tail is after that).

@@ -141,7 +141,7 @@ bool runReduceScatter(ncclComm_t comm, int rank, int nranks, const Case& c) {
 }
 
 void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false,
-               const char* algo = nullptr, const char* singleCopy = nullptr) {
+               const char* algo = nullptr, const char* singleCopy = nullptr, int callsPerCase = 1) {
   const std::vector<Case> cases = buildCases(buffSize);
   RunConfig config;
   config.nranks = nranks;
@@ -149,12 +149,14 @@ void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool 
   config.mode = mode;
   config.sockets = sockets;
   config.algo = algo;
+  config.callsPerCase = callsPerCase;
   if (singleCopy) config.env.push_back({"GYRE_SINGLE_COPY", std::string(singleCopy)});
   RunResult result = runOnComm(config, [&](int rank, int n, ncclComm_t comm) {
-    for (const Case& c : cases) {
-      bool ok = c.coll == Coll::kAllGather ? runAllGather(comm, rank, n, c) : runReduceScatter(comm, rank, n, c);
-      if (!ok) return 1;
-    }
+    for (const Case& c : cases)
+      for (int call = 0; call < callsPerCase; ++call) {
+        bool ok = c.coll == Coll::kAllGather ? runAllGather(comm, rank, n, c) : runReduceScatter(comm, rank, n, c);
+        if (!ok) return 1;
+      }
     return 0;
   });
   checkRun(config, result, cases.size(), false);
@@ -241,4 +243,22 @@ TEST_CASE("allgather and reducescatter over 3 ranks with GYRE_SINGLE_COPY=always
           "[allgather][singlecopy][pipeline]") {
   if (testDeviceComms()) return;
   runMatrix(3, kSmallBuffSize, IdMode::kParent, false, nullptr, "always");
+}
+
+// Every case twice in a row, on fresh buffers: the second call reuses the
+// first's plan and lanes (src/enqueue/repeat_call.h) with its own buffers.
+TEST_CASE("allgather and reducescatter over 1 to 4 ranks called twice per case, the second reusing the first's plan "
+          "and lanes, match the reference for every type, op and count",
+          "[allgather][reducescatter][repeat]") {
+  if (testDeviceComms()) return;  // the repeat path is the host executor's
+  for (int nranks : {1, 2, 3, 4}) {
+    INFO(nranks << " ranks");
+    runMatrix(nranks, kDefaultBuffSize, IdMode::kParent, false, nullptr, nullptr, 2);
+  }
+}
+
+TEST_CASE("allgather and reducescatter over 4 ranks called twice per case pipeline many 8 KiB chunks with reused lanes",
+          "[allgather][reducescatter][repeat][pipeline]") {
+  if (testDeviceComms()) return;
+  runMatrix(4, kSmallBuffSize, IdMode::kParent, false, nullptr, nullptr, 2);
 }

@@ -155,13 +155,15 @@ bool runWrappedAverage(ncclComm_t comm, int rank, int nranks) {
 RunResult runCases(const RunConfig& config, const std::vector<Case>& cases) {
   return runOnComm(config, [&](int rank, int n, ncclComm_t comm) {
     for (const Case& c : cases)
-      if (!runCase(comm, rank, n, c)) return 1;
+      for (int call = 0; call < config.callsPerCase; ++call)
+        if (!runCase(comm, rank, n, c)) return 1;
     if (config.buffSize == kDefaultBuffSize && !runWrappedAverage(comm, rank, n)) return 1;
     return 0;
   });
 }
 
-void runMatrix(int nranks, const char* algo, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false) {
+void runMatrix(int nranks, const char* algo, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false,
+               int callsPerCase = 1) {
   std::vector<Case> cases = buildCases(buffSize);
   // Whether a schedule repeats its bits does not depend on the transport, and over
   // sockets each call costs milliseconds on 3-4 ranks: the shared-memory runs repeat.
@@ -173,6 +175,7 @@ void runMatrix(int nranks, const char* algo, size_t buffSize, IdMode mode = IdMo
   config.buffSize = buffSize;
   config.mode = mode;
   config.sockets = sockets;
+  config.callsPerCase = callsPerCase;
   checkRun(config, runCases(config, cases), cases.size(), true);
 }
 
@@ -309,4 +312,58 @@ TEST_CASE("direct (one-shot) allreduce over 4 ranks pipelines counts spanning ma
           "[allreduce][direct][pipeline]") {
   if (testDeviceComms()) return;
   runMatrix(4, "Direct", kSmallBuffSize);
+}
+
+// Without NCCL_ALGO (the tuner's picks: doubling, one-shot, tree, ring by
+// size and rank count), every case twice in a row on fresh buffers: the
+// second call reuses the first's plan and lanes (src/enqueue/repeat_call.h).
+TEST_CASE("allreduce over 1 to 4 ranks called twice per case, the second reusing the first's plan and lanes, matches "
+          "the reference and agrees bitwise on every rank",
+          "[allreduce][repeat]") {
+  if (testDeviceComms()) return;  // the repeat path is the host executor's
+  for (int nranks : {1, 2, 3, 4}) {
+    INFO(nranks << " ranks");
+    runMatrix(nranks, nullptr, kDefaultBuffSize, IdMode::kParent, false, 2);
+  }
+}
+
+TEST_CASE("allreduce over 3 ranks called twice per case pipelines many 8 KiB chunks with reused lanes",
+          "[allreduce][repeat][pipeline]") {
+  if (testDeviceComms()) return;
+  runMatrix(3, nullptr, kSmallBuffSize, IdMode::kParent, false, 2);
+}
+
+// The repeat path keys on the communicator's serial, not its address: a
+// destroyed communicator's memory often holds the next one, whose
+// connections are other objects. Each round splits a communicator of the
+// same shape off the run's, repeats one AllReduce on it and destroys it.
+TEST_CASE("a lone allreduce repeated on a new communicator of the same shape, the old one destroyed, runs over the "
+          "new one's connections",
+          "[allreduce][repeat]") {
+  if (testDeviceComms()) return;
+  for (int nranks : {2, 3}) {
+    RunConfig config;
+    config.nranks = nranks;
+    RunResult result = runOnComm(config, [&](int rank, int n, ncclComm_t comm) {
+      for (int round = 0; round < 4; ++round) {
+        ncclComm_t sub = nullptr;
+        ncclResult_t r = ncclCommSplit(comm, 0, rank, &sub, nullptr);
+        RANK_CHECK(r == ncclSuccess, "rank %d: ncclCommSplit returned %d: %s", rank, int(r), lastError().c_str());
+        for (int call = 0; call < 3; ++call) {
+          float data[3] = {float(rank + round), float(call), 1.0f};
+          r = ncclAllReduce(data, data, 3, ncclFloat32, ncclSum, sub, nullptr);
+          RANK_CHECK(r == ncclSuccess, "rank %d: round %d call %d returned %d: %s", rank, round, call, int(r),
+                     lastError().c_str());
+          const float want0 = float(n * (n - 1) / 2 + n * round);
+          RANK_CHECK(data[0] == want0 && data[1] == float(n * call) && data[2] == float(n),
+                     "rank %d: round %d call %d: got %g %g %g, expected %g %g %g", rank, round, call, data[0],
+                     data[1], data[2], want0, float(n * call), float(n));
+        }
+        r = ncclCommDestroy(sub);
+        RANK_CHECK(r == ncclSuccess, "rank %d: ncclCommDestroy returned %d: %s", rank, int(r), lastError().c_str());
+      }
+      return 0;
+    });
+    checkRun(config, result, 12, false);
+  }
 }

@@ -8,6 +8,8 @@
 // One forked run per rank count does the whole small-count matrix; the runs with
 // NCCL_BUFFSIZE=65536 (8 KiB pipeline steps) add a sampled set of counts spanning
 // several chunks.
+#include <unistd.h>
+
 #include "coll_common.h"
 
 namespace {
@@ -182,7 +184,7 @@ bool runReduce(ncclComm_t comm, int rank, int nranks, const Case& c) {
 }
 
 void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false,
-               const char* algo = nullptr, const char* singleCopy = nullptr) {
+               const char* algo = nullptr, const char* singleCopy = nullptr, int callsPerCase = 1) {
   const std::vector<Case> cases = buildCases(nranks, buffSize);
   RunConfig config;
   config.nranks = nranks;
@@ -190,12 +192,14 @@ void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool 
   config.mode = mode;
   config.sockets = sockets;
   config.algo = algo;
+  config.callsPerCase = callsPerCase;
   if (singleCopy) config.env.push_back({"GYRE_SINGLE_COPY", std::string(singleCopy)});
   RunResult result = runOnComm(config, [&](int rank, int n, ncclComm_t comm) {
-    for (const Case& c : cases) {
-      bool ok = c.coll == Coll::kReduce ? runReduce(comm, rank, n, c) : runBroadcast(comm, rank, n, c);
-      if (!ok) return 1;
-    }
+    for (const Case& c : cases)
+      for (int call = 0; call < callsPerCase; ++call) {
+        bool ok = c.coll == Coll::kReduce ? runReduce(comm, rank, n, c) : runBroadcast(comm, rank, n, c);
+        if (!ok) return 1;
+      }
     return 0;
   });
   checkRun(config, result, cases.size(), false);
@@ -280,4 +284,80 @@ TEST_CASE("broadcast and reduce over 3 ranks with GYRE_SINGLE_COPY=always read c
           "[broadcast][singlecopy][pipeline]") {
   if (testDeviceComms()) return;
   runMatrix(3, kSmallBuffSize, IdMode::kParent, false, nullptr, "always");
+}
+
+// Every case twice in a row, on fresh buffers: the second call repeats the
+// first's shape, so it runs the plan and lanes the first built
+// (src/enqueue/repeat_call.h) rebound to its own buffers; the next case's
+// other shape (count, type, root, placement) drops them again.
+TEST_CASE("broadcast and reduce over 1 to 4 ranks called twice per case, the second reusing the first's plan and lanes, "
+          "match the reference for every type, op, root and count",
+          "[broadcast][reduce][repeat]") {
+  if (testDeviceComms()) return;  // the repeat path is the host executor's
+  for (int nranks : {1, 2, 3, 4}) {
+    INFO(nranks << " ranks");
+    runMatrix(nranks, kDefaultBuffSize, IdMode::kParent, false, nullptr, nullptr, 2);
+  }
+}
+
+TEST_CASE("broadcast and reduce over 3 ranks called twice per case pipeline many 8 KiB chunks with reused lanes",
+          "[broadcast][reduce][repeat][pipeline]") {
+  if (testDeviceComms()) return;
+  runMatrix(3, kSmallBuffSize, IdMode::kParent, false, nullptr, nullptr, 2);
+}
+
+// A shared-memory sender of steps of up to 32 bytes may run up to 64 steps
+// ahead of its receiver, of up to 2 KiB 16, 8 otherwise (transport/fifo.h).
+// Here the ranks that receive start 100 ms late, so the sending ranks fill
+// the lines, wait, and go on: 700 calls of 1 to 8 int32s, every 100th call
+// 40000 int32s (a slot of its own). Broadcast: the root runs ahead; Reduce
+// with a late root: its chain's first ranks do. Every call's elements must
+// arrive, in call order.
+void runAhead(int nranks, const char* algo) {
+  RunConfig config;
+  config.nranks = nranks;
+  config.algo = algo;
+  constexpr int kCalls = 700;
+  auto countOf = [](int i) -> size_t { return i % 100 == 99 ? 40000 : 1 + i % 8; };
+  RunResult result = runOnComm(config, [&](int rank, int n, ncclComm_t comm) {
+    std::vector<int32_t> buf(40000);
+    const int root = 0;
+    if (rank != root) usleep(100000);
+    for (int i = 0; i < kCalls; ++i) {
+      const size_t count = countOf(i);
+      for (size_t j = 0; j < count; ++j) buf[j] = rank == root ? int32_t(i * 1000 + j) : -1;
+      ncclResult_t r = ncclBroadcast(buf.data(), buf.data(), count, ncclInt32, root, comm, nullptr);
+      RANK_CHECK(r == ncclSuccess, "rank %d: broadcast %d returned %d: %s", rank, i, int(r), lastError().c_str());
+      for (size_t j = 0; j < count; ++j)
+        RANK_CHECK(buf[j] == int32_t(i * 1000 + j), "rank %d: broadcast %d of %zu: element %zu is %d, expected %d",
+                   rank, i, count, j, buf[j], int(i * 1000 + j));
+    }
+    if (rank == root) usleep(100000);
+    std::vector<int32_t> out(40000);
+    for (int i = 0; i < kCalls; ++i) {
+      const size_t count = countOf(i);
+      for (size_t j = 0; j < count; ++j) buf[j] = int32_t((rank + 1) * (i + j));
+      ncclResult_t r = ncclReduce(buf.data(), out.data(), count, ncclInt32, ncclSum, root, comm, nullptr);
+      RANK_CHECK(r == ncclSuccess, "rank %d: reduce %d returned %d: %s", rank, i, int(r), lastError().c_str());
+      if (rank != root) continue;
+      const int32_t ranksSum = n * (n + 1) / 2;
+      for (size_t j = 0; j < count; ++j)
+        RANK_CHECK(out[j] == int32_t(ranksSum * (i + j)), "rank %d: reduce %d of %zu: element %zu is %d, expected %d",
+                   rank, i, count, j, out[j], int(ranksSum * (i + j)));
+    }
+    return 0;
+  });
+  checkRun(config, result, 2 * kCalls, false);
+}
+
+TEST_CASE("broadcast roots and reduce senders run hundreds of small calls ahead of late ranks over shared memory, "
+          "across calls that need a slot, and every call arrives in order",
+          "[broadcast][reduce][shm]") {
+  if (testDeviceComms()) return;  // slot lines are the shared-memory transport's
+  for (int nranks : {2, 4}) {
+    INFO(nranks << " ranks");
+    runAhead(nranks, nullptr);
+  }
+  INFO("4 ranks, NCCL_ALGO=Direct");
+  runAhead(4, "Direct");
 }

@@ -264,13 +264,19 @@ struct RunConfig {
   IdMode mode = IdMode::kParent;
   bool sockets = false;   // NCCL_SHM_DISABLE=1: ranks of one host talk over sockets, as across hosts
   double timeout_s = 45;  // a backstop for a hang; each run takes seconds
+  // How many times a matrix runs each case back to back, each time on fresh
+  // buffers. From the second call on, a lone call repeats the previous call's
+  // shape, so the executor reuses that call's plan and lanes
+  // (src/enqueue/repeat_call.h) with the new buffers.
+  int callsPerCase = 1;
   std::vector<std::pair<std::string, std::optional<std::string>>> env;
   decltype(RankOptions::rankEnv) rankEnv;  // per-rank variables (needs mode kEnvCommId)
 };
 
 inline std::string describeConfig(const RunConfig& c) {
   std::string s = std::to_string(c.nranks) + " ranks, NCCL_BUFFSIZE=" + std::to_string(c.buffSize) +
-                  ", NCCL_ALGO=" + (c.algo ? c.algo : "(unset)") + (c.sockets ? ", NCCL_SHM_DISABLE=1" : "");
+                  ", NCCL_ALGO=" + (c.algo ? c.algo : "(unset)") + (c.sockets ? ", NCCL_SHM_DISABLE=1" : "") +
+                  (c.callsPerCase > 1 ? ", " + std::to_string(c.callsPerCase) + " calls per case" : "");
   return s;
 }
 

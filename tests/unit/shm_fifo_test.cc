@@ -105,14 +105,18 @@ TEST_CASE("both mappings of a shared-memory segment see one FIFO: a posted step 
   CHECK(sendsDrained(p.send));
 }
 
-TEST_CASE("a step of up to 32 bytes travels inside its slot's metadata line; a larger one in the slot", "[shm]") {
+TEST_CASE("a step of up to 32 bytes travels inside its slot's metadata line, one of up to 2 KiB in the line's payload "
+          "block; a larger one in the slot", "[shm]") {
   Pair p(4096);
   REQUIRE(p.send.fifo.hasLines());
-  for (uint32_t bytes : {4u, 32u, 36u, 4096u}) {
+  for (uint32_t bytes : {4u, 32u, 36u, 2048u, 2052u, 4096u}) {
     INFO(bytes << " bytes");
     const bool inLine = bytes <= kLineInlineBytes;
+    const bool inBlock = !inLine && bytes <= kLinePayloadBytes;
     CHECK((p.send.fifo.payload(p.send.step, bytes) == p.send.fifo.lineOf(p.send.step).payload) == inLine);
-    CHECK((p.recv.fifo.payload(p.recv.step, bytes) == p.recv.fifo.slot(p.recv.step)) == !inLine);
+    const char* block = p.recv.fifo.linePayloads + (p.recv.step % kLinePayloadSlots) * kLinePayloadBytes;
+    CHECK((p.recv.fifo.payload(p.recv.step, bytes) == block) == inBlock);
+    CHECK((p.recv.fifo.payload(p.recv.step, bytes) == p.recv.fifo.slot(p.recv.step)) == (!inLine && !inBlock));
     CHECK_FALSE(recvDataReady(p.recv));
     auto* out = reinterpret_cast<uint32_t*>(p.send.fifo.payload(p.send.step, bytes));
     for (size_t i = 0; i < bytes / 4; ++i) out[i] = word(p.send.step, i);
@@ -154,6 +158,43 @@ TEST_CASE("slots wrap around: 8k+3 steps of varying size through 8 slots each la
     }
   }
   CHECK(loadAcquire(p.send.fifo.tail) == steps);
+  CHECK(loadAcquire(p.send.fifo.head) == steps);
+}
+
+// Steps of up to 32 bytes need only a line, so a sender may post up to
+// kLineSlots of them before the receiver takes any; one of up to 2 KiB
+// waits until fewer than kLinePayloadSlots are in flight, one that needs a
+// slot until fewer than kFifoSlots are. Three laps of the lines, steps of 4
+// bytes to 2 KiB, the receiver taking a step at a time, with a slot-sized
+// step every 50th.
+TEST_CASE("steps of up to 32 bytes run up to kLineSlots ahead of the receiver, of up to 2 KiB kLinePayloadSlots; a "
+          "step that needs a slot waits for one",
+          "[shm]") {
+  const size_t slotBytes = 4096;
+  Pair p(slotBytes);
+  auto bytesAt = [](uint64_t step) -> uint32_t { return step % 50 == 49 ? 4096 : 4 * (1 + step * 37 % 512); };
+  const uint64_t steps = 3 * kLineSlots + 5;
+  while (p.recv.step < steps) {
+    while (p.send.step < steps && sendSlotFree(p.send, bytesAt(p.send.step))) post(p.send, bytesAt(p.send.step));
+    const uint64_t ahead = p.send.step - p.recv.step;
+    if (p.send.step < steps) {
+      INFO("step " << p.send.step << " of " << bytesAt(p.send.step) << " bytes, " << ahead << " ahead");
+      const uint32_t bytes = bytesAt(p.send.step);
+      const uint64_t depth = bytes <= kLineInlineBytes    ? uint64_t(kLineSlots)
+                             : bytes <= kLinePayloadBytes ? uint64_t(kLinePayloadSlots)
+                                                          : uint64_t(kFifoSlots);
+      if (depth == uint64_t(kLineSlots)) REQUIRE(ahead == depth);
+      else REQUIRE(ahead >= depth);
+      // The sleeper's view (progress.cc) agrees: no room for the next step.
+      REQUIRE(p.send.sendDepth == depth);
+    }
+    REQUIRE(recvDataReady(p.recv));
+    const SlotMeta& m = p.recv.fifo.metaOf(p.recv.step);
+    REQUIRE(m.bytes == bytesAt(p.recv.step));
+    const auto* in = reinterpret_cast<const uint32_t*>(p.recv.fifo.payload(p.recv.step, m.bytes));
+    for (size_t i = 0; i < m.bytes / 4; ++i) REQUIRE(in[i] == word(p.recv.step, i));
+    publishConsumed(p.recv);
+  }
   CHECK(loadAcquire(p.send.fifo.head) == steps);
 }
 

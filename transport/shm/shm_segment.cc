@@ -36,6 +36,7 @@ void ShmMapping::fillFifo(Fifo* fifo) const {
   fifo->slotBytes = h->slotBytes;
   fifo->meta = &h->lines[0].meta;
   fifo->metaStride = sizeof(SlotLine);
+  fifo->linePayloads = static_cast<char*>(base) + kShmLinePayloadsOffset;
   fifo->tail = &h->tail;
   fifo->head = &h->head;
 }

@@ -1,5 +1,6 @@
 // The memory of one shared-memory connection: a header holding the FIFO's
-// counters, sleeper counts, abort words and slot metadata, then kFifoSlots
+// counters, sleeper counts, abort words and kLineSlots slot lines, then the
+// lines' payload blocks (fifo.h), then kFifoSlots
 // slots. It is an anonymous memfd: it never has a name in /dev/shm, so no way
 // of dying (SIGKILL included) can leave it behind; it lives exactly as long
 // as a process maps it or holds its descriptor.
@@ -13,7 +14,7 @@
 
 namespace gyre {
 
-constexpr uint64_t kShmMagic = 0x3266696673657967ull;  // "gyresfi2": slot lines
+constexpr uint64_t kShmMagic = 0x3366696673657967ull;  // "gyresfi3": kLineSlots slot lines
 
 // Written once by the sender before the receiver sees it, except where noted.
 struct ShmHeader {
@@ -35,12 +36,13 @@ struct ShmHeader {
   // rank never mistakes its own notice for its peer's.
   alignas(64) int32_t senderAbort;
   int32_t receiverAbort;
-  SlotLine lines[kFifoSlots];  // each slot's metadata, sequence word and inline payload
+  SlotLine lines[kLineSlots];  // each step's metadata, sequence word and inline payload
 };
 
-// Slots start on their own page, away from the header's hot cache lines.
-constexpr size_t kShmSlotsOffset = 4096;
-static_assert(sizeof(ShmHeader) <= kShmSlotsOffset);
+// The lines' payload blocks start on a page of their own, away from the
+// header's hot cache lines, and the slots after them.
+constexpr size_t kShmLinePayloadsOffset = (sizeof(ShmHeader) + 4095) / 4096 * 4096;
+constexpr size_t kShmSlotsOffset = kShmLinePayloadsOffset + kLinePayloadSlots * kLinePayloadBytes;
 
 inline size_t shmSegmentBytes(size_t slotBytes) { return kShmSlotsOffset + kFifoSlots * slotBytes; }
 
