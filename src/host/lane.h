@@ -207,7 +207,7 @@ class TypedLane final : public Lane {
   // A Send posts where its elements are, not the elements; the receiver
   // reads them from this process (kStepPeerAddr / kStepPeerRead). The
   // address rides in the slot's inline line, so the step moves one cache line.
-  ncclResult_t runSingleCopyStep(const Step& s, const T* src, T* dst, Connection* in, Connection* out, uint32_t bytes) {
+  ncclResult_t runSingleCopyStep(const Step& /*step*/, const T* src, T* dst, Connection* in, Connection* out, uint32_t bytes) {
     if (out) {
       uint64_t where = reinterpret_cast<uint64_t>(src);
       memcpy(out->fifo.payload(out->step, sizeof(where)), &where, sizeof(where));
