@@ -10,9 +10,9 @@ DDP's gradient all-reduce, the part a backend decides. Each rank runs
 OMP_NUM_THREADS=1.
 
 For every rank count, one job makes a gyre group and a gloo group over the
-same ranks and wraps the model in DDP on each in turn (--rounds turns of
-gyre then gloo), so other load on the machine falls on both alike. Each
-turn times --iters steps after --warmup, of two kinds:
+same ranks, wraps a copy of the model in DDP on each, and steps the two in
+alternation (--iters timed steps each, after --warmup), so other load on the
+machine falls on both alike. Two kinds of step:
   step      zero_grad, forward, backward (DDP all-reduces the gradient
             buckets, overlapped with the backward), optimizer step;
   no-sync   the same step inside model.no_sync(), which skips the
@@ -30,8 +30,6 @@ import time
 
 
 def worker(opts):
-    import gc
-
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -39,43 +37,46 @@ def worker(opts):
     import torch_gyre  # noqa: F401
 
     # Both backends in the same processes: a gyre group and a gloo group over
-    # the same ranks, used in turns, so the machine's load (other jobs on
-    # these shared cores) falls on both alike.
+    # the same ranks, each with its own copy of the model, stepped in
+    # alternation, so the machine's other load (these cores are shared) falls
+    # on both alike and each gyre step is compared with the gloo step beside it.
     dist.init_process_group("gyre")
     groups = {"gyre": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(0)
-    layers = []
-    for _ in range(opts.layers):
-        layers += [torch.nn.Linear(opts.width, opts.width), torch.nn.ReLU()]
-    module = torch.nn.Sequential(*layers)
-    params = sum(p.numel() for p in module.parameters())
-    opt = torch.optim.SGD(module.parameters(), lr=1e-6)
     x = torch.randn(opts.batch, opts.width)
-    times = {(b, sync): [] for b in groups for sync in (True, False)}
+    models, opts_, params = {}, {}, 0
+    for backend, group in groups.items():
+        torch.manual_seed(0)
+        layers = []
+        for _ in range(opts.layers):
+            layers += [torch.nn.Linear(opts.width, opts.width), torch.nn.ReLU()]
+        module = torch.nn.Sequential(*layers)
+        params = sum(p.numel() for p in module.parameters())
+        # Gradients as views into DDP's buckets: one copy of 403 MB fewer per
+        # model, so two models fit for 4 ranks.
+        models[backend] = DDP(module, process_group=group, gradient_as_bucket_view=True)
+        opts_[backend] = torch.optim.SGD(module.parameters(), lr=1e-6)
 
-    for _ in range(opts.rounds):
-        for backend, group in groups.items():
-            model = DDP(module, process_group=group)
-
-            def step():
-                opt.zero_grad(set_to_none=False)
+    def step(backend, sync):
+        model, opt = models[backend], opts_[backend]
+        dist.barrier(group=groups[backend])
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=False)
+        if sync:
+            model(x).sum().backward()
+        else:
+            with model.no_sync():
                 model(x).sum().backward()
-                opt.step()
+        opt.step()
+        return time.perf_counter() - start
 
-            for sync in (True, False):
-                for i in range(opts.warmup + opts.iters):
-                    dist.barrier(group=group)
-                    start = time.perf_counter()
-                    if sync:
-                        step()
-                    else:
-                        with model.no_sync():
-                            step()
-                    if i >= opts.warmup:
-                        times[(backend, sync)].append(time.perf_counter() - start)
-            del model  # its reducer's hooks go with it before the other backend's DDP
-            gc.collect()
+    times = {(b, sync): [] for b in groups for sync in (True, False)}
+    for sync in (True, False):
+        for i in range(opts.warmup + opts.iters):
+            for backend in groups:
+                t = step(backend, sync)
+                if i >= opts.warmup:
+                    times[(backend, sync)].append(t)
 
     for backend in groups:
         meds = torch.tensor([statistics.median(times[(backend, True)]), statistics.median(times[(backend, False)])],
@@ -120,8 +121,7 @@ def main():
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--width", type=int, default=4096)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("-r", "--rounds", type=int, default=3, help="turns of gyre then gloo")
-    ap.add_argument("-n", "--iters", type=int, default=3, help="timed steps per turn and mode")
+    ap.add_argument("-n", "--iters", type=int, default=8, help="timed steps per backend and kind")
     ap.add_argument("-w", "--warmup", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=1800, help="seconds one rank count's run may take")
     ap.add_argument("--csv", help="also write the rows to this CSV file")
@@ -131,7 +131,7 @@ def main():
         worker(opts)
         return
     opts.passthrough = ["--layers", str(opts.layers), "--width", str(opts.width), "--batch", str(opts.batch),
-                        "-r", str(opts.rounds), "-n", str(opts.iters), "-w", str(opts.warmup)]
+                        "-n", str(opts.iters), "-w", str(opts.warmup)]
     cores = os.cpu_count() or 1
     rows = []
     for world in opts.ranks:
@@ -139,9 +139,8 @@ def main():
         rows += [(world, b) + res[b] for b in ("gyre", "gloo")]
     params = rows[0][2]
     print("# DDP step, %.1f M float32 parameters (%d x Linear(%d, %d)), batch %d per rank, SGD; median of %d "
-          "steps (%d turns x %d), slowest rank; %d cores%s" %
-          (params / 1e6, opts.layers, opts.width, opts.width, opts.batch, opts.rounds * opts.iters, opts.rounds,
-           opts.iters, cores,
+          "alternating steps, slowest rank; %d cores%s" %
+          (params / 1e6, opts.layers, opts.width, opts.width, opts.batch, opts.iters, cores,
            "" if max(opts.ranks) <= cores else " (runs with more ranks than cores are oversubscribed)"))
     print("| ranks | backend | step ms | no-sync step ms | communication ms (step - no-sync) | gloo step / step |")
     print("|---|---|---|---|---|---|")
