@@ -4,8 +4,8 @@
     /usr/bin/python3 bench/torch/plot.py --busbw busbw.csv --ddp ddp.csv -o torch_gyre_bench.png
 
 Left: all_reduce busbw against message size, one line per backend and rank
-count. Right: DDP step time per rank count, split into the no-sync compute
-and what communication adds. Needs matplotlib (Debian: python3-matplotlib,
+count. Right: DDP step time per backend and rank count, beside the same step
+under no_sync() (the compute alone). Needs matplotlib (Debian: python3-matplotlib,
 which scripts/install-deps installs for bench/compare); without it this
 says so and exits 1, the CSV files stay the record.
 """
@@ -59,15 +59,13 @@ def main():
     left.grid(True, alpha=0.3)
     left.legend()
 
-    labels, compute, comm = [], [], []
-    for r in ddp:
-        labels.append("%s\n%s ranks" % (r["backend"], r["ranks"]))
-        compute.append(float(r["no_sync_step_s"]) * 1e3)
-        comm.append(max(0.0, float(r["step_s"]) - float(r["no_sync_step_s"])) * 1e3)
-    xs = range(len(labels))
-    right.bar(xs, compute, label="no-sync step (compute)")
-    right.bar(xs, comm, bottom=compute, label="added by communication")
-    right.set_xticks(list(xs))
+    labels = ["%s\n%s ranks" % (r["backend"], r["ranks"]) for r in ddp]
+    xs = list(range(len(labels)))
+    width = 0.38
+    right.bar([x - width / 2 for x in xs], [float(r["step_s"]) * 1e3 for r in ddp], width, label="DDP step")
+    right.bar([x + width / 2 for x in xs], [float(r["no_sync_step_s"]) * 1e3 for r in ddp], width,
+              label="same step under no_sync() (no all-reduce)")
+    right.set_xticks(xs)
     right.set_xticklabels(labels)
     right.set_ylabel("ms per step (median, slowest rank)")
     params = float(ddp[0]["params"]) / 1e6 if ddp else 0
