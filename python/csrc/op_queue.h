@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -67,6 +68,8 @@ class OpQueue {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> tasks_;
+  // tasks_.size(), readable without mu_ while the worker spins for the next op.
+  std::atomic<size_t> queued_{0};
   bool stop_ = false;
   uint64_t submitted_ = 0;
   // Tasks submitted before a wait() asked for a flush (seq < flushBefore_)

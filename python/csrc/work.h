@@ -4,6 +4,7 @@
 // disagree: one call, complete() or fail(), does both.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@ class GyreWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::function<void()> flush_;
+  // Set after finish(): wait() polls it briefly before sleeping (see work.cc).
+  std::atomic<bool> done_{false};
 };
 
 }  // namespace torch_gyre
