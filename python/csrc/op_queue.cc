@@ -16,13 +16,14 @@ constexpr auto kP2PQuiet = std::chrono::milliseconds(5);
 // condition variable. A program that calls collectives back to back issues
 // the next one within microseconds, and waking a sleeping thread costs tens
 // of microseconds on a VM: it was most of a small all_reduce's time through
-// torch (53 us against gyre's own 0.3 us). Polling yields the core, so an
-// oversubscribed host loses little.
+// torch (53 us against gyre's own 0.3 us). But with ranks oversubscribed a
+// polling thread takes a core from the ranks that move the data, so it is
+// off where the group has more ranks than this host has cores.
 constexpr auto kIdlePoll = std::chrono::microseconds(50);
 }  // namespace
 
-OpQueue::OpQueue(ncclComm_t comm, std::function<void()> onFailure)
-    : comm_(comm), onFailure_(std::move(onFailure)), worker_([this] { loop(); }) {}
+OpQueue::OpQueue(ncclComm_t comm, std::function<void()> onFailure, bool poll)
+    : comm_(comm), onFailure_(std::move(onFailure)), poll_(poll), worker_([this] { loop(); }) {}
 
 OpQueue::~OpQueue() {
   {
@@ -88,7 +89,7 @@ OpQueue::Task OpQueue::next(std::unique_lock<std::mutex>& lock) {
 void OpQueue::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    if (tasks_.empty() && !stop_) {
+    if (poll_ && tasks_.empty() && !stop_) {
       lock.unlock();
       auto until = std::chrono::steady_clock::now() + kIdlePoll;
       while (queued_.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until)

@@ -20,7 +20,7 @@ GyreWork::GyreWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
 bool GyreWork::wait(std::chrono::milliseconds timeout) {
   if (flush_) flush_();
   auto until = std::chrono::steady_clock::now() + kWaitPoll;
-  while (!done_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
+  while (poll_ && !done_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
     std::this_thread::yield();
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout == kNoTimeout) {

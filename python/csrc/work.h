@@ -24,6 +24,8 @@ class GyreWork : public c10d::Work {
   // Called by wait() before it blocks, so point-to-point operations that the
   // worker holds back to start together with their partners start now.
   void setFlushHook(std::function<void()> hook) { flush_ = std::move(hook); }
+  // Whether wait() polls briefly before sleeping (work.cc).
+  void setPoll(bool poll) { poll_ = poll; }
 
   bool wait(std::chrono::milliseconds timeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
@@ -38,6 +40,7 @@ class GyreWork : public c10d::Work {
   std::function<void()> flush_;
   // Set after finish(): wait() polls it briefly before sleeping (see work.cc).
   std::atomic<bool> done_{false};
+  bool poll_ = false;
 };
 
 }  // namespace torch_gyre
