@@ -294,6 +294,14 @@ ncclResult_t gyreCommInitAllHost(ncclComm_t* comms, int nranks);
 /* Sets *isHost to 1 for a communicator made by gyreCommInitRankHost, else 0. */
 ncclResult_t gyreCommIsHost(const ncclComm_t comm, int* isHost);
 
+/* Sets how long any wait on a peer inside this communicator's calls may last
+ * before the call fails (GYRE_TIMEOUT, which every communicator starts with,
+ * is read once per process). `seconds` is in (0, 86400]; fractions count.
+ * Applies to calls issued afterwards: call it between calls, not while a call
+ * of this communicator runs on another thread. Communicators split or shrunk
+ * from this one start again from GYRE_TIMEOUT. */
+ncclResult_t gyreCommSetTimeout(ncclComm_t comm, double seconds);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

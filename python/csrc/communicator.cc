@@ -24,27 +24,26 @@ namespace {
 // prefixed per group, so one fixed name serves every group.
 constexpr const char* kIdKey = "torch_gyre/unique_id";
 
-// gyre reads GYRE_TIMEOUT and GYRE_INIT_TIMEOUT once per process, at its
-// first communicator, and has no per-communicator setting. So the first
-// group's timeout is exported before then (unless the user set the variables
-// themselves); a later group with another timeout keeps the first one's, and
-// says so once.
-void applyTimeout(std::chrono::milliseconds timeout) {
-  static std::mutex mu;
-  static long applied = -1;
-  long seconds = std::max(1L, static_cast<long>(std::ceil(timeout.count() / 1000.0)));
-  seconds = std::min(seconds, 86400L);  // gyre's allowed range is 1..86400
-  std::lock_guard<std::mutex> lock(mu);
-  if (applied < 0) {
-    std::string s = std::to_string(seconds);
-    setenv("GYRE_TIMEOUT", s.c_str(), /*overwrite=*/0);
-    setenv("GYRE_INIT_TIMEOUT", s.c_str(), 0);
-    applied = seconds;
-  } else if (applied != seconds) {
-    TORCH_WARN_ONCE("gyre backend: this process group's timeout (", seconds,
-                    " s) is not applied; gyre reads GYRE_TIMEOUT once per process and keeps the first "
-                    "group's ", applied, " s");
-  }
+// gyre reads GYRE_INIT_TIMEOUT once per process, at its first communicator,
+// so the first group's timeout is exported before then (unless the user set
+// it). It bounds only the ranks' joining at init; the timeout of the group's
+// operations is set per communicator (gyreCommSetTimeout), so each group keeps
+// its own.
+void applyInitTimeout(std::chrono::milliseconds timeout) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    long seconds = std::max(1L, static_cast<long>(std::ceil(timeout.count() / 1000.0)));
+    seconds = std::min(seconds, 86400L);  // gyre's allowed range is 1..86400
+    setenv("GYRE_INIT_TIMEOUT", std::to_string(seconds).c_str(), /*overwrite=*/0);
+  });
+}
+
+// gyre's collective timeout from the group's: at most gyre's 86400 s, and
+// torch's "no timeout" (0 or negative) becomes that largest value too.
+double collTimeoutSeconds(std::chrono::milliseconds timeout) {
+  constexpr double kMax = 86400;
+  double seconds = timeout.count() / 1000.0;
+  return seconds > 0 && seconds < kMax ? seconds : kMax;
 }
 
 ncclUniqueId exchangeId(const c10::intrusive_ptr<c10d::Store>& store, int rank) {
@@ -75,9 +74,16 @@ ncclUniqueId exchangeId(const c10::intrusive_ptr<c10d::Store>& store, int rank) 
 Communicator::Communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                            std::chrono::milliseconds timeout) {
   TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "gyre backend: rank ", rank, " outside a group of ", size);
-  applyTimeout(timeout);
+  applyInitTimeout(timeout);
   ncclUniqueId id = exchangeId(store, rank);
   check(gyreCommInitRankHost(&comm_, size, id, rank, nullptr), "gyreCommInitRankHost", nullptr);
+  ncclResult_t r = gyreCommSetTimeout(comm_, collTimeoutSeconds(timeout));
+  if (r != ncclSuccess) {
+    std::string why = ncclGetLastError(comm_);
+    ncclCommAbort(comm_);  // the destructor does not run for a throwing constructor
+    comm_ = nullptr;
+    TORCH_CHECK(false, "gyre backend: gyreCommSetTimeout: ", why);
+  }
 }
 
 Communicator::~Communicator() {

@@ -7,6 +7,15 @@
 // factor also changed shape. Everything else in python/csrc is written
 // against the part of the API both versions share.
 //
+// The 1.13 side is compiled and tested in CI. The 2.x side has NOT been
+// compiled (no torch 2.x here); it was checked by hand against torch 2.x's
+// headers (c10d/Backend.hpp, Work.hpp, Types.hpp, ProcessGroup.cpp and
+// distributed_c10d.py of several 2.x revisions): the names and parameter
+// types of every method ProcessGroupGyre overrides, Work's constructor and
+// protected members, getFuture, the PREMUL_SUM supplement, and the creator
+// call and register_backend(devices=...) of the Python side.
+// docs/TORCH-2X.md lists what was checked and against what.
+//
 // Debian's 1.13 ships no <torch/version.h>; pip wheels (2.x) do, so its
 // absence means 1.x. Meson also passes GYRE_TORCH_MAJOR from the interpreter,
 // which wins when present.
@@ -24,6 +33,8 @@
 #endif
 #endif
 
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -49,42 +60,78 @@ inline constexpr const char* kPythonBaseModule = "torch._C._distributed_c10d";
 inline constexpr const char* kPythonBaseClass = "ProcessGroup";
 #endif
 
+// Two shapes changed inside 2.x rather than at 2.0, so they are detected
+// from the headers instead of guessed from the version number:
+// - the PREMUL_SUM supplement holds a list of tensors (`tensor_factors`,
+//   1.13 and early 2.x) or one tensor (`tensor_factor`, later 2.x);
+// - endCoalescing takes the ops' Work list (1.13, early 2.x) or nothing and
+//   returns one Work for the batch (later 2.x).
+template <class S, class = void>
+struct HasOneTensorFactor : std::false_type {};
+template <class S>
+struct HasOneTensorFactor<S, std::void_t<decltype(std::declval<S&>().tensor_factor)>> : std::true_type {};
+
+template <class B, class = void>
+struct EndCoalescingReturnsWork : std::false_type {};
+template <class B>
+struct EndCoalescingReturnsWork<B, std::void_t<decltype(std::declval<B&>().endCoalescing())>> : std::true_type {};
+
+// A template so that only the branch for this torch's member is compiled.
+template <class Supplement>
+bool preMulFactorOf(const Supplement& s, double* factor, at::Tensor* tensorFactor) {
+  if constexpr (HasOneTensorFactor<Supplement>::value) {
+    if (s.tensor_factor.defined()) {
+      *tensorFactor = s.tensor_factor;
+      return true;
+    }
+  } else {
+    if (!s.tensor_factors.empty()) {
+      *tensorFactor = s.tensor_factors.front();
+      return true;
+    }
+  }
+  *factor = s.double_factor;
+  return true;
+}
+
 // The PREMUL_SUM factor as a double, or as a one-element tensor when the
-// user passed a tensor (1.13 keeps a list of them, 2.x one tensor).
+// user passed a tensor. NCCLPreMulSumSupplement is the name in 1.13 and,
+// kept for compatibility beside PreMulSumSupplement, in later 2.x.
 inline bool preMulFactor(const c10d::ReduceOp& op, double* factor, at::Tensor* tensorFactor) {
   auto* s = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
   if (s == nullptr) return false;
-#if GYRE_TORCH_MAJOR >= 2
-  if (s->tensor_factor.defined()) {
-    *tensorFactor = s->tensor_factor;
-    return true;
-  }
-#else
-  if (!s->tensor_factors.empty()) {
-    *tensorFactor = s->tensor_factors.front();
-    return true;
-  }
-#endif
-  *factor = s->double_factor;
-  return true;
+  return preMulFactorOf(*s, factor, tensorFactor);
 }
 
 // The backend's base class with coalescing under gyre's own names: ops
 // issued between openBatch and closeBatch run as one ncclGroupStart/End.
-// torch 1.13 hands endCoalescing the ops' Work objects (they already belong
-// to the batch); 2.x wants one Work for the whole batch back.
-class BackendAdapter : public BackendBase {
+// Where endCoalescing receives the ops' Work objects they already belong to
+// the batch; where it returns one Work, that is closeBatch's.
+// Partial specializations over the base (not full ones), so that only the
+// one this torch selects is compiled.
+template <bool kReturnsWork, class Base>
+class CoalescingHooks;
+
+template <class Base>
+class CoalescingHooks<true, Base> : public Base {
  public:
-  BackendAdapter(int rank, int size) : BackendBase(rank, size) {}
+  CoalescingHooks(int rank, int size) : Base(rank, size) {}
   virtual void openBatch() = 0;
   virtual c10::intrusive_ptr<c10d::Work> closeBatch() = 0;
-
   void startCoalescing() override { openBatch(); }
-#if GYRE_TORCH_MAJOR >= 2
   c10::intrusive_ptr<c10d::Work> endCoalescing() override { return closeBatch(); }
-#else
-  void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs*/) override { closeBatch(); }
-#endif
 };
+
+template <class Base>
+class CoalescingHooks<false, Base> : public Base {
+ public:
+  CoalescingHooks(int rank, int size) : Base(rank, size) {}
+  virtual void openBatch() = 0;
+  virtual c10::intrusive_ptr<c10d::Work> closeBatch() = 0;
+  void startCoalescing() override { openBatch(); }
+  void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs*/) override { closeBatch(); }
+};
+
+using BackendAdapter = CoalescingHooks<EndCoalescingReturnsWork<BackendBase>::value, BackendBase>;
 
 }  // namespace torch_gyre::compat

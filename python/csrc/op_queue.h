@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -44,7 +45,9 @@ class OpQueue {
  public:
   // `onFailure` runs on the worker when a gyre call fails (the group is then
   // unusable: its ranks may have diverged or died).
-  OpQueue(ncclComm_t comm, std::function<void()> onFailure);
+  // `poll`: whether an idle worker polls briefly for the next op before
+  // sleeping (op_queue.cc); off where ranks may outnumber cores.
+  OpQueue(ncclComm_t comm, std::function<void()> onFailure, bool poll);
   ~OpQueue();  // runs what is queued, then stops
 
   // Queues ops that run as one ncclGroupStart/End when `grouped`.
@@ -64,9 +67,12 @@ class OpQueue {
 
   ncclComm_t comm_;
   std::function<void()> onFailure_;
+  bool poll_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> tasks_;
+  // tasks_.size(), readable without mu_ while the worker spins for the next op.
+  std::atomic<size_t> queued_{0};
   bool stop_ = false;
   uint64_t submitted_ = 0;
   // Tasks submitted before a wait() asked for a flush (seq < flushBefore_)

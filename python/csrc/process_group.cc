@@ -1,5 +1,7 @@
 #include "process_group.h"
 
+#include <thread>
+
 #include <c10/util/Exception.h>
 
 #include "gil.h"
@@ -9,9 +11,12 @@ namespace torch_gyre {
 ProcessGroupGyre::ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                    std::chrono::milliseconds timeout)
     : compat::BackendAdapter(rank, size),
-      comm_(std::make_unique<Communicator>(store, rank, size, timeout)) {
+      comm_(std::make_unique<Communicator>(store, rank, size, timeout)),
+      // Polling for ops and completions (op_queue.cc, work.cc) only where
+      // every rank of the group could have a core of this host to itself.
+      poll_(size <= static_cast<int>(std::thread::hardware_concurrency())) {
   Communicator* comm = comm_.get();
-  queue_ = std::make_shared<OpQueue>(comm->get(), [comm] { comm->markBroken(); });
+  queue_ = std::make_shared<OpQueue>(comm->get(), [comm] { comm->markBroken(); }, poll_);
 }
 
 ProcessGroupGyre::~ProcessGroupGyre() {
@@ -23,6 +28,7 @@ ProcessGroupGyre::~ProcessGroupGyre() {
 
 c10::intrusive_ptr<GyreWork> ProcessGroupGyre::makeWork(c10d::OpType type, std::vector<at::Tensor> outputs) {
   auto work = c10::make_intrusive<GyreWork>(getRank(), type, std::move(outputs));
+  work->setPoll(poll_);
   std::weak_ptr<OpQueue> queue = queue_;
   work->setFlushHook([queue] {
     if (auto q = queue.lock()) q->flush();

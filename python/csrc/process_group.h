@@ -79,6 +79,7 @@ class ProcessGroupGyre : public compat::BackendAdapter {
 
   // Declared before queue_: the worker stops before the communicator goes.
   std::unique_ptr<Communicator> comm_;
+  bool poll_;
   std::shared_ptr<OpQueue> queue_;
   // Ops may be issued from several threads (DDP's autograd thread and the
   // main thread): the batch and the order of submission are guarded here.

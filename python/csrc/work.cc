@@ -1,8 +1,16 @@
 #include "work.h"
 
 #include <stdexcept>
+#include <thread>
 
 namespace torch_gyre {
+
+namespace {
+// How long wait() polls for completion before sleeping on the condition
+// variable: a small operation completes within microseconds, and a sleeping
+// waiter's wake-up costs tens of them on a VM (the worker's side: op_queue.cc).
+constexpr auto kWaitPoll = std::chrono::microseconds(50);
+}  // namespace
 
 GyreWork::GyreWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
     : c10d::Work(rank, type),
@@ -11,6 +19,9 @@ GyreWork::GyreWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
 
 bool GyreWork::wait(std::chrono::milliseconds timeout) {
   if (flush_) flush_();
+  auto until = std::chrono::steady_clock::now() + kWaitPoll;
+  while (poll_ && !done_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout == kNoTimeout) {
     cv_.wait(lock, [&] { return completed_; });
@@ -27,12 +38,14 @@ void GyreWork::complete() {
   // value at once (DDP does), so it must already be marked.
   future_->markCompleted(c10::IValue(outputs_));
   finish();
+  done_.store(true, std::memory_order_release);
 }
 
 void GyreWork::fail(const std::string& message) {
   auto error = std::make_exception_ptr(std::runtime_error(message));
   future_->setError(error);
   finish(error);
+  done_.store(true, std::memory_order_release);
 }
 
 }  // namespace torch_gyre

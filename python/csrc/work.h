@@ -4,6 +4,7 @@
 // disagree: one call, complete() or fail(), does both.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -23,6 +24,8 @@ class GyreWork : public c10d::Work {
   // Called by wait() before it blocks, so point-to-point operations that the
   // worker holds back to start together with their partners start now.
   void setFlushHook(std::function<void()> hook) { flush_ = std::move(hook); }
+  // Whether wait() polls briefly before sleeping (work.cc).
+  void setPoll(bool poll) { poll_ = poll; }
 
   bool wait(std::chrono::milliseconds timeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
@@ -35,6 +38,9 @@ class GyreWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::function<void()> flush_;
+  // Set after finish(): wait() polls it briefly before sleeping (see work.cc).
+  std::atomic<bool> done_{false};
+  bool poll_ = false;
 };
 
 }  // namespace torch_gyre

@@ -9,9 +9,10 @@ group's collectives on CPU tensors through gyre's host-memory communicators::
     dist.init_process_group("gyre")        # env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
     dist.all_reduce(tensor)
 
-The process group's timeout becomes gyre's GYRE_TIMEOUT (read once per
-process, so the first group's timeout holds for all), and a peer that dies
-makes the others' operations raise RuntimeError with gyre's message.
+Each process group's timeout becomes the timeout of its own gyre
+communicator (gyreCommSetTimeout; it replaces GYRE_TIMEOUT for that group),
+so a peer that dies or stalls makes the others' operations on that group
+raise RuntimeError with gyre's message after that group's timeout.
 """
 import inspect
 

@@ -4,6 +4,7 @@
 #include "src/comm/api_export.h"
 #include "src/comm/comm.h"
 #include "src/comm/comm_init.h"
+#include "src/comm/executor_binding.h"
 #include "src/device/device_layer.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
@@ -124,5 +125,17 @@ GYRE_EXPORT ncclResult_t gyreCommIsHost(const ncclComm_t comm, int* isHost) {
   GYRE_CHECK(checkComm(comm, "gyreCommIsHost"));
   if (!isHost) return fail(ncclInvalidArgument, "gyreCommIsHost: isHost is NULL");
   *isHost = comm->isHost ? 1 : 0;
+  return ncclSuccess;
+}
+
+// One communicator's collective timeout, so two communicators of one process
+// (two torch process groups) can fail at different times. The executors keep
+// their own copy of the value (read on their threads without the comm), so
+// every copy changes here.
+GYRE_EXPORT ncclResult_t gyreCommSetTimeout(ncclComm_t comm, double seconds) {
+  GYRE_CHECK(checkComm(comm, "gyreCommSetTimeout"));
+  if (!(seconds > 0 && seconds <= 86400))
+    return fail(ncclInvalidArgument, "gyreCommSetTimeout: seconds=%g must be in (0, 86400]", seconds);
+  setCollTimeout(comm, seconds);
   return ncclSuccess;
 }

@@ -66,11 +66,16 @@ void createExecutorViews(ncclComm* comm) {
   d.hooks = std::make_unique<CommDeviceHooks>(comm);
 }
 
+void setCollTimeout(ncclComm* comm, double seconds) {
+  comm->collTimeoutSeconds = seconds;
+  if (comm->host) comm->host->timeoutSeconds = seconds;
+  if (comm->device) comm->device->collTimeoutSeconds = seconds;
+}
+
 void shareBootstrapFacts(ncclComm* comm) {
-  comm->host->timeoutSeconds = comm->collTimeoutSeconds;
+  setCollTimeout(comm, comm->collTimeoutSeconds);
   comm->host->peers = &comm->bootstrap->peers();
   if (!comm->device) return;
-  comm->device->collTimeoutSeconds = comm->collTimeoutSeconds;
   comm->device->bootstrap = comm->bootstrap.get();
 }
 

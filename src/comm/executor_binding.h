@@ -17,6 +17,10 @@ void createExecutorViews(ncclComm* comm);
 // Once the bootstrap exists: timeouts, the peers' facts, spinning.
 void shareBootstrapFacts(ncclComm* comm);
 
+// The collective timeout, in the communicator and in both executors' views
+// (gyreCommSetTimeout; at init, GYRE_TIMEOUT).
+void setCollTimeout(ncclComm* comm, double seconds);
+
 // Once init's connections exist: the device layer watches them.
 void shareInitConnections(ncclComm* comm);
 

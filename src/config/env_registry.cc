@@ -86,7 +86,8 @@ const std::vector<VarSpec>& registry() {
       {"GYRE_INIT_TIMEOUT", Type::Int, "120", "1..86400",
        "seconds a rank waits for all ranks to join at communicator init", 1, 86400},
       {"GYRE_TIMEOUT", Type::Int, "300", "1..86400",
-       "seconds any wait on a peer inside a collective may last before it fails", 1, 86400},
+       "seconds any wait on a peer inside a collective may last before it fails (every communicator starts "
+       "with it; gyreCommSetTimeout changes one communicator's)", 1, 86400},
   };
   return vars;
 }

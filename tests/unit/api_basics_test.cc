@@ -2,6 +2,7 @@
 // error text contract, and argument validation that needs no peers.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -119,4 +120,22 @@ TEST_CASE("ncclCommInitRank without a usable GPU explains what to use instead") 
     CHECK(std::string(ncclGetLastError(nullptr)).find("gyreCommInitRankHost") != std::string::npos);
     CHECK(comm == nullptr);
   }
+}
+
+TEST_CASE("gyreCommSetTimeout takes seconds in (0, 86400] and names a bad value") {
+  CHECK(gyreCommSetTimeout(nullptr, 5) == ncclInvalidArgument);
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm = nullptr;
+  REQUIRE(gyreCommInitRankHost(&comm, 1, id, 0, nullptr) == ncclSuccess);
+  CHECK(gyreCommSetTimeout(comm, 2.5) == ncclSuccess);
+  CHECK(gyreCommSetTimeout(comm, 86400) == ncclSuccess);
+  for (double bad : {0.0, -1.0, 86401.0, std::nan("")}) {
+    CHECK(gyreCommSetTimeout(comm, bad) == ncclInvalidArgument);
+    CHECK(std::string(ncclGetLastError(nullptr)).find("seconds=") != std::string::npos);
+  }
+  int32_t x = 7;
+  CHECK(ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, nullptr) == ncclSuccess);
+  CHECK(x == 7);
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
 }
