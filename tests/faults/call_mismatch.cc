@@ -167,6 +167,26 @@ TEST_CASE("ranks disagreeing on a Broadcast root: the Broadcast itself fails nam
                          Expect::kRootInCall, {{"NCCL_ALGO", "Ring"}});
 }
 
+TEST_CASE("ranks disagreeing on a Broadcast root on the Direct algorithm are reported as mismatched at once",
+          "[faults][mismatch]") {
+  // Direct: every rank reads its root's connection only. Ranks 0 and 1
+  // (root 0) complete the Broadcast; rank 2, thinking the root is 1, waits on
+  // rank 1, whose next call's step arrives there and is reported as a
+  // mismatch naming ranks 1 and 2. The roots are not named: rank 1's step is
+  // of the next call, and root 0's step on a connection rank 2 does not read
+  // is looked at only after a 20 ms stall (foreign_steps.h).
+  expectMismatchReported("different roots (Broadcast root 1 vs 0, Direct)", 2,
+                         [](int rank, ncclComm_t comm, std::vector<int32_t>& in, std::vector<int32_t>& out) {
+                           ncclResult_t r = ncclBroadcast(in.data(), out.data(), kCount, ncclInt32,
+                                                          rank == 2 ? 1 : 0, comm, nullptr);
+                           // The next call is what reaches rank 2.
+                           if (r == ncclSuccess)
+                             r = ncclAllReduce(in.data(), out.data(), kCount, ncclInt32, ncclSum, comm, nullptr);
+                           return r;
+                         },
+                         Expect::kMismatched, {{"NCCL_ALGO", "Direct"}});
+}
+
 TEST_CASE("ranks disagreeing on a Reduce root: the Reduce itself fails naming both roots", "[faults][mismatch]") {
   // On the ring 0 1 2 the chain to root 0 is 1 -> 2 -> 0; rank 2, thinking
   // the root is 1, starts its own chain 2 -> 0 -> 1, so rank 0 receives a
