@@ -16,7 +16,18 @@ constexpr double kHelloSeconds = 2.0;
 constexpr double kFirstProbeSeconds = 1.0;
 constexpr double kProbeEverySeconds = 0.5;
 constexpr double kPeerRefusedGraceSeconds = 0.5;
+
+// Introduces this rank on a connection to a peer's acceptor.
+ncclResult_t sendHello(const Socket& s, uint64_t secret, int myRank, int tag, const Deadline& deadline,
+                       const std::atomic<bool>* abort, const char* what) {
+  ConnHello hello{};
+  memcpy(hello.magic, kConnHelloMagic, sizeof(hello.magic));
+  hello.secret = secret;
+  hello.fromRank = myRank;
+  hello.tag = tag;
+  return s.sendAll(&hello, sizeof(hello), deadline, abort, what);
 }
+}  // namespace
 
 ncclResult_t Acceptor::listen(const NetAddress& bindAddr) {
   NetAddress any = bindAddr;
@@ -96,13 +107,8 @@ ncclResult_t Acceptor::probe(int rank, const Deadline& deadline, const std::atom
                 "%s: rank %d (%s pid %d) is gone: its listener at %s refuses connections, so it failed or exited "
                 "during init", what, rank, p.host, p.pid, addr.toString().c_str());
   if (r != ncclSuccess) return ncclSuccess;  // slow or unreachable: the deadline decides
-  ConnHello hello{};
-  memcpy(hello.magic, kConnHelloMagic, sizeof(hello.magic));
-  hello.secret = secret_;
-  hello.fromRank = myRank_;
-  hello.tag = kTagProbe;
   QuietFailures quiet(true);
-  (void)s.sendAll(&hello, sizeof(hello), Deadline::afterMs(100), abort, what);
+  (void)sendHello(s, secret_, myRank_, kTagProbe, Deadline::afterMs(100), abort, what);
   return ncclSuccess;
 }
 
@@ -121,12 +127,7 @@ ncclResult_t connectToPeer(const NetAddress& peer, uint64_t secret, int myRank, 
     return fail(ncclRemoteError, "%s: rank at %s refused the connection after listening there: it failed or "
                 "exited during init", what, peer.toString().c_str());
   }
-  ConnHello hello{};
-  memcpy(hello.magic, kConnHelloMagic, sizeof(hello.magic));
-  hello.secret = secret;
-  hello.fromRank = myRank;
-  hello.tag = tag;
-  return out->sendAll(&hello, sizeof(hello), deadline, abort, what);
+  return sendHello(*out, secret, myRank, tag, deadline, abort, what);
 }
 
 }  // namespace gyre

@@ -14,10 +14,12 @@ namespace {
 // means it is gone (as for a rank's own root, rendezvous.cc).
 constexpr double kFirstRootRefusedSeconds = 1.0;
 
-void setFailure(RootReply* reply, const std::string& message) {
-  *reply = RootReply{};
-  reply->status = kRootFailed;
-  snprintf(reply->message, sizeof(reply->message), "%s", message.c_str());
+// A reply of `status` carrying `message` (cut to the wire's field).
+RootReply replyWith(int32_t status, const std::string& message) {
+  RootReply reply{};
+  reply.status = status;
+  snprintf(reply.message, sizeof(reply.message), "%s", message.c_str());
+  return reply;
 }
 
 // Sends the block (or the failure) and reads root 0's answer; "" or why not.
@@ -34,16 +36,12 @@ std::string handOver(const RootGather& g, const Socket& s, const Deadline& deadl
   hello.firstRoot = g.firstRoot;
   hello.firstRootSecret = g.firstRootSecret;
   hello.fromRoot = 1;
-  RootReply status{};
+  RootReply status = replyWith(g.failure.empty() ? kRootOk : kRootFailed, g.failure);
   std::vector<PeerInfo> block;
   if (g.failure.empty()) {
     for (const Joined& j : g.ranks) block.push_back(j.hello.info);
     std::sort(block.begin(), block.end(), [](const PeerInfo& a, const PeerInfo& b) { return a.rank < b.rank; });
-    status.status = kRootOk;
     status.nranks = static_cast<int32_t>(block.size());
-  } else {
-    status.status = kRootFailed;
-    snprintf(status.message, sizeof(status.message), "%s", g.failure.c_str());
   }
   if (s.sendAll(&hello, sizeof(hello), deadline, nullptr, what) != ncclSuccess ||
       s.sendAll(&status, sizeof(status), deadline, nullptr, what) != ncclSuccess ||
@@ -63,9 +61,7 @@ std::string handOver(const RootGather& g, const Socket& s, const Deadline& deadl
 }  // namespace
 
 void sendReply(const Socket& s, int32_t status, const std::string& message, const Deadline& deadline) {
-  RootReply reply{};
-  reply.status = status;
-  snprintf(reply.message, sizeof(reply.message), "%s", message.c_str());
+  const RootReply reply = replyWith(status, message);
   s.sendAll(&reply, sizeof(reply), deadline, nullptr, "rendezvous root: reply");
 }
 
@@ -98,7 +94,7 @@ void exchangeWithFirstRoot(const RootGather& g, double timeoutSeconds, RootReply
   if (!why.empty()) {
     if (!g.failure.empty()) why = g.failure + "; and " + why;
     GYRE_WARN("rendezvous %s: %s", self.c_str(), why.c_str());
-    setFailure(reply, self + ": " + why);
+    *reply = replyWith(kRootFailed, self + ": " + why);
   }
 }
 

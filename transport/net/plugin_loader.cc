@@ -16,7 +16,6 @@ namespace {
 
 // The tables gyre reads, newest first: the first one a plugin exports is used.
 constexpr const char* kSupported[] = {"ncclNet_v10", "ncclNet_v9", "ncclNet_v8"};
-constexpr const char* kSupportedList = "ncclNet_v10, ncclNet_v9, ncclNet_v8";
 // Versions named in errors and logs (what a plugin exports), oldest first.
 constexpr int kOldestNamed = 2, kNewestNamed = 16;
 
@@ -84,10 +83,13 @@ ncclResult_t loadNetPlugin(const std::string& spec, Network* out) {
   }
   const char* version = nullptr;
   const gyreNet_v8_t* api = newestTable(lib, &version);
-  if (!api)
+  if (!api) {
+    std::string supported;
+    for (const char* v : kSupported) supported += (supported.empty() ? "" : ", ") + std::string(v);
     return fail(ncclInvalidArgument,
                 "NCCL_NET_PLUGIN=%s: %s exports no ncclNet version gyre supports (looked for %s; it exports %s)",
-                spec.c_str(), file.c_str(), kSupportedList, exported.empty() ? "no ncclNet_vN" : exported.c_str());
+                spec.c_str(), file.c_str(), supported.c_str(), exported.empty() ? "no ncclNet_vN" : exported.c_str());
+  }
   if (!api->init || !api->devices || !api->listen || !api->connect || !api->accept || !api->isend || !api->irecv ||
       !api->test || !api->regMr || !api->deregMr || !api->closeSend || !api->closeRecv || !api->closeListen)
     return fail(ncclInvalidArgument, "NCCL_NET_PLUGIN=%s: %s's %s leaves a required function null", spec.c_str(),
