@@ -51,7 +51,7 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
     // Like doubling, a variant of the tuner's: an NCCL_ALGO naming anything
     // but Direct runs as named.
     bool otherForced = ctx.tuning->algorithmForced && !ctx.tuning->directOnly;
-    plan->singleCopy = ctx.singleCopyAlways || (!otherForced && bytes >= kSingleCopyMinBytes);
+    plan->singleCopy = ctx.singleCopyAlways || (!otherForced && bytes >= singleCopyMinBytes(coll, ctx.nranks));
   }
   if (coll == CollKind::AllReduce && bytes <= kDoublingMaxBytes) {
     // Doubling is the tuner's own variant: an NCCL_ALGO the user set runs as named.

@@ -44,6 +44,14 @@ struct Plan {
 // outgrows the caches: 2 ranks, median of 5 interleaved runs, 1.24-1.53x at
 // 4-16 MiB, 0.80-1.11x at 1 MiB (docs/HOST-PERF.md).
 constexpr size_t kSingleCopyMinBytes = 2 << 20;
+// A 2-rank Broadcast splits each piece: the reader reads part, the root
+// writes the rest into the reader's output (both cores copy), which beats
+// the two-copy pipeline from 512 KiB (median of 9 interleaved runs: 1.17x
+// at 512 KiB, 1.25x at 1 MiB, 0.95x at 256 KiB; docs/HOST-PERF.md).
+constexpr size_t kSingleCopySplitMinBytes = 512 << 10;
+inline size_t singleCopyMinBytes(CollKind coll, int nranks) {
+  return coll == CollKind::Broadcast && nranks == 2 ? kSingleCopySplitMinBytes : kSingleCopyMinBytes;
+}
 
 // Largest AllReduce run by recursive doubling: below it latency rules (log2 n
 // rounds instead of 2(n-1) ring steps or 2 log2 n tree hops); above it the
