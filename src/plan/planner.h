@@ -46,8 +46,9 @@ struct Plan {
 constexpr size_t kSingleCopyMinBytes = 2 << 20;
 // A 2-rank Broadcast splits each piece: the reader reads part, the root
 // writes the rest into the reader's output (both cores copy), which beats
-// the two-copy pipeline from 512 KiB (median of 9 interleaved runs: 1.17x
-// at 512 KiB, 1.25x at 1 MiB, 0.95x at 256 KiB; docs/HOST-PERF.md).
+// the two-copy pipeline from 512 KiB (two runs, best of 9 interleaved each:
+// 1.17-1.23x at 512 KiB, 1.17-1.25x at 1 MiB, 0.95-1.03x at 256 KiB;
+// docs/HOST-PERF.md).
 constexpr size_t kSingleCopySplitMinBytes = 512 << 10;
 inline size_t singleCopyMinBytes(CollKind coll, int nranks) {
   return coll == CollKind::Broadcast && nranks == 2 ? kSingleCopySplitMinBytes : kSingleCopyMinBytes;
