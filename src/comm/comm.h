@@ -116,6 +116,7 @@ struct ncclComm {
   gyre::CommMesh mesh;                // empty unless the Direct algorithms can run
   bool singleCopy = false;            // ranks read each other's buffers (process_vm_readv; single_copy.h)
   bool singleCopyAlways = false;      // GYRE_SINGLE_COPY=always
+  bool shmRings = false;              // host communicator whose rings all run over shared memory
   std::map<int, std::unique_ptr<gyre::Connection>> p2pSend;  // by peer rank
   std::map<int, std::unique_ptr<gyre::Connection>> p2pRecv;
   // In-place host AlltoAll sends from a copy of the buffer. Kept between

@@ -229,6 +229,7 @@ PlanContext planContextOf(const ncclComm* comm) {
   ctx.meshConnections = !comm->mesh.send.empty();
   ctx.singleCopy = comm->singleCopy;
   ctx.singleCopyAlways = comm->singleCopyAlways;
+  ctx.shmRings = comm->shmRings;
   ctx.tuning = &comm->topology->tuning;
   return ctx;
 }

@@ -38,16 +38,23 @@ const char* ruledOut(ncclComm* comm) {
   // Where the single-copy schedules have no connections, nothing to say.
   if (!comm->isHost || comm->nranks < 2 || comm->nranks > kMeshMaxRanks) return "";
   if (comm->topology->rings.nhosts != 1) return "";
-  for (const Channel& ch : comm->channels)
-    if (strcmp(ch.send[0].transport->name(), "shm") != 0) return "the ranks talk over sockets (NCCL_SHM_DISABLE)";
+  if (!comm->shmRings) return "the ranks talk over sockets (NCCL_SHM_DISABLE)";
   if (comm->nranks > 2 && comm->mesh.send.empty()) return "";
   return nullptr;
 }
 
 }  // namespace
 
+bool ringsOnSharedMemory(const ncclComm* comm) {
+  if (!comm->isHost || comm->nranks < 2 || comm->channels.empty()) return false;
+  for (const Channel& ch : comm->channels)
+    if (strcmp(ch.send[0].transport->name(), "shm") != 0) return false;
+  return true;
+}
+
 ncclResult_t probeSingleCopy(ncclComm* comm, const Deadline& deadline) {
   comm->singleCopy = false;
+  comm->shmRings = ringsOnSharedMemory(comm);
   if (const char* why = ruledOut(comm)) {
     if (*why && comm->rank == 0) GYRE_INFO("INIT", "single-copy transfers off: %s", why);
     return ncclSuccess;

@@ -26,7 +26,7 @@ const std::vector<VarSpec>& registry() {
        "AllGather on 3..8 host ranks of one host)"},
       {"GYRE_SINGLE_COPY", Type::Choice, "auto", "auto,off,always",
        "host Broadcast/AllGather on one host read peers' buffers with process_vm_readv (one copy): auto from "
-       "2 MiB, always at every size, off never"},
+       "2 MiB (2-rank Broadcast: 512 KiB), always at every size, off never"},
       {"NCCL_PROTO", Type::String, "", "Simple; ^ excludes", "force the protocol"},
       {"NCCL_MIN_NCHANNELS", Type::Int, "1", "1..64", "fewest channels the planner may use", 1, 64},
       {"NCCL_MAX_NCHANNELS", Type::Int, "32", "1..64", "most channels the planner may use", 1, 64},

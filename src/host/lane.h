@@ -128,7 +128,8 @@ class TypedLane final : public Lane {
     const uint32_t bytes = static_cast<uint32_t>(s.count * sizeof(T));
     const T* received = nullptr;
     T* outgoing = nullptr;
-    if (s.flags & (kStepPeerAddr | kStepPeerRead)) return runSingleCopyStep(s, src, dst, in, out, bytes);
+    if (s.flags & (kStepPeerAddr | kStepPeerRead | kStepPeerWrite))
+      return runSingleCopyStep(s, src, dst, in, out, bytes);
     if (s.flags & kStepAllPeers) return reduceAllPeers(pre, post, src, dst, s.count, bytes);
     if (in) {
       GYRE_CHECK(checkSlotMeta(spec_, comm_, *in, bytes));
@@ -205,9 +206,10 @@ class TypedLane final : public Lane {
   }
 
   // A Send posts where its elements are, not the elements; the receiver
-  // reads them from this process (kStepPeerAddr / kStepPeerRead). The
-  // address rides in the slot's inline line, so the step moves one cache line.
-  ncclResult_t runSingleCopyStep(const Step& /*step*/, const T* src, T* dst, Connection* in, Connection* out, uint32_t bytes) {
+  // reads them from this process (kStepPeerAddr / kStepPeerRead), or writes
+  // its src there (kStepPeerWrite: the address is the sender's destination).
+  // The address rides in the slot's inline line, so the step moves one cache line.
+  ncclResult_t runSingleCopyStep(const Step& step, const T* src, T* dst, Connection* in, Connection* out, uint32_t bytes) {
     if (out) {
       uint64_t where = reinterpret_cast<uint64_t>(src);
       memcpy(out->fifo.payload(out->step, sizeof(where)), &where, sizeof(where));
@@ -218,7 +220,8 @@ class TypedLane final : public Lane {
       GYRE_CHECK(checkSlotMeta(spec_, comm_, *in, bytes));
       uint64_t where = 0;
       memcpy(&where, in->fifo.payload(in->step, sizeof(where)), sizeof(where));
-      GYRE_CHECK(readPeer(spec_, comm_, in->peer, where, dst, bytes));
+      if (step.flags & kStepPeerWrite) GYRE_CHECK(writePeer(spec_, comm_, in->peer, where, src, bytes));
+      else GYRE_CHECK(readPeer(spec_, comm_, in->peer, where, dst, bytes));
       publishConsumed(*in);
     }
     return ncclSuccess;

@@ -9,14 +9,19 @@
 #include "src/debug/error.h"
 
 namespace gyre {
+namespace {
 
-ncclResult_t readPeer(const LaneSpec& spec, HostComm* comm, int peer, uint64_t remote, void* local, size_t bytes) {
+// One loop for both directions: the kernel may copy less than asked (a
+// signal, a range crossing into an unmapped page), so it goes on from there.
+ncclResult_t copyPeer(const LaneSpec& spec, HostComm* comm, int peer, uint64_t remote, void* local, size_t bytes,
+                      bool write) {
   const PeerInfo& info = (*comm->peers)[peer];
   size_t done = 0;
   while (done < bytes) {
-    iovec to{static_cast<char*>(local) + done, bytes - done};
-    iovec from{reinterpret_cast<void*>(remote + done), bytes - done};
-    ssize_t got = process_vm_readv(info.pid, &to, 1, &from, 1, 0);
+    iovec mine{static_cast<char*>(local) + done, bytes - done};
+    iovec theirs{reinterpret_cast<void*>(remote + done), bytes - done};
+    ssize_t got = write ? process_vm_writev(info.pid, &mine, 1, &theirs, 1, 0)
+                        : process_vm_readv(info.pid, &mine, 1, &theirs, 1, 0);
     if (got > 0) {
       done += static_cast<size_t>(got);
       continue;
@@ -24,16 +29,28 @@ ncclResult_t readPeer(const LaneSpec& spec, HostComm* comm, int peer, uint64_t r
     int err = got == 0 ? EFAULT : errno;
     if (err == EINTR) continue;
     ncclResult_t r = fail(ncclSystemError,
-                          "%s #%llu: single-copy read of %zu bytes at 0x%llx from rank %d (pid %d on %s) failed "
+                          "%s #%llu: single-copy %s of %zu bytes at 0x%llx %s rank %d (pid %d on %s) failed "
                           "after %zu bytes: %s%s",
-                          collName(spec.coll), static_cast<unsigned long long>(spec.opCount), bytes,
-                          static_cast<unsigned long long>(remote), peer, info.pid, info.host, done, strerror(err),
+                          collName(spec.coll), static_cast<unsigned long long>(spec.opCount), write ? "write" : "read",
+                          bytes, static_cast<unsigned long long>(remote), write ? "in" : "from", peer, info.pid,
+                          info.host, done, strerror(err),
                           err == EFAULT ? " (the peer's buffer is not mapped: freed or unmapped during the call?)"
                                         : "");
     comm->markFailed(r, peer);
     return r;
   }
   return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t readPeer(const LaneSpec& spec, HostComm* comm, int peer, uint64_t remote, void* local, size_t bytes) {
+  return copyPeer(spec, comm, peer, remote, local, bytes, false);
+}
+
+ncclResult_t writePeer(const LaneSpec& spec, HostComm* comm, int peer, uint64_t remote, const void* local,
+                       size_t bytes) {
+  return copyPeer(spec, comm, peer, remote, const_cast<void*>(local), bytes, true);
 }
 
 }  // namespace gyre

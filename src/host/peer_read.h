@@ -1,5 +1,5 @@
-// Single-copy reads of a peer's user buffer (Linux cross-memory attach), for
-// the steps flagged kStepPeerRead (src/sched/step.h). The communicator
+// Single-copy reads and writes of a peer's user buffer (Linux cross-memory
+// attach), for the steps flagged kStepPeerRead / kStepPeerWrite (src/sched/step.h). The communicator
 // enables them only where a probe at init could read every neighbour
 // (src/comm/single_copy.h); the peer stays inside the same call until this
 // rank acknowledges, so the buffer is live unless the application freed it.
@@ -18,5 +18,9 @@ namespace gyre {
 // A failure (the range unmapped: EFAULT; the process gone: ESRCH) fails the
 // communicator with an error naming the peer, the collective and the range.
 ncclResult_t readPeer(const LaneSpec& spec, HostComm* comm, int peer, uint64_t remote, void* local, size_t bytes);
+// Copies `bytes` from `local` to `remote` in rank `peer`'s address space
+// (process_vm_writev), failing the same way.
+ncclResult_t writePeer(const LaneSpec& spec, HostComm* comm, int peer, uint64_t remote, const void* local,
+                       size_t bytes);
 
 }  // namespace gyre

@@ -26,6 +26,7 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
   plan->protocol = Protocol::Simple;
   // Enough bytes per channel that splitting pays for its extra steps.
   size_t perChannel = count * typeSize / kMinBytesPerChannel;
+  if (!ctx.kernels && ctx.shmRings && ctx.nranks == 2) perChannel = 0;
   plan->nchannels = static_cast<int>(std::clamp<size_t>(perChannel, ctx.minChannels, ctx.ringChannels));
   plan->alignElems = alignElements(typeSize);
   plan->algorithm = Algorithm::Ring;
@@ -51,7 +52,7 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
     // Like doubling, a variant of the tuner's: an NCCL_ALGO naming anything
     // but Direct runs as named.
     bool otherForced = ctx.tuning->algorithmForced && !ctx.tuning->directOnly;
-    plan->singleCopy = ctx.singleCopyAlways || (!otherForced && bytes >= kSingleCopyMinBytes);
+    plan->singleCopy = ctx.singleCopyAlways || (!otherForced && bytes >= singleCopyMinBytes(coll, ctx.nranks));
   }
   if (coll == CollKind::AllReduce && bytes <= kDoublingMaxBytes) {
     // Doubling is the tuner's own variant: an NCCL_ALGO the user set runs as named.

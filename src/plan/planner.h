@@ -44,6 +44,15 @@ struct Plan {
 // outgrows the caches: 2 ranks, median of 5 interleaved runs, 1.24-1.53x at
 // 4-16 MiB, 0.80-1.11x at 1 MiB (docs/HOST-PERF.md).
 constexpr size_t kSingleCopyMinBytes = 2 << 20;
+// A 2-rank Broadcast splits each piece: the reader reads part, the root
+// writes the rest into the reader's output (both cores copy), which beats
+// the two-copy pipeline from 512 KiB (two runs, best of 9 interleaved each:
+// 1.17-1.23x at 512 KiB, 1.17-1.25x at 1 MiB, 0.95-1.03x at 256 KiB;
+// docs/HOST-PERF.md).
+constexpr size_t kSingleCopySplitMinBytes = 512 << 10;
+inline size_t singleCopyMinBytes(CollKind coll, int nranks) {
+  return coll == CollKind::Broadcast && nranks == 2 ? kSingleCopySplitMinBytes : kSingleCopyMinBytes;
+}
 
 // Largest AllReduce run by recursive doubling: below it latency rules (log2 n
 // rounds instead of 2(n-1) ring steps or 2 log2 n tree hops); above it the
@@ -61,6 +70,12 @@ constexpr size_t kOneShotMaxBytesOverDoubling = 512;
 
 // A ring collective uses another channel for every this many bytes.
 constexpr size_t kMinBytesPerChannel = 512 << 10;
+// Except on 2 host ranks over shared memory, which keep to NCCL_MIN_NCHANNELS
+// (1): one thread per rank runs every channel's lane, so more channels add
+// no copying core, only FIFOs that push each other out of the caches (2-rank
+// AllReduce 2-16 MiB 1.2-1.6x, ReduceScatter 4 MiB 1.75x faster on one
+// channel, best of 7 interleaved runs; 4 ranks on 2 cores keep more
+// channels, which let a rank work while a peer waits for a core).
 
 // A call's size as nccl-tests counts it (and the cost model takes it):
 // AllGather's gathered output, ReduceScatter's input, else one rank's buffer.
@@ -82,6 +97,7 @@ struct PlanContext {
   bool meshConnections = false;      // every rank to every rank (the Direct algorithms)
   bool singleCopy = false;           // ranks may read each other's buffers (process_vm_readv)
   bool singleCopyAlways = false;     // GYRE_SINGLE_COPY=always: at every size
+  bool shmRings = false;             // host ranks whose rings run over shared memory (one host thread per rank)
   const TuningTable* tuning = nullptr;
 };
 

@@ -25,8 +25,11 @@ void buildRingBroadcast(const RingShape& sh, ChannelSchedule* out) {
     if (n == 1) {
       if (!sh.inPlace) out->steps.push_back(step(StepKind::Copy, kInputBuffer, off, kOutputBuffer, off, c, 0));
     } else if (pos == 0) {
-      StepKind k = sh.inPlace ? StepKind::Send : StepKind::CopySend;
-      out->steps.push_back(step(k, kInputBuffer, off, kOutputBuffer, off, c, 0));
+      // Out of place, the chunk goes to the slot before the root's own copy
+      // (not CopySend, which copies first): the next rank starts a copy
+      // sooner, and a message of one chunk takes two copy times, not three.
+      out->steps.push_back(step(StepKind::Send, kInputBuffer, off, 0, 0, c, 0));
+      if (!sh.inPlace) out->steps.push_back(step(StepKind::Copy, kInputBuffer, off, kOutputBuffer, off, c, 0));
     } else if (pos < n - 1) {
       out->steps.push_back(step(StepKind::RecvCopySend, 0, 0, kOutputBuffer, off, c, 0));
     } else {

@@ -21,6 +21,10 @@ constexpr size_t kSingleCopyStepsPerPiece = 8;
 
 // The root announces its input; the others read it; the root copies its own
 // output (out of place) while they do, then waits for their acknowledgements.
+// On 2 ranks each piece is split so both cores copy: the reader announces
+// where the piece's last third goes in its output and reads the rest, the
+// root writes that third there (kStepPeerWrite), and the root acknowledges
+// too, so the reader returns only after the root's writes.
 void buildSingleCopyBroadcast(const DirectShape& shape, ChannelSchedule* out);
 // Every rank announces its block and reads every other rank's into output
 // block p, then acknowledges to each and waits for each acknowledgement.

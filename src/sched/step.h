@@ -35,6 +35,10 @@ enum StepFlags : uint8_t {
   // that many elements from the sender's memory (process_vm_readv) into dst.
   kStepPeerAddr = 8,
   kStepPeerRead = 16,
+  // The other direction: a Recv with kStepPeerWrite takes the address the
+  // peer announced (its destination) and writes this step's src elements
+  // there (process_vm_writev), so owner and reader both copy a share.
+  kStepPeerWrite = 64,
   // A RecvReduceCopy that takes one slot from every receive connection (the
   // mesh, in rank order) and reduces all n inputs in rank order into dst:
   // one-shot AllReduce (build_direct.h). Host executor only.

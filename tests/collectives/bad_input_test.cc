@@ -733,3 +733,37 @@ TEST_CASE("a single-copy broadcast whose root passes an unmapped buffer fails on
   CHECK(containsWord(reader, "rank 0"));
   CHECK(containsNoCase(reader, "ncclBroadcast"));
 }
+
+// On 2 ranks the root writes the last third of each piece into the reader's
+// output (process_vm_writev). With NCCL_BUFFSIZE 64 KiB a piece is 64 KiB,
+// so the root writes the last 21845 bytes of the buffer and the reader reads
+// everything before them: unmapping the reader's last 16 KiB fails only the
+// root's write, which must name the reader; the reader fails from the root's
+// abort notice.
+TEST_CASE("a single-copy broadcast whose reader's output is partly unmapped fails on every rank naming the write",
+          "[badinput][singlecopy]") {
+  if (testDeviceComms()) return;  // host communicators only
+  RunResult result = runFailing(
+      2, nullptr,
+      [](int rank, int, ncclComm_t comm) {
+        const size_t bytes = 1 << 20, tail = 16 << 10;
+        char* buf = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        std::vector<char> in(bytes, 7);
+        if (rank == 1) munmap(buf + bytes - tail, tail);  // the part the root writes
+        FailOutcome o = timed([&] { return ncclBroadcast(in.data(), buf, bytes, ncclUint8, 0, comm, nullptr); });
+        munmap(buf, rank == 1 ? bytes - tail : bytes);
+        return o;
+      },
+      false, "always");
+  INFO(result.describe());
+  REQUIRE(result.allOk());  // no rank died of a signal
+  for (const RankOutcome& r : result.ranks) {
+    INFO("rank " << r.rank << ": result " << record(r, "result") << ": " << record(r, "error"));
+    CHECK(record(r, "result") != std::to_string(int(ncclSuccess)));
+    CHECK(std::stod(record(r, "seconds")) < kTimeoutSeconds + 6);
+  }
+  const std::string root = record(result.ranks[0], "error");
+  CHECK(containsNoCase(root, "single-copy write"));
+  CHECK(containsWord(root, "rank 1"));
+  CHECK(containsNoCase(root, "ncclBroadcast"));
+}

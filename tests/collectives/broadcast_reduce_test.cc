@@ -286,6 +286,15 @@ TEST_CASE("broadcast and reduce over 3 ranks with GYRE_SINGLE_COPY=always read c
   runMatrix(3, kSmallBuffSize, IdMode::kParent, false, nullptr, "always");
 }
 
+// On 2 ranks each piece is split: the reader reads two thirds, the root
+// writes the last third into the reader's output (process_vm_writev), so
+// counts spanning many 64 KiB pieces check every cut.
+TEST_CASE("broadcast over 2 ranks with GYRE_SINGLE_COPY=always splits counts spanning many pieces between reader and root",
+          "[broadcast][singlecopy][pipeline]") {
+  if (testDeviceComms()) return;
+  runMatrix(2, kSmallBuffSize, IdMode::kParent, false, nullptr, "always");
+}
+
 // Every case twice in a row, on fresh buffers: the second call repeats the
 // first's shape, so it runs the plan and lanes the first built
 // (src/enqueue/repeat_call.h) rebound to its own buffers; the next case's

@@ -1,0 +1,74 @@
+// The planner's large-message choices on host communicators: how many
+// channels a ring collective uses, and where Broadcast and AllGather read
+// the peers' buffers in place (single copy).
+#include "src/config/env.h"
+#include "src/plan/planner.h"
+#include "tests/unit/topology_fixtures.h"
+
+using namespace gyre;
+
+namespace {
+
+TuningTable hostTable(int ranks) {
+  env::reloadForTesting("/nonexistent");
+  topo::Placement p = topo::replicate(testing::loadShipped("ci_vm.xml"), 1, ranks);
+  RingOptions opts;
+  opts.minChannels = 4;
+  RingPlan rings;
+  REQUIRE(buildRings(p, opts, &rings) == ncclSuccess);
+  TuningTable t;
+  buildTuningTable(rings, ranks, true, false, &t);
+  return t;
+}
+
+PlanContext hostContext(int ranks, const TuningTable& t, bool shm) {
+  PlanContext ctx;
+  ctx.nranks = ranks;
+  ctx.minChannels = 1;
+  ctx.ringChannels = 4;
+  ctx.slotBytes = 512 << 10;
+  ctx.meshConnections = ranks > 2;
+  ctx.singleCopy = shm;
+  ctx.shmRings = shm;
+  ctx.tuning = &t;
+  return ctx;
+}
+
+Plan plan(const PlanContext& ctx, CollKind coll, size_t bytes) {
+  Plan p;
+  size_t count = bytes / 4;
+  if (coll == CollKind::AllGather || coll == CollKind::ReduceScatter) count /= ctx.nranks;
+  REQUIRE(planCollective(ctx, coll, count, 4, &p) == ncclSuccess);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("2 host ranks over shared memory run large ring collectives on one channel, 4 ranks or sockets on several") {
+  TuningTable two = hostTable(2), four = hostTable(4);
+  for (size_t bytes : {size_t{2} << 20, size_t{8} << 20, size_t{64} << 20}) {
+    INFO(bytes << " bytes");
+    CHECK(plan(hostContext(2, two, true), CollKind::AllReduce, bytes).nchannels == 1);
+    CHECK(plan(hostContext(2, two, true), CollKind::ReduceScatter, bytes).nchannels == 1);
+    CHECK(plan(hostContext(2, two, false), CollKind::AllReduce, bytes).nchannels == 4);  // sockets
+    CHECK(plan(hostContext(4, four, true), CollKind::AllReduce, bytes).nchannels == 4);
+  }
+  PlanContext atLeastTwo = hostContext(2, two, true);
+  atLeastTwo.minChannels = 2;  // NCCL_MIN_NCHANNELS still holds
+  CHECK(plan(atLeastTwo, CollKind::AllReduce, 8 << 20).nchannels == 2);
+}
+
+TEST_CASE("a 2-rank host Broadcast reads in place from 512 KiB, AllGather and 4-rank Broadcast from 2 MiB") {
+  TuningTable two = hostTable(2), four = hostTable(4);
+  PlanContext ctx2 = hostContext(2, two, true), ctx4 = hostContext(4, four, true);
+  CHECK_FALSE(plan(ctx2, CollKind::Broadcast, 256 << 10).singleCopy);
+  CHECK(plan(ctx2, CollKind::Broadcast, 512 << 10).singleCopy);
+  CHECK_FALSE(plan(ctx2, CollKind::AllGather, 1 << 20).singleCopy);
+  CHECK(plan(ctx2, CollKind::AllGather, 2 << 20).singleCopy);
+  CHECK_FALSE(plan(ctx4, CollKind::Broadcast, 1 << 20).singleCopy);
+  CHECK(plan(ctx4, CollKind::Broadcast, 2 << 20).singleCopy);
+  CHECK_FALSE(plan(ctx2, CollKind::AllReduce, 64 << 20).singleCopy);  // no single-copy reduction
+  PlanContext noProbe = ctx2;
+  noProbe.singleCopy = false;  // the kernel forbade cross-memory attach
+  CHECK_FALSE(plan(noProbe, CollKind::Broadcast, 64 << 20).singleCopy);
+}
