@@ -65,9 +65,7 @@ ncclResult_t enqueue(ncclComm* comm, const CollCall& args) {
     group.calls.push_back(call);
     return ncclSuccess;
   }
-  thread_local std::vector<PendingCall> single;  // reused: a lone call allocates nothing
-  single.assign(1, call);
-  return launchCalls(single);
+  return launchLoneCall(call);
 }
 
 // Argument errors inside a group are returned by the call and remembered for ncclGroupEnd.
