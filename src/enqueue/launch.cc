@@ -9,6 +9,7 @@
 #include "src/comm/comm.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/debug/thread_owned.h"
 #include "src/comm/executor_binding.h"
 #include "src/device/device_layer.h"
 #include "src/device/runtime.h"
@@ -216,7 +217,11 @@ class LaneSet {
   static inline std::atomic<uint64_t> nextLaneSetId{1};
 };
 
-thread_local LaneSet tlsLaneSet;
+// The thread's lanes, reached once per call (thread_owned.h).
+LaneSet& threadLaneSet() {
+  static __thread LaneSet* slot = nullptr;
+  return threadOwned(slot);
+}
 thread_local std::vector<ncclComm*> tlsComms;
 
 // `withScalar`: copy a PreMulSum operator's scalar into the spec (the host
@@ -435,7 +440,10 @@ ncclResult_t runRepeat(const PendingCall& c, LaneSet& set) {
 }  // namespace
 
 ncclResult_t launchLoneCall(const PendingCall& call) {
-  if (call.comm->isHost && isRepeat(call, tlsLaneSet)) return runRepeat(call, tlsLaneSet);
+  if (call.comm->isHost) {
+    LaneSet& set = threadLaneSet();
+    if (isRepeat(call, set)) return runRepeat(call, set);
+  }
   thread_local std::vector<PendingCall> single;  // reused: a lone call allocates nothing
   single.assign(1, call);
   return launchCalls(single);
@@ -449,7 +457,7 @@ ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
   ActiveCalls active(comms);
   ScopedLogRank logRank(comms.empty() ? -1 : comms[0]->rank);
   for (const PendingCall& c : calls) GYRE_CHECK(checkUsable(c.comm, c.coll));
-  LaneSet& set = tlsLaneSet;
+  LaneSet& set = threadLaneSet();
   if (calls.size() == 1 && isRepeat(calls[0], set)) return restartRepeat(calls[0], set);
   GYRE_CHECK(copySelfMessages(calls));
   GYRE_CHECK(connectPeersFor(calls));

@@ -12,6 +12,7 @@
 
 #include "src/debug/deadline.h"
 #include "src/debug/error.h"
+#include "src/debug/thread_owned.h"
 #include "src/host/executor.h"
 #include "src/host/foreign_steps.h"
 
@@ -367,7 +368,8 @@ ncclResult_t noProgressAtAll(const Lanes& lanes, double seconds) {
 }  // namespace
 
 ncclResult_t runLanes(Lanes& lanes, uint64_t lanesId) {
-  thread_local Waiter waiter;
+  static __thread Waiter* waiterSlot = nullptr;
+  Waiter& waiter = threadOwned(waiterSlot);
   waiter.init(lanes, lanesId);
   HeldFailure& held = waiter.held;
   // The deadline runs from the last pass that moved a lane but is read from
