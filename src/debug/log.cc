@@ -17,9 +17,9 @@
 #include "src/config/env.h"
 
 namespace gyre {
-namespace {
 
-thread_local int tlsLogRank = -1;
+__thread int tlsLogRank = -1;
+namespace {
 
 struct LogSink {
   LogLevel level = LogLevel::None;
@@ -147,8 +147,6 @@ void resetLogSettings() {
   g_reread.store(true);
   g_sink.store(nullptr, std::memory_order_release);
 }
-void setLogRank(int rank) { tlsLogRank = rank; }
-int logRank() { return tlsLogRank; }
 
 void logLineV(LogLevel level, const char* subsys, const char* fmt, va_list ap) {
   LogSink& s = sink();

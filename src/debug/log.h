@@ -22,9 +22,11 @@ void logLine(LogLevel level, const char* subsys, const char* fmt, ...)
 void logLineV(LogLevel level, const char* subsys, const char* fmt, va_list ap);
 
 // The rank printed in the line prefix of lines logged by this thread (-1: none).
-// Set by the API entry points for the communicator they work on.
-void setLogRank(int rank);
-int logRank();
+// Set by the API entry points for the communicator they work on: inline, on
+// a plain __thread int, as every call sets and restores it.
+extern __thread int tlsLogRank;
+inline void setLogRank(int rank) { tlsLogRank = rank; }
+inline int logRank() { return tlsLogRank; }
 
 // Restores the previous log rank at scope exit.
 class ScopedLogRank {

@@ -11,8 +11,11 @@
 namespace gyre {
 namespace {
 
+// The depth alone is read by every call (a plain __thread int: one TLS
+// load); the rest only inside groups.
+__thread int depth = 0;
+
 struct GroupState {
-  int depth = 0;
   std::vector<PendingCall> calls;
   ncclResult_t firstError = ncclSuccess;  // an argument error inside the group fails its end too
 };
@@ -21,17 +24,17 @@ thread_local GroupState group;
 
 }  // namespace
 
-int groupDepth() { return group.depth; }
+int groupDepth() { return depth; }
 
 ncclResult_t groupStart() {
-  ++group.depth;
+  ++depth;
   return ncclSuccess;
 }
 
 ncclResult_t groupEnd() {
-  if (group.depth == 0)
+  if (depth == 0)
     return fail(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
-  if (--group.depth > 0) return ncclSuccess;
+  if (--depth > 0) return ncclSuccess;
   std::vector<PendingCall> calls;
   calls.swap(group.calls);
   ncclResult_t earlier = group.firstError;
@@ -42,9 +45,9 @@ ncclResult_t groupEnd() {
 
 ncclResult_t groupSimulateEnd(std::vector<PendingCall>* calls) {
   calls->clear();
-  if (group.depth == 0)
+  if (depth == 0)
     return fail(ncclInvalidUsage, "ncclGroupSimulateEnd called without a matching ncclGroupStart");
-  if (--group.depth > 0) return ncclSuccess;
+  if (--depth > 0) return ncclSuccess;
   calls->swap(group.calls);
   ncclResult_t earlier = group.firstError;
   group.firstError = ncclSuccess;
@@ -61,18 +64,16 @@ ncclResult_t enqueue(ncclComm* comm, const CollCall& args) {
     call.scalar.devicePtr = custom.scalarPtr;
     memcpy(call.scalar.value, custom.value, sizeof(call.scalar.value));
   }
-  if (group.depth > 0) {
+  if (depth > 0) {
     group.calls.push_back(call);
     return ncclSuccess;
   }
-  thread_local std::vector<PendingCall> single;  // reused: a lone call allocates nothing
-  single.assign(1, call);
-  return launchCalls(single);
+  return launchLoneCall(call);
 }
 
 // Argument errors inside a group are returned by the call and remembered for ncclGroupEnd.
 void noteGroupError(ncclResult_t r) {
-  if (group.depth > 0 && group.firstError == ncclSuccess) group.firstError = r;
+  if (depth > 0 && group.firstError == ncclSuccess) group.firstError = r;
 }
 
 }  // namespace gyre

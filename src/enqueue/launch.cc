@@ -1,6 +1,7 @@
 #include "src/enqueue/launch.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -8,6 +9,7 @@
 #include "src/comm/comm.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/debug/thread_owned.h"
 #include "src/comm/executor_binding.h"
 #include "src/device/device_layer.h"
 #include "src/device/runtime.h"
@@ -126,6 +128,7 @@ class LaneSet {
   // Without host lanes, add() only collects the specs (for the device executor).
   void reset(bool hostLanes = true) {
     repeat = {};
+    id_ = nextLaneSetId.fetch_add(1, std::memory_order_relaxed);
     hostLanes_ = hostLanes;
     specs_.clear();
     nschedules_ = 0;
@@ -177,6 +180,9 @@ class LaneSet {
   }
 
   std::vector<std::unique_ptr<Lane>>& lanes() { return lanes_; }
+  // Names this batch's lanes until the next reset(), across all threads:
+  // runLanes keeps what it derived from lanes of the same id.
+  uint64_t id() const { return id_; }
   const std::vector<LaneSpec>& specs() const { return specs_; }
 
   // The lone call these lanes were built for (repeat_call.h); cleared by
@@ -207,9 +213,15 @@ class LaneSet {
   std::vector<Order> order_;
   bool hostLanes_ = true;
   std::vector<LaneSpec> specs_;
+  uint64_t id_ = 0;
+  static inline std::atomic<uint64_t> nextLaneSetId{1};
 };
 
-thread_local LaneSet tlsLaneSet;
+// The thread's lanes, reached once per call (thread_owned.h).
+LaneSet& threadLaneSet() {
+  static __thread LaneSet* slot = nullptr;
+  return threadOwned(slot);
+}
 thread_local std::vector<ncclComm*> tlsComms;
 
 // `withScalar`: copy a PreMulSum operator's scalar into the spec (the host
@@ -396,27 +408,46 @@ ncclResult_t launchCalls(std::vector<PendingCall>& calls) {
 
 namespace {
 
-// A lone collective repeating the thread's last one (repeat_call.h): its
-// lanes start over on this call's buffers and sequence number, with the
-// plan and the steps the last call built.
-bool rebindRepeat(const PendingCall& c, LaneSet* set) {
-  if (set->repeat.commSerial == 0 || !repeatable(c) ||
-      !(set->repeat == repeatKeyOf(c, c.comm->serial, c.comm->rank)))
-    return false;
+bool isRepeat(const PendingCall& c, const LaneSet& set) {
+  return set.repeat.commSerial != 0 && repeatable(c) && set.repeat == repeatKeyOf(c, c.comm->serial, c.comm->rank);
+}
+
+ncclResult_t restartRepeat(const PendingCall& c, LaneSet& set) {
   GYRE_TRACE("COLL", "%s count %zu %s %s root %d: the previous call's plan and steps", collName(c.coll), c.count,
              datatypeName(c.datatype), redOpName(c.op), c.root);
   const uint64_t opCount = ++c.comm->opCount;
-  for (auto& lane : set->lanes()) {
-    LaneSpec spec = lane->spec();
-    spec.buffers[kInputBuffer] = const_cast<void*>(c.input);
-    spec.buffers[kOutputBuffer] = c.output;
-    spec.opCount = opCount;
-    lane->rebind(spec, c.comm->host.get());
-  }
-  return true;
+  for (auto& lane : set.lanes()) lane->restart(c.input, c.output, opCount);
+  return runLanes(set.lanes(), set.id());
+}
+
+// A lone collective repeating the thread's last one (repeat_call.h): its
+// lanes start over on this call's buffers and sequence number, with the
+// plan and the steps the last call built, and the executor keeps what it
+// derived from them (the lane set's id).
+ncclResult_t runRepeat(const PendingCall& c, LaneSet& set) {
+  ncclComm* comm = c.comm;
+  // In flight before the usability check, as ActiveCalls: an abort that
+  // sets its flag after the check waits for this call to leave.
+  comm->activeCalls.fetch_add(1);
+  struct Leave {
+    ncclComm* comm;
+    ~Leave() { comm->activeCalls.fetch_sub(1); }
+  } leave{comm};
+  GYRE_CHECK(checkUsable(comm, c.coll));
+  return restartRepeat(c, set);
 }
 
 }  // namespace
+
+ncclResult_t launchLoneCall(const PendingCall& call) {
+  if (call.comm->isHost) {
+    LaneSet& set = threadLaneSet();
+    if (isRepeat(call, set)) return runRepeat(call, set);
+  }
+  thread_local std::vector<PendingCall> single;  // reused: a lone call allocates nothing
+  single.assign(1, call);
+  return launchCalls(single);
+}
 
 ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
   std::vector<ncclComm*>& comms = tlsComms;
@@ -426,8 +457,8 @@ ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
   ActiveCalls active(comms);
   ScopedLogRank logRank(comms.empty() ? -1 : comms[0]->rank);
   for (const PendingCall& c : calls) GYRE_CHECK(checkUsable(c.comm, c.coll));
-  LaneSet& set = tlsLaneSet;
-  if (calls.size() == 1 && rebindRepeat(calls[0], &set)) return runLanes(set.lanes());
+  LaneSet& set = threadLaneSet();
+  if (calls.size() == 1 && isRepeat(calls[0], set)) return restartRepeat(calls[0], set);
   GYRE_CHECK(copySelfMessages(calls));
   GYRE_CHECK(connectPeersFor(calls));
 
@@ -452,7 +483,7 @@ ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
   if (set.lanes().empty()) return ncclSuccess;
   if (calls.size() == 1 && repeatable(calls[0]))
     set.repeat = repeatKeyOf(calls[0], calls[0].comm->serial, calls[0].comm->rank);
-  return runLanes(set.lanes());
+  return runLanes(set.lanes(), set.id());
 }
 
 }  // namespace gyre

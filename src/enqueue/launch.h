@@ -11,6 +11,9 @@ namespace gyre {
 // Runs the calls: on the host executor now for host communicators, staged
 // on their streams for device communicators (src/device/staging.h).
 ncclResult_t launchCalls(std::vector<PendingCall>& calls);
+// launchCalls of one call outside a group; a host collective that repeats
+// the thread's previous call (repeat_call.h) goes straight to its lanes.
+ncclResult_t launchLoneCall(const PendingCall& call);
 
 // The host executor path itself (also what a staged job runs on its buffers).
 ncclResult_t runHostCalls(std::vector<PendingCall>& calls);

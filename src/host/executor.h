@@ -22,6 +22,9 @@ ncclResult_t makeHostLane(const LaneSpec& spec, HostComm* comm, std::unique_ptr<
 // repeated calls then allocate nothing.
 ncclResult_t reuseHostLane(const LaneSpec& spec, HostComm* comm, std::unique_ptr<Lane>* lane);
 
-ncclResult_t runLanes(std::vector<std::unique_ptr<Lane>>& lanes);
+// `lanesId`: nonzero names these lanes (the same connections, communicators
+// and steps) for as long as they are rebound only by Lane::restart, so what
+// the executor derives from them once is kept across calls; 0: derive anew.
+ncclResult_t runLanes(std::vector<std::unique_ptr<Lane>>& lanes, uint64_t lanesId = 0);
 
 }  // namespace gyre

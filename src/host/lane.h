@@ -43,6 +43,17 @@ class Lane {
     before_.clear();
   }
 
+  // Starts the lane over on the same call shape with new buffers and sequence
+  // number (a repeated call, src/enqueue/repeat_call.h): only what differs
+  // is written, not the whole spec.
+  void restart(const void* input, void* output, uint64_t opCount) {
+    spec_.buffers[kInputBuffer] = const_cast<void*>(input);
+    spec_.buffers[kOutputBuffer] = output;
+    spec_.opCount = opCount;
+    next_ = 0;
+    before_.clear();
+  }
+
   // Runs ready steps without waiting; *progressed tells whether any ran.
   virtual ncclResult_t advance(bool* progressed) = 0;
 

@@ -12,6 +12,7 @@
 
 #include "src/debug/deadline.h"
 #include "src/debug/error.h"
+#include "src/debug/thread_owned.h"
 #include "src/host/executor.h"
 #include "src/host/foreign_steps.h"
 
@@ -153,21 +154,29 @@ struct Waiter {
   std::chrono::steady_clock::time_point idleSince;
   HeldFailure held;
 
-  // Vectors are cleared, not rebuilt: one Waiter per thread serves every call.
-  void init(const Lanes& lanes) {
-    comms.clear();
-    for (const auto& l : lanes)
-      if (std::find(comms.begin(), comms.end(), l->comm()) == comms.end()) comms.push_back(l->comm());
+  // Vectors are cleared, not rebuilt: one Waiter per thread serves every
+  // call, and lanes of the id it last derived them from keep them.
+  uint64_t lanesId = 0;
+  void init(const Lanes& lanes, uint64_t id) {
+    passes = 0;
+    held.reset();
+    if (id == 0 || id != lanesId) deriveConnections(lanes);
+    lanesId = id;
+    // Read every call: gyreCommSetTimeout may change a timeout between calls.
     spinsBeforeBlocking = comms.empty() ? 0 : comms[0]->spinsBeforeBlocking;
     timeoutSeconds = comms.empty() ? 1 : comms[0]->timeoutSeconds;
     for (HostComm* c : comms) {
       spinsBeforeBlocking = std::min(spinsBeforeBlocking, c->spinsBeforeBlocking);
       timeoutSeconds = std::min(timeoutSeconds, c->timeoutSeconds);
     }
+  }
+
+  void deriveConnections(const Lanes& lanes) {
+    comms.clear();
+    for (const auto& l : lanes)
+      if (std::find(comms.begin(), comms.end(), l->comm()) == comms.end()) comms.push_back(l->comm());
     active.clear();
     shared.clear();
-    passes = 0;
-    held.reset();
     for (const auto& l : lanes) {
       const LaneSpec& s = l->spec();
       for (auto [list, n] : {std::pair{s.send, s.nsend}, std::pair{s.recv, s.nrecv}})
@@ -358,9 +367,10 @@ ncclResult_t noProgressAtAll(const Lanes& lanes, double seconds) {
 
 }  // namespace
 
-ncclResult_t runLanes(Lanes& lanes) {
-  thread_local Waiter waiter;
-  waiter.init(lanes);
+ncclResult_t runLanes(Lanes& lanes, uint64_t lanesId) {
+  static __thread Waiter* waiterSlot = nullptr;
+  Waiter& waiter = threadOwned(waiterSlot);
+  waiter.init(lanes, lanesId);
   HeldFailure& held = waiter.held;
   // The deadline runs from the last pass that moved a lane but is read from
   // the clock only when a wait gets past spinning: a call that never stalls

@@ -33,7 +33,14 @@ inline void publishSent(Connection& c) {
   storeRelease(c.fifo.tail, ++c.step);
 }
 // A received step is used up: its slot may be written again.
-inline void publishConsumed(Connection& c) { storeRelease(c.fifo.head, ++c.step); }
+inline void publishConsumed(Connection& c) {
+  storeRelease(c.fifo.head, ++c.step);
+  // The next step's line: a sender running ahead (a Broadcast root, up to
+  // kLineSlots calls) has written it already, and the receiver's next call
+  // then finds it cached. 4-rank Broadcasts of 8-512 B 1.06-1.35x
+  // (interleaved A/B, 3 runs); 2 ranks even within the noise.
+  if (c.fifo.hasLines()) __builtin_prefetch(&c.fifo.lineOf(c.step));
+}
 inline bool sendsDrained(const Connection& c) { return loadAcquire(c.fifo.head) == c.step; }
 
 }  // namespace gyre

@@ -23,6 +23,16 @@ ncclResult_t validateAlgorithmSettings() {
 }
 
 ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count, size_t typeSize, Plan* plan) {
+  // The host executor runs Simple only (its shared-memory steps of up to 32
+  // bytes already travel in the cache line their flag is in): an NCCL_PROTO
+  // without Simple cannot be honoured there, so it is an error, not a silent
+  // fallback. Staged device calls keep NCCL's leniency (they run kernels
+  // where they can).
+  if (ctx.tuning->simpleExcluded && ctx.tuning->inputs.hostMemory)
+    return fail(ncclInvalidUsage,
+                "NCCL_PROTO=%s: a host-memory communicator runs only the Simple protocol (LL is a device-kernel "
+                "protocol); Simple can run here",
+                env::getString("NCCL_PROTO").c_str());
   plan->protocol = Protocol::Simple;
   // Enough bytes per channel that splitting pays for its extra steps.
   size_t perChannel = count * typeSize / kMinBytesPerChannel;

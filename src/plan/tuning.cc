@@ -1,5 +1,6 @@
 #include "src/plan/tuning.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,10 @@ void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, bool l
   out->inputs.treeForcedOnOneHost = algos.size() == 1 && algos[0] == Algorithm::Tree;
   out->directOnly = algos.size() == 1 && algos[0] == Algorithm::Direct;
   out->llAvailable = llAvailable;
+  std::vector<std::string> protoNames;
+  out->simpleExcluded =
+      parseSelection("NCCL_PROTO", env::getString("NCCL_PROTO"), {"Simple", "LL"}, &protoNames) == ncclSuccess &&
+      std::find(protoNames.begin(), protoNames.end(), "Simple") == protoNames.end();
   std::vector<Protocol> protos = allowedProtocols(llAvailable);
   for (int c = 0; c < kTunedColls; ++c)
     for (int b = 0; b < kTuningBuckets; ++b) {

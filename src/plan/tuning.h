@@ -26,6 +26,7 @@ struct TuningTable {
   bool algorithmForced = false;  // NCCL_ALGO restricts the choice (the planner then adds no variants)
   bool directOnly = false;       // NCCL_ALGO allows Direct alone
   bool llAvailable = false;
+  bool simpleExcluded = false;   // NCCL_PROTO leaves Simple out (LL only)
 };
 
 // `nranks` ranks planned on `rings`. LL is a choice only for `llAvailable`

@@ -69,7 +69,7 @@ struct FailOutcome {
 using FailFn = std::function<FailOutcome(int rank, int nranks, ncclComm_t comm)>;
 
 RunResult runFailing(int nranks, const char* algo, const FailFn& fn, bool sockets = false,
-                     const char* singleCopy = nullptr) {
+                     const char* singleCopy = nullptr, const char* proto = nullptr) {
   SharedFlags flags;
   RankOptions options;
   options.timeout_s = 40;
@@ -78,7 +78,8 @@ RunResult runFailing(int nranks, const char* algo, const FailFn& fn, bool socket
                  {"NCCL_BUFFSIZE", std::to_string(kSmallBuffSize)},
                  {"NCCL_ALGO", algo ? std::optional<std::string>(algo) : std::nullopt},
                  {"NCCL_SHM_DISABLE", sockets ? std::optional<std::string>("1") : std::nullopt},
-                 {"GYRE_SINGLE_COPY", singleCopy ? std::optional<std::string>(singleCopy) : std::nullopt}};
+                 {"GYRE_SINGLE_COPY", singleCopy ? std::optional<std::string>(singleCopy) : std::nullopt},
+                 {"NCCL_PROTO", proto ? std::optional<std::string>(proto) : std::nullopt}};
   if (!flags.ok()) {
     RunResult r;
     r.setupError = "mmap of the shared flags failed";
@@ -442,6 +443,34 @@ TEST_CASE("a grouped receive whose sender never sends fails by GYRE_TIMEOUT nami
   CHECK(seconds < kTimeoutSeconds + 6);
 }
 
+// A repeated call reuses what the executor derived from its lanes
+// (runLanes' lane-set id); the timeout is not among it.
+TEST_CASE("a repeated allreduce whose peer stays away times out after the gyreCommSetTimeout set since the last call",
+          "[badinput][repeat]") {
+  RunResult result = runFailing(2, nullptr, [](int rank, int, ncclComm_t comm) {
+    std::vector<float> buf(5, 1.0f);
+    for (int i = 0; i < 2; ++i) {  // the second call repeats the first
+      FailOutcome o =
+          timed([&] { return ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr); });
+      if (o.result != ncclSuccess) return o;
+    }
+    if (rank == 1) return FailOutcome{};  // rank 1 makes no third call
+    if (gyreCommSetTimeout(comm, 1) != ncclSuccess) return FailOutcome{ncclInternalError, "gyreCommSetTimeout failed", 0};
+    return timed([&] { return ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr); });
+  });
+  INFO(result.describe());
+  REQUIRE(result.allOk());
+  REQUIRE(result.ranks.size() == 2);
+  CHECK(record(result.ranks[1], "result") == std::to_string(int(ncclSuccess)));
+  const RankOutcome& waiter = result.ranks[0];
+  const double seconds = std::stod(record(waiter, "seconds"));
+  INFO("rank 0: result " << record(waiter, "result") << " after " << seconds << " s: " << record(waiter, "error"));
+  CHECK(record(waiter, "result") == std::to_string(int(ncclRemoteError)));
+  CHECK(containsWord(record(waiter, "error"), "rank 1"));
+  CHECK(seconds >= 0.5);
+  CHECK(seconds < kTimeoutSeconds - 0.5);  // the new 1 s, not GYRE_TIMEOUT's 3 s
+}
+
 TEST_CASE("the error for an unmatched send names both the sending and the receiving rank", "[badinput][p2p]") {
   // The issue asks the unmatched-send error to name both ranks of the pair.
   const size_t count = kUnmatchedBytes / 4;
@@ -702,6 +731,52 @@ TEST_CASE("NCCL_ALGO=Direct where no mesh can exist (9 ranks) fails the broadcas
     CHECK(record(r, "result") == std::to_string(int(ncclInvalidUsage)));
     CHECK(containsNoCase(record(r, "error"), "NCCL_ALGO=Direct"));
     CHECK(containsNoCase(record(r, "error"), "Ring and Tree can run"));
+  }
+}
+
+TEST_CASE("NCCL_PROTO without Simple on a host communicator fails the call naming the variable and what can run",
+          "[badinput][proto]") {
+  if (testDeviceComms()) return;  // device kernels run LL
+  for (const char* proto : {"LL", "^Simple"}) {
+    for (int nranks : {1, 2}) {
+      RunResult result = runFailing(
+          nranks, nullptr,
+          [](int, int, ncclComm_t comm) {
+            std::vector<float> buf(5, 1.0f);
+            return timed([&] { return ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr); });
+          },
+          false, nullptr, proto);
+      INFO("NCCL_PROTO=" << proto << ", " << nranks << " ranks: " << result.describe());
+      REQUIRE(result.allOk());
+      for (const RankOutcome& r : result.ranks) {
+        INFO("rank " << r.rank << ": " << record(r, "error"));
+        CHECK(record(r, "result") == std::to_string(int(ncclInvalidUsage)));
+        CHECK(containsNoCase(record(r, "error"), std::string("NCCL_PROTO=") + proto));
+        CHECK(containsNoCase(record(r, "error"), "Simple can run here"));
+      }
+    }
+  }
+}
+
+TEST_CASE("NCCL_PROTO=Simple on a host communicator runs the call (Simple is what the host executor runs)",
+          "[badinput][proto]") {
+  if (testDeviceComms()) return;
+  RunResult result = runFailing(
+      2, nullptr,
+      [](int, int nranks, ncclComm_t comm) {
+        std::vector<float> buf(7, 1.0f);
+        FailOutcome o =
+            timed([&] { return ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr); });
+        for (float v : buf)
+          if (o.result == ncclSuccess && v != float(nranks)) o = {ncclInternalError, "wrong sum", o.seconds};
+        return o;
+      },
+      false, nullptr, "Simple");
+  INFO(result.describe());
+  REQUIRE(result.allOk());
+  for (const RankOutcome& r : result.ranks) {
+    INFO("rank " << r.rank << ": " << record(r, "error"));
+    CHECK(record(r, "result") == std::to_string(int(ncclSuccess)));
   }
 }
 
