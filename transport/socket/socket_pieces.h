@@ -10,10 +10,12 @@
 
 namespace gyre::socket_detail {
 
-// Payloads below this go whole on the control socket, inline, as with one
-// socket: handing them to helper threads would cost more in wake-ups than
-// the extra cores give back.
-constexpr uint32_t kSplitBytes = 64 << 10;
+// Payloads below this go whole on the control socket, inline: handing them
+// to a helper thread costs two wake-ups a step, which 64 KiB steps did not
+// earn back (2-rank AllReduce of 128 KiB, two 64 KiB steps a channel: 2.8x
+// slower through the helper than inline); from 128 KiB on the helper's
+// overlap wins (512 KiB-8 MiB AllReduce 2-3x faster).
+constexpr uint32_t kSplitBytes = 128 << 10;
 // Piece boundaries fall on page multiples so each copy starts aligned.
 constexpr size_t kPieceAlign = 4096;
 // NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD may not exceed this (NCCL's limit).
