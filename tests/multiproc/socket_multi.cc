@@ -80,11 +80,11 @@ bool checkCollectives(ncclComm_t comm, int rank, int n, size_t count) {
 }
 
 // Counts below, at and far above the 128 KiB split threshold (kSplitBytes):
-// a 2-rank Broadcast of 65537 int32 gives each of its two channels one step
-// of 131076 bytes (just above), which 8 sockets cut into 5 full pieces, a
-// short one and two empty ones; 65535 gives steps just below. The large ones
-// span several steps and wrap the FIFO.
-const std::vector<size_t> kCounts = {1, 7, 16385, 65535, 65537, 300007};
+// a Broadcast of 32769 int32 is one step of 131076 bytes on one channel (just
+// above), which 8 sockets cut into 6 full pieces, a short one and an empty
+// one; 32767 is a step just below. The large ones span several steps and
+// wrap the FIFO.
+const std::vector<size_t> kCounts = {1, 7, 16385, 32767, 32769, 300007};
 
 void expectCorrect(int nranks, const char* nthreads, const char* nsocks) {
   RankOptions options;
