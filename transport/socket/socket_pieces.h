@@ -12,9 +12,9 @@ namespace gyre::socket_detail {
 
 // Payloads below this go whole on the control socket, inline: handing them
 // to a helper thread costs two wake-ups a step, which 64 KiB steps did not
-// earn back (2-rank AllReduce of 128 KiB, two 64 KiB steps a channel: 2.8x
-// slower through the helper than inline); from 128 KiB on the helper's
-// overlap wins (512 KiB-8 MiB AllReduce 2-3x faster).
+// earn back (2-rank AllReduce of 128 KiB, 64 KiB steps: 2.8x slower through
+// the helper than inline); with larger steps the overlap wins (2 ranks, 2-32
+// MiB: 2-4.5x faster; docs/HOST-PERF.md, also for where it does not).
 constexpr uint32_t kSplitBytes = 128 << 10;
 // Piece boundaries fall on page multiples so each copy starts aligned.
 constexpr size_t kPieceAlign = 4096;
