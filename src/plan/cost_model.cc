@@ -35,6 +35,13 @@ constexpr double kHostBaseUs = 1.0;
 // less than a hop (a peer noticing). Guessed from the 2-rank step cost
 // (ARCHITECTURE.md: ~0.3 us per inline step); it only moves the crossover.
 constexpr double kDirectExtraPostUs = 0.5;
+// Over sockets each further post is a sendmsg and a receiver woken by the
+// kernel: 4 ranks on the development VM ran 8 B-2 KiB Broadcasts 1.4-5x and
+// AllGathers and ReduceScatters of 128 B-32 KiB 1.1-1.4x faster as rings
+// than Direct (NCCL_SHM_DISABLE=1, interleaved runs), and with this cost the
+// ring wins them. Not for AllReduce: its one-shot replaces the tree, whose
+// hops are system calls too, and stays ahead (3 ranks, 8 B-8 KiB: 1.3-2x).
+constexpr double kDirectExtraPostSocketUs = 4.0;
 // Direct all-gather moves the ring's bytes but through n-1 FIFOs at once, which
 // the ring's pipelined single stream beats on a bandwidth-bound copy; the
 // factor keeps the ring above a few hundred KiB (fitted to bench/compare runs
@@ -165,7 +172,9 @@ void directEntry(const CostInputs& in, CostEntry* e) {
   }
   e->available = in.intraBw > 0;
   e->unavailableWhy = "no bandwidth";
-  e->latencyUs = kHostBaseUs + kHopUs[kHost][0] + (n - 2) * kDirectExtraPostUs;
+  const bool socketPosts = in.hostSockets && in.coll != CollKind::AllReduce;
+  const double extraPostUs = socketPosts ? kDirectExtraPostSocketUs : kDirectExtraPostUs;
+  e->latencyUs = kHostBaseUs + kHopUs[kHost][0] + (n - 2) * extraPostUs;
   e->usPerByte = e->available ? sendFactor / (in.intraBw * 1e3) : 0;
   e->bwGBs = e->available ? in.intraBw / sendFactor : 0;
 }

@@ -64,6 +64,9 @@ struct CostInputs {
   // NCCL_ALGO=Tree on one host of GPUs: run the tree (a binary tree over the
   // host's ranks) although the ring is faster there, as NCCL does when forced.
   bool treeForcedOnOneHost = false;
+  // Host-memory ranks of one host that talk over TCP (NCCL_SHM_DISABLE=1): a
+  // Direct post is then a system call, not a cache-line handoff.
+  bool hostSockets = false;
 };
 
 struct CostEntry {

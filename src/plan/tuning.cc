@@ -61,6 +61,8 @@ std::string sizeText(size_t bytes) {
 void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, bool llAvailable, TuningTable* out) {
   out->inputs = costInputs(rings, CollKind::AllReduce, nranks, 0);
   out->inputs.hostMemory = hostMemory;
+  int64_t shmOff = 0;
+  out->inputs.hostSockets = hostMemory && env::getInt("NCCL_SHM_DISABLE", &shmOff) == ncclSuccess && shmOff != 0;
   std::vector<Algorithm> algos = allowedAlgorithms();
   out->algorithmForced = !env::getString("NCCL_ALGO").empty();
   out->inputs.treeForcedOnOneHost = algos.size() == 1 && algos[0] == Algorithm::Tree;

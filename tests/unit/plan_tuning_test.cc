@@ -53,6 +53,27 @@ TEST_CASE("host ranks on the CI machine: one-shot AllReduce to 16 KiB, tree to 6
   });
 }
 
+TEST_CASE("host ranks over sockets (NCCL_SHM_DISABLE=1) run small Broadcast, AllGather and ReduceScatter as rings "
+          "and keep the one-shot AllReduce") {
+  setenv("NCCL_SHM_DISABLE", "1", 1);
+  withAlgo(nullptr, [] {
+    for (int ranks : {3, 4}) {
+      INFO(ranks << " ranks");
+      TuningTable t = tableFor("ci_vm.xml", 1, ranks, true, 2);
+      CHECK(t.inputs.hostSockets);
+      for (CollKind c : {CollKind::Broadcast, CollKind::AllGather, CollKind::ReduceScatter})
+        for (size_t bytes = 1; bytes <= (size_t{1} << 30); bytes *= 4)
+          CHECK(tunedAlgorithm(t, c, bytes) == Algorithm::Ring);  // n-1 sendmsg calls cost more than the chain
+      CHECK(tunedAlgorithm(t, CollKind::AllReduce, 8) == Algorithm::Direct);
+    }
+    // Devices never run Direct, and the flag is a host-memory fact.
+    CHECK_FALSE(tableFor("dgx_h100.xml", 1, 0, false).inputs.hostSockets);
+  });
+  unsetenv("NCCL_SHM_DISABLE");
+  env::reloadForTesting("/nonexistent");
+  withAlgo(nullptr, [] { CHECK_FALSE(tableFor("ci_vm.xml", 1, 4, true, 2).inputs.hostSockets); });
+}
+
 TEST_CASE("Direct is offered only to host memory on one host with 3..8 ranks") {
   withAlgo(nullptr, [] {
     for (CollKind c : {CollKind::Broadcast, CollKind::AllGather}) {
