@@ -1,8 +1,8 @@
-// The socket transport's data sockets and helper threads
-// (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD, 1 x 1 by default), shared
-// memory off: collectives whose steps are cut into pieces across the sockets must
-// equal an exact integer reference, teardown must join every helper thread,
-// ranks with different socket counts must fail init naming the variables, and
+// The socket transport with several data sockets and helper threads per
+// connection (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD > 1), and with the
+// default 1 x 1 (one socket, every step inline), shared memory off:
+// collectives whose steps are cut into pieces across the sockets must equal
+// an exact integer reference, teardown must join every helper thread, ranks with different socket counts must fail init naming the variables, and
 // a rank killed mid-transfer must be named by the survivors.
 #include <catch2/catch.hpp>
 
@@ -79,12 +79,11 @@ bool checkCollectives(ncclComm_t comm, int rank, int n, size_t count) {
   return true;
 }
 
-// Counts below, at and far above the 128 KiB split threshold (kSplitBytes):
-// a Broadcast of 32769 int32 is one step of 131076 bytes on one channel (just
-// above), which 8 sockets cut into 6 full pieces, a short one and an empty
-// one; 32767 is a step just below. The large ones span several steps and
-// wrap the FIFO.
-const std::vector<size_t> kCounts = {1, 7, 16385, 32767, 32769, 300007};
+// Counts below, at and far above the 64 KiB split threshold (kSplitBytes);
+// 16385 int32 is one step of 65540 bytes, which 8 sockets cut into 5 full
+// pieces, a short one and two empty ones. The large ones span several steps
+// and wrap the FIFO.
+const std::vector<size_t> kCounts = {1, 7, 16383, 16385, 70001, 300007};
 
 void expectCorrect(int nranks, const char* nthreads, const char* nsocks) {
   RankOptions options;
@@ -133,7 +132,7 @@ TEST_CASE("collectives over 4 ranks with 2 helper threads x 2 sockets equal the 
   expectCorrect(4, "2", "2");
 }
 
-TEST_CASE("collectives over 2 and 4 ranks with the default 1 helper thread x 1 socket equal the exact integer sums "
+TEST_CASE("collectives over 2 and 4 ranks with the default 1 x 1 (one socket, no helper) equal the exact integer sums "
           "and leak no threads or descriptors", "[socket]") {
   expectCorrect(2, "1", "1");
   expectCorrect(4, "1", "1");
@@ -237,7 +236,7 @@ TEST_CASE("a rank killed while its helpers stream large steps is named by the su
   expectKilledRankNamed("2", "2");
 }
 
-TEST_CASE("a rank killed while the default single helper streams large steps is named by the survivors",
+TEST_CASE("a rank killed mid-stream on the default single socket is named by the survivors",
           "[socket]") {
   expectKilledRankNamed("1", "1");
 }

@@ -10,12 +10,10 @@
 
 namespace gyre::socket_detail {
 
-// Payloads below this go whole on the control socket, inline: handing them
-// to a helper thread costs two wake-ups a step, which 64 KiB steps did not
-// earn back (2-rank AllReduce of 128 KiB, 64 KiB steps: 2.8x slower through
-// the helper than inline); with larger steps the overlap wins (2 ranks, 2-32
-// MiB: 2-4.5x faster; docs/HOST-PERF.md, also for where it does not).
-constexpr uint32_t kSplitBytes = 128 << 10;
+// Payloads below this go whole on the control socket, inline, as with one
+// socket: handing them to helper threads would cost more in wake-ups than
+// the extra cores give back.
+constexpr uint32_t kSplitBytes = 64 << 10;
 // Piece boundaries fall on page multiples so each copy starts aligned.
 constexpr size_t kPieceAlign = 4096;
 // NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD may not exceed this (NCCL's limit).

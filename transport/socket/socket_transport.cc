@@ -107,14 +107,16 @@ class SocketTransport final : public Transport {
     unpacedOnLoopback(s->socket.fd());
     SocketParams params{ctx.slotBytes, counts.nthreads, counts.nsocks};
     GYRE_CHECK(s->socket.sendAll(&params, sizeof(params), ctx.deadline, ctx.abort, s->what.c_str()));
-    s->data = std::make_unique<DataPath>(true, counts.nthreads, counts.nsocks, s->what, peer, ctx.helperNuma);
-    for (int i = 0; i < counts.total(); ++i) {
-      GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->secret(), ctx.rank, dataTag(ctx.channel, i), ctx.deadline,
-                               ctx.abort, &s->data->socket(i), s->what.c_str()));
-      unpacedOnLoopback(s->data->socket(i).fd());
+    if (counts.total() > 1) {
+      s->data = std::make_unique<DataPath>(true, counts.nthreads, counts.nsocks, s->what, peer, ctx.helperNuma);
+      for (int i = 0; i < counts.total(); ++i) {
+        GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->secret(), ctx.rank, dataTag(ctx.channel, i), ctx.deadline,
+                                 ctx.abort, &s->data->socket(i), s->what.c_str()));
+        unpacedOnLoopback(s->data->socket(i).fd());
+      }
     }
     initFifo(s, ctx.slotBytes, out);
-    GYRE_CHECK(s->data->init(s->slots.data(), ctx.slotBytes, s->socket.fd()));
+    if (s->data) GYRE_CHECK(s->data->init(s->slots.data(), ctx.slotBytes, s->socket.fd()));
     return ncclSuccess;
   }
 
@@ -141,14 +143,16 @@ class SocketTransport final : public Transport {
                   "has %d x %d = %d sockets per connection, this rank (%d) %d x %d = %d; set them alike on every rank",
                   s->what.c_str(), peer, theirs.nthreads, theirs.nsocks, theirs.total(), ctx.rank, counts.nthreads,
                   counts.nsocks, counts.total());
-    s->data = std::make_unique<DataPath>(false, counts.nthreads, counts.nsocks, s->what, peer, ctx.helperNuma);
-    for (int i = 0; i < counts.total(); ++i) {
-      GYRE_CHECK(ctx.bootstrap->acceptor().acceptFrom(peer, dataTag(ctx.channel, i), ctx.deadline, ctx.abort,
-                                                      &s->data->socket(i)));
-      unpacedOnLoopback(s->data->socket(i).fd());
+    if (counts.total() > 1) {
+      s->data = std::make_unique<DataPath>(false, counts.nthreads, counts.nsocks, s->what, peer, ctx.helperNuma);
+      for (int i = 0; i < counts.total(); ++i) {
+        GYRE_CHECK(ctx.bootstrap->acceptor().acceptFrom(peer, dataTag(ctx.channel, i), ctx.deadline, ctx.abort,
+                                                        &s->data->socket(i)));
+        unpacedOnLoopback(s->data->socket(i).fd());
+      }
     }
     initFifo(s, ctx.slotBytes, out);
-    GYRE_CHECK(s->data->init(s->slots.data(), ctx.slotBytes, s->socket.fd()));
+    if (s->data) GYRE_CHECK(s->data->init(s->slots.data(), ctx.slotBytes, s->socket.fd()));
     return ncclSuccess;
   }
 
@@ -172,9 +176,7 @@ class SocketTransport final : public Transport {
       helpers = s->tail != s->recvd;
     }
     out->revents = 0;
-    // With no piece on the helpers (every step below kSplitBytes) the control
-    // socket is polled as is: no epoll set to update and read through.
-    if (!s->data || !helpers) {
+    if (!s->data) {
       out->fd = s->socket.fd();
       out->events = events;
       return control;
