@@ -780,6 +780,18 @@ TEST_CASE("NCCL_PROTO=Simple on a host communicator runs the call (Simple is wha
   }
 }
 
+// Every rank of a single-copy fault test returned an error, none died of a
+// signal, and none waited out more than the timeout.
+static void expectEveryRankFailedInTime(const RunResult& result) {
+  INFO(result.describe());
+  REQUIRE(result.allOk());  // no rank died of a signal
+  for (const RankOutcome& r : result.ranks) {
+    INFO("rank " << r.rank << ": result " << record(r, "result") << ": " << record(r, "error"));
+    CHECK(record(r, "result") != std::to_string(int(ncclSuccess)));
+    CHECK(std::stod(record(r, "seconds")) < kTimeoutSeconds + 6);
+  }
+}
+
 TEST_CASE("a single-copy broadcast whose root passes an unmapped buffer fails on every rank naming the root and the read",
           "[badinput][singlecopy]") {
   if (testDeviceComms()) return;  // host communicators only
@@ -796,13 +808,7 @@ TEST_CASE("a single-copy broadcast whose root passes an unmapped buffer fails on
         return o;
       },
       false, "always");
-  INFO(result.describe());
-  REQUIRE(result.allOk());  // no rank died of a signal
-  for (const RankOutcome& r : result.ranks) {
-    INFO("rank " << r.rank << ": result " << record(r, "result") << ": " << record(r, "error"));
-    CHECK(record(r, "result") != std::to_string(int(ncclSuccess)));
-    CHECK(std::stod(record(r, "seconds")) < kTimeoutSeconds + 6);
-  }
+  expectEveryRankFailedInTime(result);
   const std::string reader = record(result.ranks[1], "error");
   CHECK(containsNoCase(reader, "single-copy read"));
   CHECK(containsWord(reader, "rank 0"));
@@ -830,13 +836,7 @@ TEST_CASE("a single-copy broadcast whose reader's output is partly unmapped fail
         return o;
       },
       false, "always");
-  INFO(result.describe());
-  REQUIRE(result.allOk());  // no rank died of a signal
-  for (const RankOutcome& r : result.ranks) {
-    INFO("rank " << r.rank << ": result " << record(r, "result") << ": " << record(r, "error"));
-    CHECK(record(r, "result") != std::to_string(int(ncclSuccess)));
-    CHECK(std::stod(record(r, "seconds")) < kTimeoutSeconds + 6);
-  }
+  expectEveryRankFailedInTime(result);
   const std::string root = record(result.ranks[0], "error");
   CHECK(containsNoCase(root, "single-copy write"));
   CHECK(containsWord(root, "rank 1"));
