@@ -131,6 +131,7 @@ ncclResult_t buildComm(ncclComm* comm, const std::vector<ncclUniqueId>& ids, std
   GYRE_CHECK(connectDoubling(comm, deadline));
   GYRE_CHECK(connectMesh(comm, deadline));
   GYRE_CHECK(finishConnections(comm));
+  comm->shmRings = ringsOnSharedMemory(comm);
   GYRE_CHECK(probeSingleCopy(comm, deadline));
   shareInitConnections(comm);
   startDeviceWatchdog(comm->device.get());

@@ -1,5 +1,7 @@
 #include "src/comm/connect_channels.h"
 
+#include <cstring>
+
 #include "src/comm/comm.h"
 #include "src/comm/executor_binding.h"
 #include "src/host/host_comm.h"
@@ -122,6 +124,13 @@ ncclResult_t connectMesh(ncclComm* comm, const Deadline& deadline) {
                                        isSend ? &m.send : &m.recv));
   GYRE_INFO("INIT", "mesh: %d connections each way for the Direct algorithms", n - 1);
   return ncclSuccess;
+}
+
+bool ringsOnSharedMemory(const ncclComm* comm) {
+  if (!comm->isHost || comm->nranks < 2 || comm->channels.empty()) return false;
+  for (const Channel& ch : comm->channels)
+    if (strcmp(ch.send[0].transport->name(), "shm") != 0) return false;
+  return true;
 }
 
 }  // namespace gyre

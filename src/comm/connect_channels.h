@@ -23,5 +23,8 @@ ncclResult_t connectMesh(ncclComm* comm, const Deadline& deadline);
 // Ends handshakes that wait on the peers' connectRecv (p2p), once every
 // connection above has been made.
 ncclResult_t finishConnections(ncclComm* comm);
+// Whether every ring channel of this host communicator runs over shared
+// memory (comm->shmRings, which the planner and the single-copy probe read).
+bool ringsOnSharedMemory(const ncclComm* comm);
 
 }  // namespace gyre

@@ -45,16 +45,8 @@ const char* ruledOut(ncclComm* comm) {
 
 }  // namespace
 
-bool ringsOnSharedMemory(const ncclComm* comm) {
-  if (!comm->isHost || comm->nranks < 2 || comm->channels.empty()) return false;
-  for (const Channel& ch : comm->channels)
-    if (strcmp(ch.send[0].transport->name(), "shm") != 0) return false;
-  return true;
-}
-
 ncclResult_t probeSingleCopy(ncclComm* comm, const Deadline& deadline) {
   comm->singleCopy = false;
-  comm->shmRings = ringsOnSharedMemory(comm);
   if (const char* why = ruledOut(comm)) {
     if (*why && comm->rank == 0) GYRE_INFO("INIT", "single-copy transfers off: %s", why);
     return ncclSuccess;

@@ -30,18 +30,22 @@
 namespace gyre {
 namespace {
 
-// Counts calls as in flight so ncclCommAbort waits for them to leave.
+// Counts calls as in flight so ncclCommAbort waits for them to leave. Taken
+// before the usability check: an abort that sets its flag after the check
+// waits for the call to leave.
 class ActiveCalls {
  public:
-  explicit ActiveCalls(const std::vector<ncclComm*>& comms) : comms_(comms) {
-    for (ncclComm* c : comms_) c->activeCalls.fetch_add(1);
+  ActiveCalls(ncclComm* const* comms, size_t n) : comms_(comms), n_(n) {
+    for (size_t i = 0; i < n_; ++i) comms_[i]->activeCalls.fetch_add(1);
   }
+  explicit ActiveCalls(const std::vector<ncclComm*>& comms) : ActiveCalls(comms.data(), comms.size()) {}
   ~ActiveCalls() {
-    for (ncclComm* c : comms_) c->activeCalls.fetch_sub(1);
+    for (size_t i = 0; i < n_; ++i) comms_[i]->activeCalls.fetch_sub(1);
   }
 
  private:
-  const std::vector<ncclComm*>& comms_;
+  ncclComm* const* comms_;
+  size_t n_;
 };
 
 ncclResult_t checkUsable(ncclComm* comm, CollKind coll) {
@@ -426,13 +430,7 @@ ncclResult_t restartRepeat(const PendingCall& c, LaneSet& set) {
 // derived from them (the lane set's id).
 ncclResult_t runRepeat(const PendingCall& c, LaneSet& set) {
   ncclComm* comm = c.comm;
-  // In flight before the usability check, as ActiveCalls: an abort that
-  // sets its flag after the check waits for this call to leave.
-  comm->activeCalls.fetch_add(1);
-  struct Leave {
-    ncclComm* comm;
-    ~Leave() { comm->activeCalls.fetch_sub(1); }
-  } leave{comm};
+  ActiveCalls active(&comm, 1);
   GYRE_CHECK(checkUsable(comm, c.coll));
   return restartRepeat(c, set);
 }

@@ -39,8 +39,7 @@ class Lane {
   // Starts the lane over on a new call, keeping its allocations.
   void rebind(const LaneSpec& spec, HostComm* comm) {
     bind(spec, comm);
-    next_ = 0;
-    before_.clear();
+    rewind();
   }
 
   // Starts the lane over on the same call shape with new buffers and sequence
@@ -50,8 +49,7 @@ class Lane {
     spec_.buffers[kInputBuffer] = const_cast<void*>(input);
     spec_.buffers[kOutputBuffer] = output;
     spec_.opCount = opCount;
-    next_ = 0;
-    before_.clear();
+    rewind();
   }
 
   // Runs ready steps without waiting; *progressed tells whether any ran.
@@ -86,6 +84,11 @@ class Lane {
       (spec_.single->isSend ? spec_.send : spec_.recv) = &spec_.single;
       (spec_.single->isSend ? spec_.nsend : spec_.nrecv) = 1;
     }
+  }
+  // Back to the first step, with no lane to wait for.
+  void rewind() {
+    next_ = 0;
+    before_.clear();
   }
 };
 

@@ -24,12 +24,17 @@ CostTable tableAt(const TuningTable& t, CollKind coll, size_t bytes, const std::
   return predictCosts(in, algos, protos);
 }
 
-// What NCCL_PROTO allows among what the executors run: the host executor
-// runs Simple only; the device kernels Simple and LL.
-std::vector<Protocol> allowedProtocols(bool llAvailable) {
+// The protocols NCCL_PROTO names (an unparsable value names all).
+std::vector<std::string> protocolNames() {
   std::vector<std::string> names;
   if (parseSelection("NCCL_PROTO", env::getString("NCCL_PROTO"), {"Simple", "LL"}, &names) != ncclSuccess)
     names = {"Simple", "LL"};
+  return names;
+}
+
+// What NCCL_PROTO allows among what the executors run: the host executor
+// runs Simple only; the device kernels Simple and LL.
+std::vector<Protocol> allowedProtocols(const std::vector<std::string>& names, bool llAvailable) {
   std::vector<Protocol> out;
   for (const std::string& n : names)
     if (n == "Simple" || llAvailable) out.push_back(n == "LL" ? Protocol::LL : Protocol::Simple);
@@ -68,11 +73,9 @@ void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, bool l
   out->inputs.treeForcedOnOneHost = algos.size() == 1 && algos[0] == Algorithm::Tree;
   out->directOnly = algos.size() == 1 && algos[0] == Algorithm::Direct;
   out->llAvailable = llAvailable;
-  std::vector<std::string> protoNames;
-  out->simpleExcluded =
-      parseSelection("NCCL_PROTO", env::getString("NCCL_PROTO"), {"Simple", "LL"}, &protoNames) == ncclSuccess &&
-      std::find(protoNames.begin(), protoNames.end(), "Simple") == protoNames.end();
-  std::vector<Protocol> protos = allowedProtocols(llAvailable);
+  const std::vector<std::string> protoNames = protocolNames();
+  out->simpleExcluded = std::find(protoNames.begin(), protoNames.end(), "Simple") == protoNames.end();
+  std::vector<Protocol> protos = allowedProtocols(protoNames, llAvailable);
   for (int c = 0; c < kTunedColls; ++c)
     for (int b = 0; b < kTuningBuckets; ++b) {
       CostTable table = tableAt(*out, static_cast<CollKind>(c), size_t{1} << b, algos, protos);
@@ -113,7 +116,7 @@ void logTuningTable(const TuningTable& t) {
   for (int c = 0; c < kTunedColls; ++c) {
     CollKind coll = static_cast<CollKind>(c);
     for (const std::string& line :
-         formatCostTable(tableAt(t, coll, size_t{1} << 20, algos, allowedProtocols(t.llAvailable))))
+         formatCostTable(tableAt(t, coll, size_t{1} << 20, algos, allowedProtocols(protocolNames(), t.llAvailable))))
       GYRE_INFO("TUNING", "%s", line.c_str());
     std::string ranges;
     int start = 0;
