@@ -204,7 +204,9 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank);
 
 /* ---- Memory and registration ---------------------------------------------- */
-/* Device memory for collectives (cudaMalloc underneath). */
+/* Device memory for collectives (cudaMalloc underneath). In a process with
+ * no CUDA device (a build without CUDA, or no GPU visible) it returns host
+ * memory as gyreMemAllocHost does, for host-memory communicators. */
 ncclResult_t ncclMemAlloc(void** ptr, size_t size);
 ncclResult_t ncclMemFree(void* ptr);
 /* Registration lets NCCL use a buffer without copies; gyre records it and
@@ -301,6 +303,16 @@ ncclResult_t gyreCommIsHost(const ncclComm_t comm, int* isHost);
  * of this communicator runs on another thread. Communicators split or shrunk
  * from this one start again from GYRE_TIMEOUT. */
 ncclResult_t gyreCommSetTimeout(ncclComm_t comm, double seconds);
+
+/* Host memory that the other ranks of this host can map (page-aligned,
+ * zeroed, at least `size` bytes; *ptr is NULL for size 0). Buffers from it
+ * let a host-memory communicator's single-copy transfers (Broadcast and
+ * AllGather of large messages) copy straight from a peer's buffer with
+ * memcpy instead of process_vm_readv. Any host buffer works with any host
+ * communicator; this one is only faster. Free it with gyreMemFreeHost or
+ * ncclMemFree. */
+ncclResult_t gyreMemAllocHost(void** ptr, size_t size);
+ncclResult_t gyreMemFreeHost(void* ptr);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -41,6 +41,9 @@ void usage(const ArgsSpec& spec, FILE* out) {
       "                             0 = never)\n"
       "  -G, --device <0|1>         1: device memory on GPU localRank %% count through\n"
       "                             ncclCommInitRank, CUDA-event timing (default 0: host)\n"
+      "  -R, --local_register <0|1> host memory: 1 allocates the buffers with\n"
+      "                             gyreMemAllocHost, which peers map for single-copy\n"
+      "                             transfers (default 0: aligned_alloc)\n"
       "  -t, --nthreads 1 / -g, --ngpus 1   accepted for nccl-tests scripts; must be 1\n"
       "  -h, --help\n");
 }
@@ -95,12 +98,13 @@ int parseArgs(int argc, char** argv, const ArgsSpec& spec, BenchArgs* args) {
       {"nthreads", required_argument, nullptr, 't'},
       {"ngpus", required_argument, nullptr, 'g'},
       {"device", required_argument, nullptr, 'G'},
+      {"local_register", required_argument, nullptr, 'R'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0}};
   long v = 0;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:r:a:p:T:t:g:G:h", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:r:a:p:T:t:g:G:R:h", kLong, nullptr)) != -1) {
     bool ok = true;
     switch (c) {
       case 'b': ok = parseSize(optarg, &args->minBytes); break;
@@ -123,6 +127,7 @@ int parseArgs(int argc, char** argv, const ArgsSpec& spec, BenchArgs* args) {
       case 'p': ok = parseInt(optarg, 1, 4096, &v); args->forkRanks = static_cast<int>(v); break;
       case 'T': ok = parseInt(optarg, 0, INT_MAX, &v); args->timeoutSeconds = static_cast<int>(v); break;
       case 'G': ok = parseInt(optarg, 0, 1, &v); args->device = v != 0; break;
+      case 'R': ok = parseInt(optarg, 0, 1, &v); args->sharedAlloc = v != 0; break;
       case 't':
       case 'g': ok = parseInt(optarg, 1, 1, &v); break;
       case 'h': usage(spec, stdout); return 0;

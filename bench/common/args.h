@@ -27,6 +27,7 @@ struct BenchArgs {
   int forkRanks = 0;            // -p
   int timeoutSeconds = 600;     // -T, fork mode only; 0 = none
   bool device = false;          // -G 1: device memory and ncclCommInitRank (nccl-tests' setting)
+  bool sharedAlloc = false;     // -R 1: host buffers from gyreMemAllocHost (peers can map them)
 };
 
 // Which flags a collective understands (-o and -r are meaningless for some).

@@ -56,7 +56,7 @@ class RankRunner {
       return 2;
     }
     std::string why;
-    memory_ = makeBenchMemory(args_.device, ctx_.localRank, &why);
+    memory_ = makeBenchMemory(args_.device, args_.sharedAlloc, ctx_.localRank, &why);
     if (!memory_) {
       std::fprintf(stderr, "%s: rank %d: cannot use device memory: %s\n", coll_.program, ctx_.rank, why.c_str());
       return 1;

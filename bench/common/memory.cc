@@ -15,6 +15,7 @@ namespace {
 
 class HostMemory final : public BenchMemory {
  public:
+  explicit HostMemory(bool shared) : shared_(shared) {}
   const char* kind() const override { return "host"; }
   ncclResult_t initComm(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) override {
     return gyreCommInitRankHost(comm, nranks, id, rank, nullptr);
@@ -23,11 +24,16 @@ class HostMemory final : public BenchMemory {
   void* alloc(size_t bytes) override {
     size_t rounded = (bytes + 4095) / 4096 * 4096;
     if (rounded == 0) rounded = 4096;
-    void* p = std::aligned_alloc(4096, rounded);
+    void* p = nullptr;
+    if (!shared_) p = std::aligned_alloc(4096, rounded);
+    else if (gyreMemAllocHost(&p, rounded) != ncclSuccess) p = nullptr;
     if (p) std::memset(p, 0, rounded);
     return p;
   }
-  void release(void* p) override { std::free(p); }
+  void release(void* p) override {
+    if (shared_) gyreMemFreeHost(p);
+    else std::free(p);
+  }
   bool upload(void* dst, const void* host, size_t bytes) override {
     if (bytes) std::memcpy(dst, host, bytes);
     return true;
@@ -45,6 +51,7 @@ class HostMemory final : public BenchMemory {
   std::string lastError() const override { return ""; }
 
  private:
+  bool shared_;
   std::chrono::steady_clock::time_point start_;
 };
 
@@ -115,8 +122,8 @@ class DeviceMemory final : public BenchMemory {
 
 }  // namespace
 
-std::unique_ptr<BenchMemory> makeBenchMemory(bool device, int localRank, std::string* why) {
-  if (!device) return std::make_unique<HostMemory>();
+std::unique_ptr<BenchMemory> makeBenchMemory(bool device, bool sharedAlloc, int localRank, std::string* why) {
+  if (!device) return std::make_unique<HostMemory>(sharedAlloc);
 #ifdef GYRE_HAVE_CUDA
   auto memory = std::make_unique<DeviceMemory>();
   if (memory->init(localRank, why)) return memory;

@@ -1,6 +1,6 @@
 // Where a benchmark's buffers live and how it times them.
 //  * host (default): gyre host communicators (gyreCommInitRankHost), buffers
-//    from aligned_alloc, a call returns when its result is in place, timing
+//    from aligned_alloc (-R 1: gyreMemAllocHost), a call returns when its result is in place, timing
 //    with the steady clock.
 //  * device (-G 1): the standard ncclCommInitRank on CUDA device
 //    localRank % deviceCount, buffers from cudaMalloc, calls enqueued on one
@@ -34,9 +34,10 @@ class BenchMemory {
   virtual std::string lastError() const = 0;
 };
 
-// `device` false: host memory. True: device `localRank % count`; null with
-// *why set when this build or machine has no CUDA device.
-std::unique_ptr<BenchMemory> makeBenchMemory(bool device, int localRank, std::string* why);
+// `device` false: host memory, from gyreMemAllocHost when `sharedAlloc`
+// (peers map it), else aligned_alloc. True: device `localRank % count`; null
+// with *why set when this build or machine has no CUDA device.
+std::unique_ptr<BenchMemory> makeBenchMemory(bool device, bool sharedAlloc, int localRank, std::string* why);
 
 // Sum-AllReduce of a small host array through the communicator under test
 // (staged through device memory on a device communicator).

@@ -10,6 +10,7 @@
 #include "src/debug/error.h"
 #include "src/device/runtime.h"
 #include "src/enqueue/arg_checks.h"
+#include "src/host/shareable_memory.h"
 
 using namespace gyre;
 
@@ -46,15 +47,29 @@ GYRE_EXPORT ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   *ptr = nullptr;
   if (size == 0) return ncclSuccess;
   DeviceRuntime* rt = deviceRuntime();
-  if (!rt) return fail(ncclInvalidUsage, "ncclMemAlloc: this gyre build has no CUDA runtime");
+  // No GPU here: the caller's communicators are host-memory ones, and
+  // shareable host memory is what makes their transfers single-copy.
+  if (!rt || !rt->hasDevice()) return allocShareable(size, ptr);
   return rt->deviceAlloc(size, ptr);
 }
 
 GYRE_EXPORT ncclResult_t ncclMemFree(void* ptr) {
-  if (!ptr) return ncclSuccess;
+  if (!ptr || freeShareable(ptr)) return ncclSuccess;
   DeviceRuntime* rt = deviceRuntime();
-  if (!rt) return fail(ncclInvalidUsage, "ncclMemFree: this gyre build has no CUDA runtime");
+  if (!rt) return fail(ncclInvalidArgument, "ncclMemFree: %p was not allocated by ncclMemAlloc", ptr);
   return rt->deviceFree(ptr);
+}
+
+GYRE_EXPORT ncclResult_t gyreMemAllocHost(void** ptr, size_t size) {
+  if (!ptr) return fail(ncclInvalidArgument, "gyreMemAllocHost: ptr is NULL");
+  *ptr = nullptr;
+  if (size == 0) return ncclSuccess;
+  return allocShareable(size, ptr);
+}
+
+GYRE_EXPORT ncclResult_t gyreMemFreeHost(void* ptr) {
+  if (!ptr || freeShareable(ptr)) return ncclSuccess;
+  return fail(ncclInvalidArgument, "gyreMemFreeHost: %p is not the start of a gyreMemAllocHost allocation", ptr);
 }
 
 GYRE_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {

@@ -59,6 +59,13 @@ class CudaRuntime final : public DeviceRuntime {
     return check(cudaGetDevice(device), "cudaGetDevice");
   }
 
+  bool hasDevice() override {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) == cudaSuccess) return count > 0;
+    cudaGetLastError();
+    return false;
+  }
+
   ncclResult_t setDevice(int device) override { return check(cudaSetDevice(device), "cudaSetDevice"); }
 
   ncclResult_t isDevicePointer(const void* p, bool* isDevice) override {

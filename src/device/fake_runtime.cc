@@ -104,6 +104,7 @@ class FakeRuntime final : public DeviceRuntime {
     *device = device_;
     return ncclSuccess;
   }
+  bool hasDevice() override { return true; }
   ncclResult_t setDevice(int device) override {
     if (device < 0 || device >= kDevices)
       return fail(ncclInvalidArgument, "fake CUDA: device %d does not exist (0..%d)", device, kDevices - 1);

@@ -28,6 +28,8 @@ class DeviceRuntime {
   virtual const char* name() const = 0;
   // The calling thread's current device; fails naming why none is usable.
   virtual ncclResult_t currentDevice(int* device) = 0;
+  // Whether this process sees any device (quietly: no error is recorded).
+  virtual bool hasDevice() = 0;
   virtual ncclResult_t setDevice(int device) = 0;
   // Whether `p` is device (or managed) memory the copy engines can reach.
   virtual ncclResult_t isDevicePointer(const void* p, bool* isDevice) = 0;

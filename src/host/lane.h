@@ -222,20 +222,30 @@ class TypedLane final : public Lane {
   // A Send posts where its elements are, not the elements; the receiver
   // reads them from this process (kStepPeerAddr / kStepPeerRead), or writes
   // its src there (kStepPeerWrite: the address is the sender's destination).
-  // The address rides in the slot's inline line, so the step moves one cache line.
+  // The address rides in the slot's inline line, so the step moves one cache
+  // line; with it, where the elements lie in a shareable allocation
+  // (ncclMemAlloc without a GPU), how to map it, so the copy is a memcpy
+  // through the peer's mapping (peer_mappings.h) instead of process_vm_readv.
   ncclResult_t runSingleCopyStep(const Step& step, const T* src, T* dst, Connection* in, Connection* out, uint32_t bytes) {
     if (out) {
-      uint64_t where = reinterpret_cast<uint64_t>(src);
+      PeerAddress where = describeLocal(src, bytes);
       memcpy(out->fifo.payload(out->step, sizeof(where)), &where, sizeof(where));
       out->fifo.metaOf(out->step) = makeSlotMeta(spec_, bytes);
       publishSent(*out);
     }
     if (in) {
       GYRE_CHECK(checkSlotMeta(spec_, comm_, *in, bytes));
-      uint64_t where = 0;
+      PeerAddress where;
       memcpy(&where, in->fifo.payload(in->step, sizeof(where)), sizeof(where));
-      if (step.flags & kStepPeerWrite) GYRE_CHECK(writePeer(spec_, comm_, in->peer, where, src, bytes));
-      else GYRE_CHECK(readPeer(spec_, comm_, in->peer, where, dst, bytes));
+      const bool write = step.flags & kStepPeerWrite;
+      if (char* mapped = comm_->peerMappings.locate(in->peer, (*comm_->peers)[in->peer].pid, where, bytes)) {
+        if (write) memcpy(mapped, src, bytes);
+        else memcpy(dst, mapped, bytes);
+      } else if (write) {
+        GYRE_CHECK(writePeer(spec_, comm_, in->peer, where.address, src, bytes));
+      } else {
+        GYRE_CHECK(readPeer(spec_, comm_, in->peer, where.address, dst, bytes));
+      }
       publishConsumed(*in);
     }
     return ncclSuccess;

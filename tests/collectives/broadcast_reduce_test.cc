@@ -184,7 +184,8 @@ bool runReduce(ncclComm_t comm, int rank, int nranks, const Case& c) {
 }
 
 void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false,
-               const char* algo = nullptr, const char* singleCopy = nullptr, int callsPerCase = 1) {
+               const char* algo = nullptr, const char* singleCopy = nullptr, int callsPerCase = 1,
+               bool sharedBuffers = false) {
   const std::vector<Case> cases = buildCases(nranks, buffSize);
   RunConfig config;
   config.nranks = nranks;
@@ -194,6 +195,7 @@ void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool 
   config.algo = algo;
   config.callsPerCase = callsPerCase;
   if (singleCopy) config.env.push_back({"GYRE_SINGLE_COPY", std::string(singleCopy)});
+  if (sharedBuffers) config.env.push_back({"GYRE_TEST_SHARED_BUFFERS", "1"});
   RunResult result = runOnComm(config, [&](int rank, int n, ncclComm_t comm) {
     for (const Case& c : cases)
       for (int call = 0; call < callsPerCase; ++call) {
@@ -293,6 +295,20 @@ TEST_CASE("broadcast over 2 ranks with GYRE_SINGLE_COPY=always splits counts spa
           "[broadcast][singlecopy][pipeline]") {
   if (testDeviceComms()) return;
   runMatrix(2, kSmallBuffSize, IdMode::kParent, false, nullptr, "always");
+}
+
+// The same with every buffer from gyreMemAllocHost: the reads (and the
+// 2-rank root's writes) go through the peers' mappings with memcpy
+// (src/host/peer_mappings.h), each case on fresh allocations.
+TEST_CASE("broadcast and reduce over 2, 3 and 4 ranks with GYRE_SINGLE_COPY=always on gyreMemAllocHost buffers match "
+          "the reference for every type and count",
+          "[broadcast][singlecopy][sharedbuffers]") {
+  if (testDeviceComms()) return;
+  for (int nranks : {2, 3, 4}) {
+    INFO(nranks << " ranks");
+    runMatrix(nranks, kDefaultBuffSize, IdMode::kParent, false, nullptr, "always", 1, true);
+  }
+  runMatrix(2, kSmallBuffSize, IdMode::kParent, false, nullptr, "always", 1, true);
 }
 
 // Every case twice in a row, on fresh buffers: the second call repeats the

@@ -100,13 +100,63 @@ inline void caseFail(const char* fmt, ...) {
   rankFail("%s", buf);
 }
 
+// Whether a rank's buffers come from gyreMemAllocHost (memory its peers can
+// map: single-copy steps then memcpy through the mapping) instead of the heap.
+// Set for a run with RunConfig::env {"GYRE_TEST_SHARED_BUFFERS", "1"}.
+inline bool sharedTestBuffers() {
+  const char* v = getenv("GYRE_TEST_SHARED_BUFFERS");
+  return v && strcmp(v, "1") == 0;
+}
+
+// Storage of a Region: heap, or a gyreMemAllocHost allocation.
+class RegionBytes {
+ public:
+  explicit RegionBytes(size_t n) : n_(n), shared_(sharedTestBuffers()) {
+    if (shared_) {
+      void* p = nullptr;
+      if (gyreMemAllocHost(&p, n) != ncclSuccess || !p) {
+        fprintf(stderr, "gyreMemAllocHost(%zu) failed: %s\n", n, ncclGetLastError(nullptr));
+        abort();
+      }
+      p_ = static_cast<unsigned char*>(p);
+    } else {
+      heap_.resize(n);
+      p_ = heap_.data();
+    }
+  }
+  ~RegionBytes() {
+    if (shared_) gyreMemFreeHost(p_);
+  }
+  RegionBytes(RegionBytes&& other) noexcept
+      : n_(other.n_), shared_(other.shared_), heap_(std::move(other.heap_)), p_(other.p_) {
+    if (!shared_) p_ = heap_.data();
+    other.shared_ = false;  // the moved-from one frees nothing
+    other.p_ = nullptr;
+  }
+  RegionBytes(const RegionBytes&) = delete;
+  RegionBytes& operator=(const RegionBytes&) = delete;
+  RegionBytes& operator=(RegionBytes&&) = delete;
+  unsigned char* data() { return p_; }
+  const unsigned char* data() const { return p_; }
+  size_t size() const { return n_; }
+  unsigned char& operator[](size_t i) { return p_[i]; }
+  const unsigned char& operator[](size_t i) const { return p_[i]; }
+
+ private:
+  size_t n_;
+  bool shared_;
+  std::vector<unsigned char> heap_;
+  unsigned char* p_ = nullptr;
+};
+
 // A buffer of `bytes` between guard bands, optionally starting `skew` bytes past the
 // guard so a buffer is aligned to its element but not to 16 bytes.
 class Region {
  public:
   Region(size_t bytes, size_t skew = 0, unsigned char fill = kUnwrittenByte)
-      : front_(kGuard + skew), bytes_(bytes), mem_(front_ + bytes + kGuard, kGuardByte) {
-    std::fill(mem_.begin() + ptrdiff_t(front_), mem_.end() - ptrdiff_t(kGuard), fill);
+      : front_(kGuard + skew), bytes_(bytes), mem_(front_ + bytes + kGuard) {
+    std::fill(mem_.data(), mem_.data() + mem_.size(), kGuardByte);
+    std::fill(mem_.data() + front_, mem_.data() + front_ + bytes, fill);
   }
   unsigned char* data() { return mem_.data() + front_; }
   const unsigned char* data() const { return mem_.data() + front_; }
@@ -129,7 +179,7 @@ class Region {
 
  private:
   size_t front_, bytes_;
-  std::vector<unsigned char> mem_;
+  RegionBytes mem_;
 };
 
 // reference.h's fp8 codec finds the nearest code by scanning all 256, which dominates a
