@@ -320,14 +320,27 @@ ncclResult_t addDirectCollective(const PendingCall& c, const Plan& plan, LaneSpe
   return set->add(spec, c.comm->host.get(), *sched, c.comm);
 }
 
+// A reduction whose operator scales each input first (PreMulSum, float
+// average; integer average too, for one simple rule): the single-copy
+// reduction reads peers' inputs as they are and cannot apply a peer's
+// scalar, so these keep the plan's other algorithm. Every rank calls with
+// the same operator, so all decide alike.
+bool reducesWithPreOp(const PendingCall& c) {
+  if (c.coll != CollKind::AllReduce && c.coll != CollKind::ReduceScatter) return false;
+  return c.op == ncclAvg || c.op >= ncclNumOps;
+}
+
 // Single copy: one lane over the mesh, or on two ranks over channel 0's
 // pair (its one connection each way is the peer, at meshIndex 0).
 ncclResult_t addSingleCopyCollective(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
   ChannelSchedule* sched = set->newSchedule();
-  size_t pieceElems = plan.chunkElems * kSingleCopyStepsPerPiece;
+  const bool reduces = c.coll == CollKind::AllReduce || c.coll == CollKind::ReduceScatter;
+  size_t pieceElems = plan.chunkElems * (reduces ? kSingleCopyReduceStepsPerPiece : kSingleCopyStepsPerPiece);
   DirectShape shape{c.comm->rank, c.comm->nranks, c.count, pieceElems, c.root, isInPlace(c, c.comm->rank)};
   if (c.coll == CollKind::Broadcast) buildSingleCopyBroadcast(shape, sched);
   else if (c.coll == CollKind::AllGather) buildSingleCopyAllGather(shape, sched);
+  else if (c.coll == CollKind::ReduceScatter) buildSingleCopyReduceScatter(shape, sched);
+  else if (c.coll == CollKind::AllReduce) buildSingleCopyAllReduce(shape, plan.alignElems, sched);
   else return fail(ncclInternalError, "%s has no single-copy schedule", collName(c.coll));
   usePairOr(c, c.comm->mesh.send, c.comm->mesh.recv, kMeshChannelId, &spec);
   return set->add(spec, c.comm->host.get(), *sched, c.comm);
@@ -357,7 +370,7 @@ ncclResult_t addCollective(const PendingCall& c, const Plan& plan, LaneSpec spec
              plan.doubling ? "Doubling" : plan.singleCopy ? "SingleCopy" : algorithmName(plan.algorithm),
              protocolName(plan.protocol));
   if (plan.doubling) return addDoublingAllReduce(c, plan, spec, set);
-  if (plan.singleCopy) return addSingleCopyCollective(c, plan, spec, set);
+  if (plan.singleCopy && !reducesWithPreOp(c)) return addSingleCopyCollective(c, plan, spec, set);
   if (plan.algorithm == Algorithm::Tree) return addTreeAllReduce(c, plan, spec, set);
   if (plan.algorithm == Algorithm::Direct) return addDirectCollective(c, plan, spec, set);
   return addRingCollective(c, plan, spec, set);

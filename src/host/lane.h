@@ -18,6 +18,7 @@
 #include "src/host/half_simd.h"
 #include "src/host/host_comm.h"
 #include "src/host/peer_read.h"
+#include "src/host/shareable_memory.h"
 #include "src/host/wait.h"
 #include "src/sched/lane_spec.h"
 #include "src/sched/slot_meta.h"
@@ -142,6 +143,8 @@ class TypedLane final : public Lane {
     const uint32_t bytes = static_cast<uint32_t>(s.count * sizeof(T));
     const T* received = nullptr;
     T* outgoing = nullptr;
+    if ((s.flags & kStepAllPeers) && (s.flags & kStepPeerRead))
+      return reduceAllPeersByReference(pre, post, s.flags & kStepByValueIfPrivate, src, dst, s.count, bytes);
     if (s.flags & (kStepPeerAddr | kStepPeerRead | kStepPeerWrite))
       return runSingleCopyStep(s, src, dst, in, out, bytes);
     if (s.flags & kStepAllPeers) return reduceAllPeers(pre, post, src, dst, s.count, bytes);
@@ -184,26 +187,82 @@ class TypedLane final : public Lane {
   // stack buffer and reaches dst by memcpy only after all n inputs were
   // read, so dst may be the local src (in place). Received inputs arrive
   // pre-op'd by their senders; `pre` applies to the local one only.
+  static constexpr int kMaxInputs = 64;
+
+  ncclResult_t checkMeshWidth() const {
+    if (spec_.nranks > kMaxInputs || spec_.nrecv != static_cast<size_t>(spec_.nranks - 1))
+      return fail(ncclInternalError, "one-shot %s over %zu connections for %d ranks", collName(spec_.coll),
+                  spec_.nrecv, spec_.nranks);
+    return ncclSuccess;
+  }
+  Connection& peerConnection(int p) const { return *spec_.recv[p < spec_.rank ? p : p - 1]; }
+
   ncclResult_t reduceAllPeers(bool pre, bool post, const T* local, T* dst, size_t n, uint32_t bytes) {
-    constexpr int kMaxInputs = 64;
-    const int nranks = spec_.nranks, rank = spec_.rank;
-    if (nranks > kMaxInputs || spec_.nrecv != static_cast<size_t>(nranks - 1))
-      return fail(ncclInternalError, "one-shot %s over %zu connections for %d ranks", collName(spec_.coll), spec_.nrecv,
-                  nranks);
+    GYRE_CHECK(checkMeshWidth());
     const T* inputs[kMaxInputs];
-    for (int p = 0; p < nranks; ++p) {
-      if (p == rank) {
+    for (int p = 0; p < spec_.nranks; ++p) {
+      if (p == spec_.rank) {
         inputs[p] = local;
         continue;
       }
-      Connection& c = *spec_.recv[p < rank ? p : p - 1];
+      Connection& c = peerConnection(p);
       GYRE_CHECK(checkSlotMeta(spec_, comm_, c, bytes));
       inputs[p] = reinterpret_cast<const T*>(c.fifo.payload(c.step, bytes));
     }
+    reduceInRankOrder(inputs, pre, post, dst, n);
+    for (size_t i = 0; i < spec_.nrecv; ++i) publishConsumed(*spec_.recv[i]);
+    return ncclSuccess;
+  }
+
+  // Single-copy AllReduce and ReduceScatter (build_single_copy.h): each peer
+  // announced where its input elements for this piece are (kStepPeerAddr),
+  // and they are reduced from there: through a mapping of the peer's
+  // shareable buffer in place, else copied first with process_vm_readv into
+  // a staging buffer of this lane. Inputs are taken as they are, so the
+  // planner keeps operators with a pre-op (PreMulSum, float average) off
+  // this step: a peer's scalar is not known here.
+  ncclResult_t reduceAllPeersByReference(bool pre, bool post, bool byValue, const T* local, T* dst, size_t n,
+                                         uint32_t bytes) {
+    GYRE_CHECK(checkMeshWidth());
+    if (pre) return fail(ncclInternalError, "single-copy %s with a pre-op operator", collName(spec_.coll));
+    if (staging_.size() < spec_.nrecv * n) staging_.resize(spec_.nrecv * n);
+    const T* inputs[kMaxInputs];
+    for (int p = 0; p < spec_.nranks; ++p) {
+      if (p == spec_.rank) {
+        inputs[p] = local;
+        continue;
+      }
+      Connection& c = peerConnection(p);
+      GYRE_CHECK(checkSlotMeta(spec_, comm_, c, bytes));
+      uint64_t remote = 0;
+      inputs[p] = static_cast<const T*>(announcedElements(comm_, c, bytes, byValue, &remote));
+      if (!inputs[p]) {
+        T* stage = staging_.data() + static_cast<size_t>(p < spec_.rank ? p : p - 1) * n;
+        GYRE_CHECK(readPeer(spec_, comm_, c.peer, remote, stage, bytes));
+        inputs[p] = stage;
+      }
+    }
+    // The local input is read at step max(rank, 1), dst first written at
+    // step 1: in place, ranks from 2 on would overwrite their input too soon.
+    const bool aliases = dst < local + n && local < dst + n;
+    ShareableRange range;
+    const bool inDst = (!aliases || spec_.rank <= 1) && !findShareable(dst, bytes, &range);
+    reduceInRankOrder(inputs, false, post, dst, n, inDst);
+    for (size_t i = 0; i < spec_.nrecv; ++i) publishConsumed(*spec_.recv[i]);
+    return ncclSuccess;
+  }
+
+  // `inDst`: accumulate in dst itself rather than in a stack block copied
+  // to dst by memcpy, saving that copy. Only where nothing read later aliases
+  // dst and no peer reads dst's lines (a fused loop's stores would wait for
+  // each line to come back from the peer's cache; memcpy's do not).
+  void reduceInRankOrder(const T* const* inputs, bool pre, bool post, T* dst, size_t n, bool inDst = false) {
+    const int nranks = spec_.nranks, rank = spec_.rank;
     constexpr size_t kBlockElems = (16 << 10) / sizeof(T);
-    alignas(64) T block[kBlockElems];
+    alignas(64) T stackBlock[kBlockElems];
     for (size_t done = 0; done < n; done += kBlockElems) {
       size_t k = std::min(kBlockElems, n - done);
+      T* block = inDst ? dst + done : stackBlock;
       // op(x0, x1): whichever is local takes the pre-op and keeps its side.
       bool last = nranks == 2;
       if (rank == 0) reduceInto<true>(pre, post && last, inputs[1] + done, inputs[0] + done, block, k);
@@ -213,10 +272,8 @@ class TypedLane final : public Lane {
         if (p == rank) reduceInto(pre, post && last, block, inputs[p] + done, block, k);  // op(acc, local)
         else reduceInto<true>(false, post && last, inputs[p] + done, block, block, k);  // op(acc, received)
       }
-      memcpy(dst + done, block, k * sizeof(T));
+      if (!inDst) memcpy(dst + done, block, k * sizeof(T));
     }
-    for (size_t i = 0; i < spec_.nrecv; ++i) publishConsumed(*spec_.recv[i]);
-    return ncclSuccess;
   }
 
   // A Send posts where its elements are, not the elements; the receiver
@@ -226,25 +283,28 @@ class TypedLane final : public Lane {
   // line; with it, where the elements lie in a shareable allocation
   // (ncclMemAlloc without a GPU), how to map it, so the copy is a memcpy
   // through the peer's mapping (peer_mappings.h) instead of process_vm_readv.
+  // With kStepByValueIfPrivate (the single-copy reductions) an owner whose
+  // buffer is not shareable sends the elements in the slot instead.
   ncclResult_t runSingleCopyStep(const Step& step, const T* src, T* dst, Connection* in, Connection* out, uint32_t bytes) {
+    const bool byValue = step.flags & kStepByValueIfPrivate;
     if (out) {
-      PeerAddress where = describeLocal(src, bytes);
-      memcpy(out->fifo.payload(out->step, sizeof(where)), &where, sizeof(where));
+      announceElements(*out, src, bytes, byValue);
       out->fifo.metaOf(out->step) = makeSlotMeta(spec_, bytes);
       publishSent(*out);
     }
     if (in) {
       GYRE_CHECK(checkSlotMeta(spec_, comm_, *in, bytes));
-      PeerAddress where;
-      memcpy(&where, in->fifo.payload(in->step, sizeof(where)), sizeof(where));
-      const bool write = step.flags & kStepPeerWrite;
-      if (char* mapped = comm_->peerMappings.locate(in->peer, (*comm_->peers)[in->peer].pid, where, bytes)) {
-        if (write) memcpy(mapped, src, bytes);
-        else memcpy(dst, mapped, bytes);
-      } else if (write) {
-        GYRE_CHECK(writePeer(spec_, comm_, in->peer, where.address, src, bytes));
+      uint64_t remote = 0;
+      if (step.flags & kStepPeerWrite) {
+        PeerAddress where;
+        memcpy(&where, in->fifo.payload(in->step, sizeof(where)), sizeof(where));
+        if (char* mapped = comm_->peerMappings.locate(in->peer, (*comm_->peers)[in->peer].pid, where, bytes))
+          memcpy(mapped, src, bytes);
+        else GYRE_CHECK(writePeer(spec_, comm_, in->peer, where.address, src, bytes));
+      } else if (const void* there = announcedElements(comm_, *in, bytes, byValue, &remote)) {
+        memcpy(dst, there, bytes);
       } else {
-        GYRE_CHECK(readPeer(spec_, comm_, in->peer, where.address, dst, bytes));
+        GYRE_CHECK(readPeer(spec_, comm_, in->peer, remote, dst, bytes));
       }
       publishConsumed(*in);
     }
@@ -322,6 +382,7 @@ class TypedLane final : public Lane {
   }
 
   Op op_;
+  std::vector<T> staging_;  // peers' inputs read by process_vm_readv (single-copy reductions)
 };
 
 }  // namespace gyre

@@ -27,6 +27,9 @@ struct PeerAddress {
   uint32_t pages = 0;      // the allocation's length in 4 KiB pages
 };
 static_assert(sizeof(PeerAddress) == 32, "PeerAddress must fit a slot line's inline payload");
+// PeerAddress::fd of an announcement whose elements were sent in the slot
+// (kStepByValueIfPrivate).
+constexpr int32_t kElementsInSlot = -2;
 
 // Fills `a` for `bytes` at `p` in this process.
 PeerAddress describeLocal(const void* p, size_t bytes);

@@ -11,6 +11,7 @@
 #include "include/gyre.h"
 #include "src/host/host_comm.h"
 #include "src/sched/lane_spec.h"
+#include "transport/transport.h"
 
 namespace gyre {
 
@@ -22,5 +23,16 @@ ncclResult_t readPeer(const LaneSpec& spec, HostComm* comm, int peer, uint64_t r
 // (process_vm_writev), failing the same way.
 ncclResult_t writePeer(const LaneSpec& spec, HostComm* comm, int peer, uint64_t remote, const void* local,
                        size_t bytes);
+
+// The owner's side of a single-copy step: puts a PeerAddress for `bytes` at
+// `src` into the step's line of `out` — or, with `byValueIfPrivate` where
+// `src` is not in a shareable allocation, the elements themselves into the
+// slot (in the line itself when they fit its 32 bytes).
+void announceElements(Connection& out, const void* src, uint32_t bytes, bool byValueIfPrivate);
+// The reader's side: where the announced elements can be read in this
+// process as they are (the slot, or a mapping of the owner's buffer), or
+// nullptr when they must be copied from *remote with readPeer.
+const void* announcedElements(HostComm* comm, const Connection& in, uint32_t bytes, bool byValueIfPrivate,
+                              uint64_t* remote);
 
 }  // namespace gyre

@@ -57,12 +57,12 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
                 "NCCL_ALGO=%s: Direct needs a host-memory communicator of 3..8 ranks on one host "
                 "(this one has %d ranks); Ring and Tree can run here",
                 env::getString("NCCL_ALGO").c_str(), ctx.nranks);
-  bool copyOnly = coll == CollKind::Broadcast || coll == CollKind::AllGather;
-  if (copyOnly && ctx.singleCopy && (ctx.nranks == 2 || ctx.meshConnections)) {
+  bool hasSingleCopy = coll != CollKind::Reduce && coll != CollKind::SendRecv;
+  if (hasSingleCopy && ctx.singleCopy && (ctx.nranks == 2 || ctx.meshConnections)) {
     // Like doubling, a variant of the tuner's: an NCCL_ALGO naming anything
     // but Direct runs as named.
     bool otherForced = ctx.tuning->algorithmForced && !ctx.tuning->directOnly;
-    plan->singleCopy = ctx.singleCopyAlways || (!otherForced && bytes >= singleCopyMinBytes(coll, ctx.nranks));
+    plan->singleCopy = ctx.singleCopyAlways || (!otherForced && singleCopyPays(coll, ctx.nranks, bytes));
   }
   if (coll == CollKind::AllReduce && bytes <= kDoublingMaxBytes) {
     // Doubling is the tuner's own variant: an NCCL_ALGO the user set runs as named.
@@ -73,6 +73,7 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
                        (plan->algorithm == Algorithm::Tree ||
                         (plan->algorithm == Algorithm::Direct && bytes > kOneShotMaxBytesOverDoubling));
   }
+  if (plan->singleCopy) plan->doubling = false;
   return ncclSuccess;
 }
 

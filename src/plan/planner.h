@@ -32,8 +32,9 @@ struct Plan {
   // ranks over the ring's connections in place of the ring, on 4, 8, ...
   // ranks over the doubling connections in place of the tree.
   bool doubling = false;
-  // Broadcast / AllGather reading the peers' buffers in place
-  // (build_single_copy.h) over the ring pair (2 ranks) or the mesh.
+  // Broadcast / AllGather reading the peers' buffers in place, AllReduce /
+  // ReduceScatter reducing from them (build_single_copy.h), over the ring
+  // pair (2 ranks) or the mesh.
   bool singleCopy = false;
 };
 
@@ -50,8 +51,33 @@ constexpr size_t kSingleCopyMinBytes = 2 << 20;
 // 1.17-1.23x at 512 KiB, 1.17-1.25x at 1 MiB, 0.95-1.03x at 256 KiB;
 // docs/HOST-PERF.md).
 constexpr size_t kSingleCopySplitMinBytes = 512 << 10;
-inline size_t singleCopyMinBytes(CollKind coll, int nranks) {
-  return coll == CollKind::Broadcast && nranks == 2 ? kSingleCopySplitMinBytes : kSingleCopyMinBytes;
+// The single-copy reductions (build_single_copy.h) read a peer's input in
+// place where its buffer is shareable (gyreMemAllocHost) and take it by
+// value through the FIFO otherwise; the plan cannot know which (it is per
+// rank), so it picks them only where by value does not lose to the ring.
+// 2-rank AllReduce: by value even with the ring from 1 MiB (0.93-1.08x,
+// median of 3 interleaved runs), by reference 1.3-1.7x out of place, even
+// in place to 16 MiB, 1.3x at 64 MiB, behind in place at 64-256 KiB.
+constexpr size_t kSingleCopyAllReduceMinBytes = 1 << 20;
+// ReduceScatter (bytes of the whole input): 2 ranks by value even with the
+// ring at 256 KiB-64 MiB, by reference 1.5-3.8x; 4 ranks by value 1.4-1.5x
+// the ring at 256 KiB-1 MiB but 0.74-0.87x from 4 MiB (n-1 FIFOs a rank
+// outgrow the caches), so on 3..8 ranks only up to 2 MiB. 3..8-rank
+// AllReduce by value is 0.83-0.90x the ring from 4 MiB (by reference
+// 1.2-1.9x): only with GYRE_SINGLE_COPY=always.
+constexpr size_t kSingleCopyReduceScatterMinBytes = 256 << 10;
+constexpr size_t kSingleCopyReduceScatterMeshMaxBytes = 2 << 20;
+// Whether GYRE_SINGLE_COPY=auto runs `coll` of `bytes` (nccl-tests bytes)
+// on `nranks` ranks as single copy.
+inline bool singleCopyPays(CollKind coll, int nranks, size_t bytes) {
+  switch (coll) {
+    case CollKind::Broadcast: return bytes >= (nranks == 2 ? kSingleCopySplitMinBytes : kSingleCopyMinBytes);
+    case CollKind::AllGather: return bytes >= kSingleCopyMinBytes;
+    case CollKind::AllReduce: return nranks == 2 && bytes >= kSingleCopyAllReduceMinBytes;
+    case CollKind::ReduceScatter:
+      return bytes >= kSingleCopyReduceScatterMinBytes && (nranks == 2 || bytes <= kSingleCopyReduceScatterMeshMaxBytes);
+    default: return false;
+  }
 }
 
 // Largest AllReduce run by recursive doubling: below it latency rules (log2 n

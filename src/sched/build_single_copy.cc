@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "src/sched/chunking.h"
 #include "src/sched/step_builder.h"
 
 namespace gyre {
@@ -22,6 +23,25 @@ size_t ownerShare(const DirectShape& sh, size_t c) { return sh.nranks == 2 ? c /
 
 Step writeTo(size_t srcOff, size_t c, int conn) {
   return onConns(step(StepKind::Recv, kInputBuffer, srcOff, 0, 0, c, kStepPeerWrite), 0, conn);
+}
+// One piece of this rank's block, reduced from every rank's input in rank
+// order, the peers' read where they are (their announcements, by reference).
+Step reduceByReference(size_t srcOff, size_t dstOff, size_t c) {
+  return step(StepKind::RecvReduceCopy, kInputBuffer, srcOff, kOutputBuffer, dstOff, c,
+              kStepPreOp | kStepPostOp | kStepAllPeers | kStepPeerRead | kStepByValueIfPrivate);
+}
+// The reductions' announcements and reads: an owner whose buffer peers
+// cannot map sends the elements in the slot (kStepByValueIfPrivate), where
+// process_vm_readv would be slower than the FIFO.
+Step offer(uint8_t buf, size_t off, size_t c, int conn) {
+  Step s = announce(buf, off, c, conn);
+  s.flags |= kStepByValueIfPrivate;
+  return s;
+}
+Step fetch(size_t dstOff, size_t c, int conn) {
+  Step s = readFrom(dstOff, c, conn);
+  s.flags |= kStepByValueIfPrivate;
+  return s;
 }
 Step ack(int conn) { return onConns(step(StepKind::Send, kInputBuffer, 0, 0, 0, 0, 0), conn, 0); }
 Step awaitAck(int conn) { return onConns(step(StepKind::Recv, 0, 0, kOutputBuffer, 0, 0, 0), 0, conn); }
@@ -74,6 +94,59 @@ void buildSingleCopyAllGather(const DirectShape& sh, ChannelSchedule* out) {
       out->steps.push_back(readFrom(static_cast<size_t>(peer) * sh.count + off, c, meshIndex(r, peer)));
     }
   });
+  for (int k = 1; k < n; ++k) out->steps.push_back(ack(meshIndex(r, (r + k) % n)));
+  for (int k = 1; k < n; ++k) out->steps.push_back(awaitAck(meshIndex(r, (r - k + n) % n)));
+}
+
+void buildSingleCopyReduceScatter(const DirectShape& sh, ChannelSchedule* out) {
+  const int n = sh.nranks, r = sh.rank;
+  const size_t own = static_cast<size_t>(r) * sh.count;
+  forEachPiece(sh.count, sh.chunkElems, [&](size_t off, size_t c) {
+    for (int k = 1; k < n; ++k) {
+      int peer = (r + k) % n;
+      out->steps.push_back(offer(kInputBuffer, static_cast<size_t>(peer) * sh.count + off, c, meshIndex(r, peer)));
+    }
+    out->steps.push_back(reduceByReference(own + off, off, c));
+  });
+  for (int k = 1; k < n; ++k) out->steps.push_back(ack(meshIndex(r, (r + k) % n)));
+  for (int k = 1; k < n; ++k) out->steps.push_back(awaitAck(meshIndex(r, (r - k + n) % n)));
+}
+
+void buildSingleCopyAllReduce(const DirectShape& sh, size_t alignElems, ChannelSchedule* out) {
+  const int n = sh.nranks, r = sh.rank;
+  auto block = [&](int p) { return splitSegment(0, sh.count, static_cast<size_t>(n), static_cast<size_t>(p), alignElems); };
+  auto pieces = [&](int p) { return divUp(block(p).count, sh.chunkElems); };
+  size_t rounds = 0;
+  for (int p = 0; p < n; ++p) rounds = std::max(rounds, pieces(p));
+  // Piece k of block p: its offset and length.
+  auto piece = [&](int p, size_t k, size_t* off, size_t* c) {
+    Segment b = block(p);
+    *off = b.offset + k * sh.chunkElems;
+    *c = std::min(sh.chunkElems, b.count - k * sh.chunkElems);
+  };
+  for (size_t k = 0; k < rounds; ++k) {
+    size_t off, c;
+    // Each peer reduces its block: tell it where this rank's input for it is.
+    for (int j = 1; j < n; ++j) {
+      int peer = (r + j) % n;
+      if (k >= pieces(peer)) continue;
+      piece(peer, k, &off, &c);
+      out->steps.push_back(offer(kInputBuffer, off, c, meshIndex(r, peer)));
+    }
+    if (k < pieces(r)) {
+      piece(r, k, &off, &c);
+      out->steps.push_back(reduceByReference(off, off, c));
+      for (int j = 1; j < n; ++j) out->steps.push_back(offer(kOutputBuffer, off, c, meshIndex(r, (r + j) % n)));
+    }
+    // The peers' results for this round. In place, this overwrites input
+    // the peer read: it announced its result only after reducing it.
+    for (int j = 1; j < n; ++j) {
+      int peer = (r - j + n) % n;
+      if (k >= pieces(peer)) continue;
+      piece(peer, k, &off, &c);
+      out->steps.push_back(fetch(off, c, meshIndex(r, peer)));
+    }
+  }
   for (int k = 1; k < n; ++k) out->steps.push_back(ack(meshIndex(r, (r + k) % n)));
   for (int k = 1; k < n; ++k) out->steps.push_back(awaitAck(meshIndex(r, (r - k + n) % n)));
 }

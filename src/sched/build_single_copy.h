@@ -18,6 +18,9 @@ namespace gyre {
 // steps): SlotMeta's byte count is 32 bits, and pieces let the owner's own
 // copy (out of place) overlap the readers.
 constexpr size_t kSingleCopyStepsPerPiece = 8;
+// A reduction's piece is one FIFO slot: its result is read by the peers
+// right after it is made, while it is still in the reducer's cache.
+constexpr size_t kSingleCopyReduceStepsPerPiece = 1;
 
 // The root announces its input; the others read it; the root copies its own
 // output (out of place) while they do, then waits for their acknowledgements.
@@ -29,5 +32,16 @@ void buildSingleCopyBroadcast(const DirectShape& shape, ChannelSchedule* out);
 // Every rank announces its block and reads every other rank's into output
 // block p, then acknowledges to each and waits for each acknowledgement.
 void buildSingleCopyAllGather(const DirectShape& shape, ChannelSchedule* out);
+// Each rank announces input block p to rank p, piece by piece, and reduces
+// its own block from every rank's input where it lies (kStepAllPeers with
+// kStepPeerRead: by reference), in rank order; then the acknowledgements.
+// One read of each peer's input instead of a copy into a FIFO slot and a
+// read out of it.
+void buildSingleCopyReduceScatter(const DirectShape& shape, ChannelSchedule* out);
+// ReduceScatter over the blocks of splitSegment(count, nranks), then each
+// rank announces each reduced piece of its block and reads the peers'
+// pieces (the AllGather by reference), round by round so a result is read
+// while it is still in the reducer's cache. shape.count is the message.
+void buildSingleCopyAllReduce(const DirectShape& shape, size_t alignElems, ChannelSchedule* out);
 
 }  // namespace gyre

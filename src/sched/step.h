@@ -43,6 +43,12 @@ enum StepFlags : uint8_t {
   // mesh, in rank order) and reduces all n inputs in rank order into dst:
   // one-shot AllReduce (build_direct.h). Host executor only.
   kStepAllPeers = 32,
+  // On the single-copy reductions' announcements (and their receives): an
+  // owner whose elements are not in a shareable allocation sends them in the
+  // slot instead (the inline line says which; steps of at most 32 bytes
+  // always ride in the line), so the readers copy from the FIFO rather than
+  // through process_vm_readv. Host executor only.
+  kStepByValueIfPrivate = 128,
 };
 
 struct Step {

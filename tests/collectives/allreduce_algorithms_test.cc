@@ -163,7 +163,7 @@ RunResult runCases(const RunConfig& config, const std::vector<Case>& cases) {
 }
 
 void runMatrix(int nranks, const char* algo, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false,
-               int callsPerCase = 1) {
+               int callsPerCase = 1, std::vector<std::pair<std::string, std::optional<std::string>>> env = {}) {
   std::vector<Case> cases = buildCases(buffSize);
   // Whether a schedule repeats its bits does not depend on the transport, and over
   // sockets each call costs milliseconds on 3-4 ranks: the shared-memory runs repeat.
@@ -176,6 +176,7 @@ void runMatrix(int nranks, const char* algo, size_t buffSize, IdMode mode = IdMo
   config.mode = mode;
   config.sockets = sockets;
   config.callsPerCase = callsPerCase;
+  config.env = std::move(env);
   checkRun(config, runCases(config, cases), cases.size(), true);
 }
 
@@ -366,4 +367,39 @@ TEST_CASE("a lone allreduce repeated on a new communicator of the same shape, th
     });
     checkRun(config, result, 12, false);
   }
+}
+
+// GYRE_SINGLE_COPY=always: every allreduce (but avg and PreMulSum, which
+// keep the tuned algorithm) reduces each rank's block from the peers' inputs
+// in place and reads the peers' results (build_single_copy.h): through
+// process_vm_readv on heap buffers, through mappings on gyreMemAllocHost
+// ones. Where the kernel forbids cross-memory attach these runs test the
+// fallback to the tuned algorithms.
+TEST_CASE("single-copy allreduce over 2, 3 and 4 ranks matches the reference and agrees bitwise on every rank",
+          "[allreduce][singlecopy]") {
+  if (testDeviceComms()) return;  // host communicators only
+  for (int nranks : {2, 3, 4}) {
+    INFO(nranks << " ranks");
+    runMatrix(nranks, nullptr, kDefaultBuffSize, IdMode::kParent, false, 1, {{"GYRE_SINGLE_COPY", "always"}});
+  }
+}
+
+TEST_CASE("single-copy allreduce over 2, 3 and 4 ranks on gyreMemAllocHost buffers matches the reference and "
+          "agrees bitwise on every rank",
+          "[allreduce][singlecopy][sharedbuffers]") {
+  if (testDeviceComms()) return;
+  for (int nranks : {2, 3, 4}) {
+    INFO(nranks << " ranks");
+    runMatrix(nranks, nullptr, kDefaultBuffSize, IdMode::kParent, false, 1,
+              {{"GYRE_SINGLE_COPY", "always"}, {"GYRE_TEST_SHARED_BUFFERS", "1"}});
+  }
+}
+
+TEST_CASE("single-copy allreduce over 3 ranks pipelines counts spanning many 8 KiB pieces, twice per case with "
+          "reused lanes",
+          "[allreduce][singlecopy][pipeline][repeat]") {
+  if (testDeviceComms()) return;
+  runMatrix(3, nullptr, kSmallBuffSize, IdMode::kParent, false, 2, {{"GYRE_SINGLE_COPY", "always"}});
+  runMatrix(2, nullptr, kSmallBuffSize, IdMode::kParent, false, 1,
+            {{"GYRE_SINGLE_COPY", "always"}, {"GYRE_TEST_SHARED_BUFFERS", "1"}});
 }

@@ -67,8 +67,27 @@ TEST_CASE("a 2-rank host Broadcast reads in place from 512 KiB, AllGather and 4-
   CHECK(plan(ctx2, CollKind::AllGather, 2 << 20).singleCopy);
   CHECK_FALSE(plan(ctx4, CollKind::Broadcast, 1 << 20).singleCopy);
   CHECK(plan(ctx4, CollKind::Broadcast, 2 << 20).singleCopy);
-  CHECK_FALSE(plan(ctx2, CollKind::AllReduce, 64 << 20).singleCopy);  // no single-copy reduction
   PlanContext noProbe = ctx2;
   noProbe.singleCopy = false;  // the kernel forbade cross-memory attach
   CHECK_FALSE(plan(noProbe, CollKind::Broadcast, 64 << 20).singleCopy);
+}
+
+TEST_CASE("single-copy reductions run where by value keeps up with the ring: 2-rank AllReduce from 1 MiB, "
+          "ReduceScatter from 256 KiB, on 4 ranks only up to 2 MiB, never 4-rank AllReduce") {
+  TuningTable two = hostTable(2), four = hostTable(4);
+  PlanContext ctx2 = hostContext(2, two, true), ctx4 = hostContext(4, four, true);
+  CHECK_FALSE(plan(ctx2, CollKind::AllReduce, 512 << 10).singleCopy);
+  CHECK(plan(ctx2, CollKind::AllReduce, 1 << 20).singleCopy);
+  CHECK(plan(ctx2, CollKind::AllReduce, 64 << 20).singleCopy);
+  CHECK_FALSE(plan(ctx2, CollKind::ReduceScatter, 128 << 10).singleCopy);
+  CHECK(plan(ctx2, CollKind::ReduceScatter, 256 << 10).singleCopy);
+  CHECK(plan(ctx2, CollKind::ReduceScatter, 64 << 20).singleCopy);
+  CHECK(plan(ctx4, CollKind::ReduceScatter, 256 << 10).singleCopy);
+  CHECK(plan(ctx4, CollKind::ReduceScatter, 2 << 20).singleCopy);
+  CHECK_FALSE(plan(ctx4, CollKind::ReduceScatter, 4 << 20).singleCopy);
+  CHECK_FALSE(plan(ctx4, CollKind::AllReduce, 1 << 20).singleCopy);
+  CHECK_FALSE(plan(ctx4, CollKind::AllReduce, 64 << 20).singleCopy);
+  CHECK_FALSE(plan(ctx2, CollKind::Reduce, 64 << 20).singleCopy);
+  PlanContext sockets = hostContext(2, two, false);  // no probe over sockets
+  CHECK_FALSE(plan(sockets, CollKind::AllReduce, 64 << 20).singleCopy);
 }
