@@ -195,20 +195,31 @@ class TypedLane final : public Lane {
                   spec_.nrecv, spec_.nranks);
     return ncclSuccess;
   }
-  Connection& peerConnection(int p) const { return *spec_.recv[p < spec_.rank ? p : p - 1]; }
-
-  ncclResult_t reduceAllPeers(bool pre, bool post, const T* local, T* dst, size_t n, uint32_t bytes) {
+  // inputs[p] for every rank p in order: `local` for this rank, for a peer
+  // whatever peerInput(index of its connection, connection, &inputs[p])
+  // finds once its step's metadata checked out.
+  template <typename PeerInput>
+  ncclResult_t gatherInputs(const T* local, uint32_t bytes, const T** inputs, const PeerInput& peerInput) {
     GYRE_CHECK(checkMeshWidth());
-    const T* inputs[kMaxInputs];
     for (int p = 0; p < spec_.nranks; ++p) {
       if (p == spec_.rank) {
         inputs[p] = local;
         continue;
       }
-      Connection& c = peerConnection(p);
+      const int index = p < spec_.rank ? p : p - 1;
+      Connection& c = *spec_.recv[index];
       GYRE_CHECK(checkSlotMeta(spec_, comm_, c, bytes));
-      inputs[p] = reinterpret_cast<const T*>(c.fifo.payload(c.step, bytes));
+      GYRE_CHECK(peerInput(index, c, &inputs[p]));
     }
+    return ncclSuccess;
+  }
+
+  ncclResult_t reduceAllPeers(bool pre, bool post, const T* local, T* dst, size_t n, uint32_t bytes) {
+    const T* inputs[kMaxInputs];
+    GYRE_CHECK(gatherInputs(local, bytes, inputs, [&](int, Connection& c, const T** in) {
+      *in = reinterpret_cast<const T*>(c.fifo.payload(c.step, bytes));
+      return ncclSuccess;
+    }));
     reduceInRankOrder(inputs, pre, post, dst, n);
     for (size_t i = 0; i < spec_.nrecv; ++i) publishConsumed(*spec_.recv[i]);
     return ncclSuccess;
@@ -223,25 +234,17 @@ class TypedLane final : public Lane {
   // this step: a peer's scalar is not known here.
   ncclResult_t reduceAllPeersByReference(bool pre, bool post, bool byValue, const T* local, T* dst, size_t n,
                                          uint32_t bytes) {
-    GYRE_CHECK(checkMeshWidth());
     if (pre) return fail(ncclInternalError, "single-copy %s with a pre-op operator", collName(spec_.coll));
     if (staging_.size() < spec_.nrecv * n) staging_.resize(spec_.nrecv * n);
     const T* inputs[kMaxInputs];
-    for (int p = 0; p < spec_.nranks; ++p) {
-      if (p == spec_.rank) {
-        inputs[p] = local;
-        continue;
-      }
-      Connection& c = peerConnection(p);
-      GYRE_CHECK(checkSlotMeta(spec_, comm_, c, bytes));
+    GYRE_CHECK(gatherInputs(local, bytes, inputs, [&](int index, Connection& c, const T** in) {
       uint64_t remote = 0;
-      inputs[p] = static_cast<const T*>(announcedElements(comm_, c, bytes, byValue, &remote));
-      if (!inputs[p]) {
-        T* stage = staging_.data() + static_cast<size_t>(p < spec_.rank ? p : p - 1) * n;
-        GYRE_CHECK(readPeer(spec_, comm_, c.peer, remote, stage, bytes));
-        inputs[p] = stage;
-      }
-    }
+      *in = static_cast<const T*>(announcedElements(comm_, c, bytes, byValue, &remote));
+      if (*in) return ncclSuccess;
+      T* stage = staging_.data() + static_cast<size_t>(index) * n;
+      *in = stage;
+      return readPeer(spec_, comm_, c.peer, remote, stage, bytes);
+    }));
     // The local input is read at step max(rank, 1), dst first written at
     // step 1: in place, ranks from 2 on would overwrite their input too soon.
     const bool aliases = dst < local + n && local < dst + n;
