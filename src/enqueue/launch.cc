@@ -335,8 +335,11 @@ bool reducesWithPreOp(const PendingCall& c) {
 ncclResult_t addSingleCopyCollective(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
   ChannelSchedule* sched = set->newSchedule();
   const bool reduces = c.coll == CollKind::AllReduce || c.coll == CollKind::ReduceScatter;
-  size_t pieceElems = plan.chunkElems * (reduces ? kSingleCopyReduceStepsPerPiece : kSingleCopyStepsPerPiece);
+  // By value, a piece must fit one FIFO slot.
+  const bool oneSlot = reduces || plan.singleCopyByValue;
+  size_t pieceElems = plan.chunkElems * (oneSlot ? kSingleCopyReduceStepsPerPiece : kSingleCopyStepsPerPiece);
   DirectShape shape{c.comm->rank, c.comm->nranks, c.count, pieceElems, c.root, isInPlace(c, c.comm->rank)};
+  shape.byValueIfPrivate = plan.singleCopyByValue;
   if (c.coll == CollKind::Broadcast) buildSingleCopyBroadcast(shape, sched);
   else if (c.coll == CollKind::AllGather) buildSingleCopyAllGather(shape, sched);
   else if (c.coll == CollKind::ReduceScatter) buildSingleCopyReduceScatter(shape, sched);

@@ -76,6 +76,13 @@ class Lane {
   HostComm* comm_ = nullptr;
   size_t next_ = 0;
   std::vector<const Lane*> before_;
+  // Single copy: the connections (by index, as in Step::sendConn/recvConn:
+  // the peer's mesh index) on which this call announced, or was announced,
+  // elements by reference. An acknowledgement flagged
+  // kStepByValueIfPrivate is skipped on both sides where nothing went by
+  // reference: no buffer was read in place, so there is nothing to wait for.
+  uint64_t sentByReference_ = 0;
+  uint64_t receivedByReference_ = 0;
 
  private:
   void bind(const LaneSpec& spec, HostComm* comm) {
@@ -90,6 +97,7 @@ class Lane {
   void rewind() {
     next_ = 0;
     before_.clear();
+    sentByReference_ = receivedByReference_ = 0;
   }
 };
 
@@ -122,6 +130,10 @@ class TypedLane final : public Lane {
     if (waiting()) return ncclSuccess;
     while (next_ < spec_.nsteps) {
       const Step& s = spec_.steps[next_];
+      if (unneededAcknowledgement(s)) {
+        ++next_;
+        continue;
+      }
       Connection* in = stepReceives(s.kind) ? spec_.recv[s.recvConn] : nullptr;
       Connection* out = stepSends(s.kind) ? spec_.send[s.sendConn] : nullptr;
       if ((in && !recvDataReady(*in)) || (out && !sendSlotFree(*out, s.count * sizeof(T)))) return ncclSuccess;
@@ -134,6 +146,12 @@ class TypedLane final : public Lane {
   }
 
  private:
+  bool unneededAcknowledgement(const Step& s) const {
+    if (!(s.flags & kStepByValueIfPrivate) || s.count != 0) return false;
+    if (s.kind == StepKind::Send) return !(receivedByReference_ >> s.sendConn & 1);
+    return !(sentByReference_ >> s.recvConn & 1);
+  }
+
   ncclResult_t runStep(const Step& s, Connection* in, Connection* out) {
     T* const* buffers = reinterpret_cast<T* const*>(spec_.buffers);
     const T* src = buffers[s.srcBuffer] + s.srcOffset;
@@ -239,7 +257,9 @@ class TypedLane final : public Lane {
     const T* inputs[kMaxInputs];
     GYRE_CHECK(gatherInputs(local, bytes, inputs, [&](int index, Connection& c, const T** in) {
       uint64_t remote = 0;
-      *in = static_cast<const T*>(announcedElements(comm_, c, bytes, byValue, &remote));
+      bool byReference = false;
+      *in = static_cast<const T*>(announcedElements(comm_, c, bytes, byValue, &remote, &byReference));
+      if (byReference) receivedByReference_ |= uint64_t{1} << index;
       if (*in) return ncclSuccess;
       T* stage = staging_.data() + static_cast<size_t>(index) * n;
       *in = stage;
@@ -291,24 +311,26 @@ class TypedLane final : public Lane {
   ncclResult_t runSingleCopyStep(const Step& step, const T* src, T* dst, Connection* in, Connection* out, uint32_t bytes) {
     const bool byValue = step.flags & kStepByValueIfPrivate;
     if (out) {
-      announceElements(*out, src, bytes, byValue);
+      if (announceElements(*out, src, bytes, byValue)) sentByReference_ |= uint64_t{1} << step.sendConn;
       out->fifo.metaOf(out->step) = makeSlotMeta(spec_, bytes);
       publishSent(*out);
     }
     if (in) {
       GYRE_CHECK(checkSlotMeta(spec_, comm_, *in, bytes));
       uint64_t remote = 0;
+      bool byReference = true;
       if (step.flags & kStepPeerWrite) {
         PeerAddress where;
         memcpy(&where, in->fifo.payload(in->step, sizeof(where)), sizeof(where));
         if (char* mapped = comm_->peerMappings.locate(in->peer, (*comm_->peers)[in->peer].pid, where, bytes))
           memcpy(mapped, src, bytes);
         else GYRE_CHECK(writePeer(spec_, comm_, in->peer, where.address, src, bytes));
-      } else if (const void* there = announcedElements(comm_, *in, bytes, byValue, &remote)) {
+      } else if (const void* there = announcedElements(comm_, *in, bytes, byValue, &remote, &byReference)) {
         memcpy(dst, there, bytes);
       } else {
         GYRE_CHECK(readPeer(spec_, comm_, in->peer, remote, dst, bytes));
       }
+      if (byReference) receivedByReference_ |= uint64_t{1} << step.recvConn;
       publishConsumed(*in);
     }
     return ncclSuccess;

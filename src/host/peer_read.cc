@@ -44,25 +44,29 @@ ncclResult_t copyPeer(const LaneSpec& spec, HostComm* comm, int peer, uint64_t r
 
 }  // namespace
 
-void announceElements(Connection& out, const void* src, uint32_t bytes, bool byValueIfPrivate) {
+bool announceElements(Connection& out, const void* src, uint32_t bytes, bool byValueIfPrivate) {
   if (byValueIfPrivate && bytes <= kLineInlineBytes) {
     memcpy(out.fifo.payload(out.step, bytes), src, bytes);
-    return;
+    return false;
   }
   PeerAddress where = describeLocal(src, bytes);
-  if (byValueIfPrivate && where.fd < 0) {
+  const bool byValue = byValueIfPrivate && where.fd < 0;
+  if (byValue) {
     where.fd = kElementsInSlot;
     memcpy(out.fifo.payload(out.step, bytes), src, bytes);
   }
   memcpy(out.fifo.payload(out.step, sizeof(where)), &where, sizeof(where));
+  return !byValue;
 }
 
 const void* announcedElements(HostComm* comm, const Connection& in, uint32_t bytes, bool byValueIfPrivate,
-                              uint64_t* remote) {
+                              uint64_t* remote, bool* byReference) {
+  *byReference = false;
   if (byValueIfPrivate && bytes <= kLineInlineBytes) return in.fifo.payload(in.step, bytes);
   PeerAddress where;
   memcpy(&where, in.fifo.payload(in.step, sizeof(where)), sizeof(where));
   if (byValueIfPrivate && where.fd == kElementsInSlot) return in.fifo.payload(in.step, bytes);
+  *byReference = true;
   *remote = where.address;
   return comm->peerMappings.locate(in.peer, (*comm->peers)[in.peer].pid, where, bytes);
 }

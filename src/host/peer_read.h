@@ -28,11 +28,13 @@ ncclResult_t writePeer(const LaneSpec& spec, HostComm* comm, int peer, uint64_t 
 // `src` into the step's line of `out` — or, with `byValueIfPrivate` where
 // `src` is not in a shareable allocation, the elements themselves into the
 // slot (in the line itself when they fit its 32 bytes).
-void announceElements(Connection& out, const void* src, uint32_t bytes, bool byValueIfPrivate);
+// Returns whether it announced by reference.
+bool announceElements(Connection& out, const void* src, uint32_t bytes, bool byValueIfPrivate);
 // The reader's side: where the announced elements can be read in this
 // process as they are (the slot, or a mapping of the owner's buffer), or
 // nullptr when they must be copied from *remote with readPeer.
+// *byReference: whether the owner announced them by reference.
 const void* announcedElements(HostComm* comm, const Connection& in, uint32_t bytes, bool byValueIfPrivate,
-                              uint64_t* remote);
+                              uint64_t* remote, bool* byReference);
 
 }  // namespace gyre

@@ -36,6 +36,11 @@ struct Plan {
   // ReduceScatter reducing from them (build_single_copy.h), over the ring
   // pair (2 ranks) or the mesh.
   bool singleCopy = false;
+  // Broadcast / AllGather single copy below the process_vm_readv
+  // thresholds: an owner whose buffer peers cannot map sends by value
+  // through the FIFO, so heap buffers keep the two-copy cost and only
+  // gyreMemAllocHost ones are read in place (kStepByValueIfPrivate).
+  bool singleCopyByValue = false;
 };
 
 // Smallest Broadcast / AllGather (nccl-tests bytes) that reads peers' buffers
@@ -69,10 +74,23 @@ constexpr size_t kSingleCopyReduceScatterMinBytes = 256 << 10;
 constexpr size_t kSingleCopyReduceScatterMeshMaxBytes = 2 << 20;
 // Whether GYRE_SINGLE_COPY=auto runs `coll` of `bytes` (nccl-tests bytes)
 // on `nranks` ranks as single copy.
+// 2-rank Broadcast and AllGather from this size run single copy by value
+// where the owner's buffer is private (singleCopyByValue), below the
+// process_vm_readv thresholds above.
+constexpr size_t kSingleCopyByValueMinBytes = 8 << 10;
+inline size_t singleCopyByReferenceMinBytes(CollKind coll, int nranks) {
+  return coll == CollKind::Broadcast && nranks == 2 ? kSingleCopySplitMinBytes : kSingleCopyMinBytes;
+}
+inline bool singleCopyByValue(CollKind coll, int nranks, size_t bytes) {
+  bool copyOnly = coll == CollKind::Broadcast || coll == CollKind::AllGather;
+  return copyOnly && nranks == 2 && bytes >= kSingleCopyByValueMinBytes &&
+         bytes < singleCopyByReferenceMinBytes(coll, nranks);
+}
 inline bool singleCopyPays(CollKind coll, int nranks, size_t bytes) {
   switch (coll) {
-    case CollKind::Broadcast: return bytes >= (nranks == 2 ? kSingleCopySplitMinBytes : kSingleCopyMinBytes);
-    case CollKind::AllGather: return bytes >= kSingleCopyMinBytes;
+    case CollKind::Broadcast:
+    case CollKind::AllGather:
+      return bytes >= singleCopyByReferenceMinBytes(coll, nranks) || singleCopyByValue(coll, nranks, bytes);
     case CollKind::AllReduce: return nranks == 2 && bytes >= kSingleCopyAllReduceMinBytes;
     case CollKind::ReduceScatter:
       return bytes >= kSingleCopyReduceScatterMinBytes && (nranks == 2 || bytes <= kSingleCopyReduceScatterMeshMaxBytes);

@@ -24,6 +24,10 @@ struct DirectShape {
   size_t chunkElems;  // at most one FIFO slot
   int root;           // Broadcast
   bool inPlace;       // AllGather: the input already sits at output + rank*count
+  // Single copy (build_single_copy.h): an owner whose buffer peers cannot
+  // map sends the elements through the FIFO (kStepByValueIfPrivate), so
+  // chunkElems must fit one slot. The reductions always do.
+  bool byValueIfPrivate = false;
 };
 
 // The root sends each chunk to every rank; the others receive it from the root.

@@ -19,7 +19,7 @@ Step readFrom(size_t dstOff, size_t c, int conn) {
 // cores copy. A third, not half: out of place the root also copies its own
 // output. Only from values every rank shares (not its own placement), so
 // the root and the reader cut each piece alike.
-size_t ownerShare(const DirectShape& sh, size_t c) { return sh.nranks == 2 ? c / 3 : 0; }
+size_t ownerShare(const DirectShape& sh, size_t c) { return sh.nranks == 2 && !sh.byValueIfPrivate ? c / 3 : 0; }
 
 Step writeTo(size_t srcOff, size_t c, int conn) {
   return onConns(step(StepKind::Recv, kInputBuffer, srcOff, 0, 0, c, kStepPeerWrite), 0, conn);
@@ -43,12 +43,28 @@ Step fetch(size_t dstOff, size_t c, int conn) {
   s.flags |= kStepByValueIfPrivate;
   return s;
 }
+// With shape.byValueIfPrivate, every announcement and read from `first` on.
+void markByValue(const DirectShape& sh, size_t first, ChannelSchedule* out) {
+  if (!sh.byValueIfPrivate) return;
+  for (size_t i = first; i < out->steps.size(); ++i)
+    if ((out->steps[i].flags & (kStepPeerAddr | kStepPeerRead)) || out->steps[i].count == 0)
+      out->steps[i].flags |= kStepByValueIfPrivate;
+}
 Step ack(int conn) { return onConns(step(StepKind::Send, kInputBuffer, 0, 0, 0, 0, 0), conn, 0); }
 Step awaitAck(int conn) { return onConns(step(StepKind::Recv, 0, 0, kOutputBuffer, 0, 0, 0), 0, conn); }
+// Acknowledgements both sides skip where nothing went by reference.
+Step ackIfReferenced(int conn) {
+  Step s = ack(conn);
+  s.flags |= kStepByValueIfPrivate;
+  return s;
+}
+Step awaitAckIfReferenced(int conn) {
+  Step s = awaitAck(conn);
+  s.flags |= kStepByValueIfPrivate;
+  return s;
+}
 
-}  // namespace
-
-void buildSingleCopyBroadcast(const DirectShape& sh, ChannelSchedule* out) {
+void buildSingleCopyBroadcastSteps(const DirectShape& sh, ChannelSchedule* out) {
   const int n = sh.nranks, r = sh.rank;
   bool split = false;
   if (r != sh.root) {
@@ -78,7 +94,7 @@ void buildSingleCopyBroadcast(const DirectShape& sh, ChannelSchedule* out) {
   for (int k = 1; k < n; ++k) out->steps.push_back(awaitAck(meshIndex(r, (r + k) % n)));
 }
 
-void buildSingleCopyAllGather(const DirectShape& sh, ChannelSchedule* out) {
+void buildSingleCopyAllGatherSteps(const DirectShape& sh, ChannelSchedule* out) {
   const int n = sh.nranks, r = sh.rank;
   const size_t own = static_cast<size_t>(r) * sh.count;
   // Per piece: announce to all, then read from all. Announcing every piece
@@ -98,6 +114,20 @@ void buildSingleCopyAllGather(const DirectShape& sh, ChannelSchedule* out) {
   for (int k = 1; k < n; ++k) out->steps.push_back(awaitAck(meshIndex(r, (r - k + n) % n)));
 }
 
+}  // namespace
+
+void buildSingleCopyBroadcast(const DirectShape& sh, ChannelSchedule* out) {
+  const size_t first = out->steps.size();
+  buildSingleCopyBroadcastSteps(sh, out);
+  markByValue(sh, first, out);
+}
+
+void buildSingleCopyAllGather(const DirectShape& sh, ChannelSchedule* out) {
+  const size_t first = out->steps.size();
+  buildSingleCopyAllGatherSteps(sh, out);
+  markByValue(sh, first, out);
+}
+
 void buildSingleCopyReduceScatter(const DirectShape& sh, ChannelSchedule* out) {
   const int n = sh.nranks, r = sh.rank;
   const size_t own = static_cast<size_t>(r) * sh.count;
@@ -108,8 +138,8 @@ void buildSingleCopyReduceScatter(const DirectShape& sh, ChannelSchedule* out) {
     }
     out->steps.push_back(reduceByReference(own + off, off, c));
   });
-  for (int k = 1; k < n; ++k) out->steps.push_back(ack(meshIndex(r, (r + k) % n)));
-  for (int k = 1; k < n; ++k) out->steps.push_back(awaitAck(meshIndex(r, (r - k + n) % n)));
+  for (int k = 1; k < n; ++k) out->steps.push_back(ackIfReferenced(meshIndex(r, (r + k) % n)));
+  for (int k = 1; k < n; ++k) out->steps.push_back(awaitAckIfReferenced(meshIndex(r, (r - k + n) % n)));
 }
 
 void buildSingleCopyAllReduce(const DirectShape& sh, size_t alignElems, ChannelSchedule* out) {
@@ -147,8 +177,8 @@ void buildSingleCopyAllReduce(const DirectShape& sh, size_t alignElems, ChannelS
       out->steps.push_back(fetch(off, c, meshIndex(r, peer)));
     }
   }
-  for (int k = 1; k < n; ++k) out->steps.push_back(ack(meshIndex(r, (r + k) % n)));
-  for (int k = 1; k < n; ++k) out->steps.push_back(awaitAck(meshIndex(r, (r - k + n) % n)));
+  for (int k = 1; k < n; ++k) out->steps.push_back(ackIfReferenced(meshIndex(r, (r + k) % n)));
+  for (int k = 1; k < n; ++k) out->steps.push_back(awaitAckIfReferenced(meshIndex(r, (r - k + n) % n)));
 }
 
 }  // namespace gyre

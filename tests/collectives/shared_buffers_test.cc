@@ -58,10 +58,10 @@ size_t peerMappings(const std::set<uintptr_t>& own) {
 
 unsigned char patternByte(int rank, size_t i) { return static_cast<unsigned char>(rank * 37 + i * 11 + (i >> 9)); }
 
-RankOptions singleCopyOptions(double timeout = 30) {
+RankOptions singleCopyOptions(const char* mode = "always") {
   RankOptions options;
-  options.timeout_s = timeout;
-  options.env = {{"GYRE_TIMEOUT", "10"}, {"GYRE_INIT_TIMEOUT", "10"}, {"GYRE_SINGLE_COPY", "always"},
+  options.timeout_s = 30;
+  options.env = {{"GYRE_TIMEOUT", "10"}, {"GYRE_INIT_TIMEOUT", "10"}, {"GYRE_SINGLE_COPY", mode},
                  {"NCCL_ALGO", std::nullopt}, {"NCCL_SHM_DISABLE", std::nullopt}};
   return options;
 }
@@ -174,10 +174,11 @@ TEST_CASE("single-copy allgather and broadcast over 2 and 3 ranks on gyreMemAllo
 }
 
 TEST_CASE("single-copy broadcast and allgather over 2 ranks where only one rank's buffers are shareable match the "
-          "inputs both ways round",
+          "inputs both ways round, by reference at every size and by value where the planner says",
           "[sharedbuffers][singlecopy]") {
-  for (int sharedRank : {0, 1}) {
-    INFO("rank " << sharedRank << " has gyreMemAllocHost buffers");
+  const std::pair<int, const char*> runs[] = {{0, "always"}, {1, "always"}, {0, "auto"}, {1, "auto"}};
+  for (const auto& [sharedRank, mode] : runs) {
+    INFO("rank " << sharedRank << " has gyreMemAllocHost buffers, GYRE_SINGLE_COPY=" << mode);
     RunResult result = runRanks(
         2,
         [sharedRank](int rank, int n, const ncclUniqueId& id) {
@@ -209,7 +210,7 @@ TEST_CASE("single-copy broadcast and allgather over 2 ranks where only one rank'
           RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
           return 0;
         },
-        singleCopyOptions());
+        singleCopyOptions(mode));
     INFO(result.describe());
     CHECK(result.allOk());
   }

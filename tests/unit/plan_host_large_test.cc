@@ -58,13 +58,19 @@ TEST_CASE("2 host ranks over shared memory run large ring collectives on one cha
   CHECK(plan(atLeastTwo, CollKind::AllReduce, 8 << 20).nchannels == 2);
 }
 
-TEST_CASE("a 2-rank host Broadcast reads in place from 512 KiB, AllGather and 4-rank Broadcast from 2 MiB") {
+TEST_CASE("a 2-rank host Broadcast reads in place from 512 KiB, AllGather and 4-rank Broadcast from 2 MiB; below, "
+          "2 ranks from 8 KiB run single copy by value for private buffers") {
   TuningTable two = hostTable(2), four = hostTable(4);
   PlanContext ctx2 = hostContext(2, two, true), ctx4 = hostContext(4, four, true);
-  CHECK_FALSE(plan(ctx2, CollKind::Broadcast, 256 << 10).singleCopy);
+  CHECK_FALSE(plan(ctx2, CollKind::Broadcast, 4 << 10).singleCopy);
+  CHECK(plan(ctx2, CollKind::Broadcast, 8 << 10).singleCopyByValue);
+  CHECK(plan(ctx2, CollKind::Broadcast, 256 << 10).singleCopyByValue);
   CHECK(plan(ctx2, CollKind::Broadcast, 512 << 10).singleCopy);
-  CHECK_FALSE(plan(ctx2, CollKind::AllGather, 1 << 20).singleCopy);
+  CHECK_FALSE(plan(ctx2, CollKind::Broadcast, 512 << 10).singleCopyByValue);
+  CHECK(plan(ctx2, CollKind::AllGather, 1 << 20).singleCopyByValue);
   CHECK(plan(ctx2, CollKind::AllGather, 2 << 20).singleCopy);
+  CHECK_FALSE(plan(ctx2, CollKind::AllGather, 2 << 20).singleCopyByValue);
+  CHECK_FALSE(plan(ctx4, CollKind::AllGather, 1 << 20).singleCopy);
   CHECK_FALSE(plan(ctx4, CollKind::Broadcast, 1 << 20).singleCopy);
   CHECK(plan(ctx4, CollKind::Broadcast, 2 << 20).singleCopy);
   PlanContext noProbe = ctx2;
