@@ -74,16 +74,21 @@ constexpr size_t kSingleCopyReduceScatterMinBytes = 256 << 10;
 constexpr size_t kSingleCopyReduceScatterMeshMaxBytes = 2 << 20;
 // Whether GYRE_SINGLE_COPY=auto runs `coll` of `bytes` (nccl-tests bytes)
 // on `nranks` ranks as single copy.
-// 2-rank Broadcast and AllGather from this size run single copy by value
-// where the owner's buffer is private (singleCopyByValue), below the
-// process_vm_readv thresholds above.
+// From this size, below the process_vm_readv thresholds above, AllGather
+// (any rank count) and 2-rank Broadcast run single copy by value where the
+// owner's buffer is private (singleCopyByValue): heap buffers then cost what
+// the ring or Direct schedules cost (median of 7 interleaved runs, 2 ranks:
+// even at 8-32 KiB; 4-rank AllGather: 0.87-1.15x the tuned Direct/ring at
+// 8-128 KiB, 1.95x at 512 KiB) and gyreMemAllocHost buffers are read in
+// place (2 ranks 2.6-3.5x, 4 ranks 1.5-6.6x). A 4-rank Broadcast by value
+// is 0.9x the chain at 128-512 KiB, so there only the by-reference range.
 constexpr size_t kSingleCopyByValueMinBytes = 8 << 10;
 inline size_t singleCopyByReferenceMinBytes(CollKind coll, int nranks) {
   return coll == CollKind::Broadcast && nranks == 2 ? kSingleCopySplitMinBytes : kSingleCopyMinBytes;
 }
 inline bool singleCopyByValue(CollKind coll, int nranks, size_t bytes) {
-  bool copyOnly = coll == CollKind::Broadcast || coll == CollKind::AllGather;
-  return copyOnly && nranks == 2 && bytes >= kSingleCopyByValueMinBytes &&
+  bool copyOnly = coll == CollKind::AllGather || (coll == CollKind::Broadcast && nranks == 2);
+  return copyOnly && bytes >= kSingleCopyByValueMinBytes &&
          bytes < singleCopyByReferenceMinBytes(coll, nranks);
 }
 inline bool singleCopyPays(CollKind coll, int nranks, size_t bytes) {

@@ -260,14 +260,15 @@ TEST_CASE("allgather and reducescatter over 2, 3 and 4 ranks with GYRE_SINGLE_CO
   runMatrix(3, kSmallBuffSize, IdMode::kParent, false, nullptr, "always", 1, true);
 }
 
-// Without GYRE_SINGLE_COPY, 2 ranks run single copy by value from 8 KiB
+// Without GYRE_SINGLE_COPY, AllGather runs single copy by value from 8 KiB
 // (heap buffers through the FIFO, gyreMemAllocHost ones read in place) and
 // by reference above the process_vm_readv thresholds.
-TEST_CASE("allgather and reducescatter over 2 ranks on gyreMemAllocHost buffers match the reference for every type and count",
+TEST_CASE("allgather and reducescatter over 2 and 4 ranks on gyreMemAllocHost buffers match the reference for every type and count",
           "[allgather][singlecopy][sharedbuffers]") {
   if (testDeviceComms()) return;
   runMatrix(2, kDefaultBuffSize, IdMode::kParent, false, nullptr, nullptr, 1, true);
   runMatrix(2, kSmallBuffSize, IdMode::kParent, false, nullptr, nullptr, 1, true);
+  runMatrix(4, kDefaultBuffSize, IdMode::kParent, false, nullptr, nullptr, 1, true);
 }
 
 // Every case twice in a row, on fresh buffers: the second call reuses the

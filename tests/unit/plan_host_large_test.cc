@@ -70,7 +70,8 @@ TEST_CASE("a 2-rank host Broadcast reads in place from 512 KiB, AllGather and 4-
   CHECK(plan(ctx2, CollKind::AllGather, 1 << 20).singleCopyByValue);
   CHECK(plan(ctx2, CollKind::AllGather, 2 << 20).singleCopy);
   CHECK_FALSE(plan(ctx2, CollKind::AllGather, 2 << 20).singleCopyByValue);
-  CHECK_FALSE(plan(ctx4, CollKind::AllGather, 1 << 20).singleCopy);
+  CHECK(plan(ctx4, CollKind::AllGather, 8 << 10).singleCopyByValue);
+  CHECK(plan(ctx4, CollKind::AllGather, 1 << 20).singleCopyByValue);
   CHECK_FALSE(plan(ctx4, CollKind::Broadcast, 1 << 20).singleCopy);
   CHECK(plan(ctx4, CollKind::Broadcast, 2 << 20).singleCopy);
   PlanContext noProbe = ctx2;
