@@ -43,19 +43,24 @@ struct Plan {
   bool singleCopyByValue = false;
 };
 
-// Smallest Broadcast / AllGather (nccl-tests bytes) that reads peers' buffers
-// in place when GYRE_SINGLE_COPY=auto. process_vm_readv copies at 4-5 GB/s on
-// the development VM while the two-copy pipeline stays in cache (memcpy
-// 20-30 GB/s at 4 MiB and below), so single copy pays only once the data
-// outgrows the caches: 2 ranks, median of 5 interleaved runs, 1.24-1.53x at
-// 4-16 MiB, 0.80-1.11x at 1 MiB (docs/HOST-PERF.md).
-constexpr size_t kSingleCopyMinBytes = 2 << 20;
-// A 2-rank Broadcast splits each piece: the reader reads part, the root
-// writes the rest into the reader's output (both cores copy), which beats
-// the two-copy pipeline from 512 KiB (two runs, best of 9 interleaved each:
-// 1.17-1.23x at 512 KiB, 1.17-1.25x at 1 MiB, 0.95-1.03x at 256 KiB;
-// docs/HOST-PERF.md).
-constexpr size_t kSingleCopySplitMinBytes = 512 << 10;
+// Smallest Broadcast / AllGather (nccl-tests bytes) that reads the owners'
+// buffers in place (by reference: process_vm_readv for heap buffers, memcpy
+// through a mapping for gyreMemAllocHost ones) when GYRE_SINGLE_COPY=auto.
+// Session s13, median of 3-5 interleaved runs against by value (the FIFO),
+// heap buffers: 2-rank AllGather 1.5x at 16 KiB, 1.4-2.1x at 64 KiB-1 MiB
+// (0.6x at 4 KiB); 4-rank AllGather 1.6-2.2x at 128-512 KiB (0.5-0.7x at
+// 8-32 KiB); 2-rank Broadcast 1.2x at 32 KiB, 1.9x at 128 KiB (0.7x at
+// 8 KiB); 4-rank Broadcast against the chain 1.2x at 32 KiB, 2.0-2.3x at
+// 128-512 KiB (0.45x at 8 KiB). The read of a piece the owner just touched
+// comes from its caches; session s12's larger thresholds (2 MiB, 512 KiB)
+// were measured with 4 MiB reads, which outgrow them. A 2-rank Broadcast
+// by reference splits each piece: the reader reads part, the root writes
+// the rest into the reader's output, so both cores copy.
+inline size_t singleCopyByReferenceMinBytes(CollKind coll, int nranks) {
+  if (coll == CollKind::AllGather) return nranks == 2 ? 16 << 10 : 128 << 10;
+  return 32 << 10;  // Broadcast
+}
+
 // The single-copy reductions (build_single_copy.h) read a peer's input in
 // place where its buffer is shareable (gyreMemAllocHost) and take it by
 // value through the FIFO otherwise; the plan cannot know which (it is per
@@ -72,25 +77,23 @@ constexpr size_t kSingleCopyAllReduceMinBytes = 1 << 20;
 // 1.2-1.9x): only with GYRE_SINGLE_COPY=always.
 constexpr size_t kSingleCopyReduceScatterMinBytes = 256 << 10;
 constexpr size_t kSingleCopyReduceScatterMeshMaxBytes = 2 << 20;
-// Whether GYRE_SINGLE_COPY=auto runs `coll` of `bytes` (nccl-tests bytes)
-// on `nranks` ranks as single copy.
-// From this size, below the process_vm_readv thresholds above, AllGather
-// (any rank count) and 2-rank Broadcast run single copy by value where the
-// owner's buffer is private (singleCopyByValue): heap buffers then cost what
-// the ring or Direct schedules cost (median of 7 interleaved runs, 2 ranks:
-// even at 8-32 KiB; 4-rank AllGather: 0.87-1.15x the tuned Direct/ring at
-// 8-128 KiB, 1.95x at 512 KiB) and gyreMemAllocHost buffers are read in
-// place (2 ranks 2.6-3.5x, 4 ranks 1.5-6.6x). A 4-rank Broadcast by value
-// is 0.9x the chain at 128-512 KiB, so there only the by-reference range.
+
+// From this size, below the by-reference thresholds, AllGather (any rank
+// count) and 2-rank Broadcast run single copy by value where the owner's
+// buffer is private (singleCopyByValue): heap buffers then cost what the
+// ring or Direct schedules cost (median of 7 interleaved runs, 2 ranks:
+// even at 8-32 KiB; 4-rank AllGather: 0.87-1.15x the tuned Direct at
+// 8-32 KiB) and gyreMemAllocHost buffers are read in place (2 ranks 2.6x at
+// 8 KiB, 4 ranks 1.5x at 32 KiB).
 constexpr size_t kSingleCopyByValueMinBytes = 8 << 10;
-inline size_t singleCopyByReferenceMinBytes(CollKind coll, int nranks) {
-  return coll == CollKind::Broadcast && nranks == 2 ? kSingleCopySplitMinBytes : kSingleCopyMinBytes;
-}
 inline bool singleCopyByValue(CollKind coll, int nranks, size_t bytes) {
   bool copyOnly = coll == CollKind::AllGather || (coll == CollKind::Broadcast && nranks == 2);
   return copyOnly && bytes >= kSingleCopyByValueMinBytes &&
          bytes < singleCopyByReferenceMinBytes(coll, nranks);
 }
+
+// Whether GYRE_SINGLE_COPY=auto runs `coll` of `bytes` (nccl-tests bytes)
+// on `nranks` ranks as single copy.
 inline bool singleCopyPays(CollKind coll, int nranks, size_t bytes) {
   switch (coll) {
     case CollKind::Broadcast:

@@ -18,21 +18,18 @@ namespace {
 
 using namespace gyre::test;
 
-constexpr size_t kCount = 16384;  // 64 KiB of int32: fits the FIFO, so the root never waits for a free slot
 constexpr int kReceiverDelayMs = 500;
 
 int32_t value(size_t i) { return static_cast<int32_t>(i * 2654435761u + 17u); }
 
-}  // namespace
-
-TEST_CASE("a broadcast root over shared memory returns before its peer reads, and the peer still gets the data "
-          "after the root exited", "[shm]") {
+void checkRootReturnsFirst(size_t kCount, const char* singleCopy) {
   RankOptions options;
   options.timeout_s = 60;
-  options.env = {{"GYRE_TIMEOUT", "20"}, {"GYRE_INIT_TIMEOUT", "20"}, {"NCCL_SHM_DISABLE", std::nullopt}};
+  options.env = {{"GYRE_TIMEOUT", "20"}, {"GYRE_INIT_TIMEOUT", "20"}, {"NCCL_SHM_DISABLE", std::nullopt},
+                 {"GYRE_SINGLE_COPY", singleCopy}};
   RunResult result = runRanks(
       2,
-      [](int rank, int n, const ncclUniqueId& id) {
+      [kCount](int rank, int n, const ncclUniqueId& id) {
         ncclComm_t comm = nullptr;
         ncclResult_t r = gyreCommInitRankHost(&comm, n, id, rank, nullptr);
         RANK_CHECK(r == ncclSuccess, "init returned %d: %s", int(r), lastError().c_str());
@@ -64,4 +61,21 @@ TEST_CASE("a broadcast root over shared memory returns before its peer reads, an
       options);
   INFO(result.describe());
   REQUIRE(result.allOk());
+}
+
+}  // namespace
+
+// 64 KiB of int32 fit the FIFO, so the root never waits for a free slot. The
+// two-copy FIFO path: single copy by reference (from 32 KiB) makes a root
+// wait for its reader's acknowledgement, as the reader copies straight from
+// the root's buffer.
+TEST_CASE("a broadcast root over shared memory returns before its peer reads, and the peer still gets the data "
+          "after the root exited", "[shm]") {
+  checkRootReturnsFirst(16384, "off");
+}
+
+// 16 KiB: single copy by value (the planner's default there); a heap
+// buffer's elements go through the FIFO, so no acknowledgement is awaited.
+TEST_CASE("a broadcast root with a heap buffer returns before its peer reads under single copy by value", "[shm]") {
+  checkRootReturnsFirst(4096, "auto");
 }

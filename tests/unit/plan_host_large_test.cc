@@ -58,25 +58,29 @@ TEST_CASE("2 host ranks over shared memory run large ring collectives on one cha
   CHECK(plan(atLeastTwo, CollKind::AllReduce, 8 << 20).nchannels == 2);
 }
 
-TEST_CASE("a 2-rank host Broadcast reads in place from 512 KiB, AllGather and 4-rank Broadcast from 2 MiB; below, "
-          "2 ranks from 8 KiB run single copy by value for private buffers") {
+TEST_CASE("host Broadcast reads in place from 32 KiB, AllGather from 16 KiB on 2 ranks and 128 KiB on 4; "
+          "below, from 8 KiB, AllGather and 2-rank Broadcast run single copy by value for private buffers") {
   TuningTable two = hostTable(2), four = hostTable(4);
   PlanContext ctx2 = hostContext(2, two, true), ctx4 = hostContext(4, four, true);
   CHECK_FALSE(plan(ctx2, CollKind::Broadcast, 4 << 10).singleCopy);
   CHECK(plan(ctx2, CollKind::Broadcast, 8 << 10).singleCopyByValue);
-  CHECK(plan(ctx2, CollKind::Broadcast, 256 << 10).singleCopyByValue);
-  CHECK(plan(ctx2, CollKind::Broadcast, 512 << 10).singleCopy);
-  CHECK_FALSE(plan(ctx2, CollKind::Broadcast, 512 << 10).singleCopyByValue);
-  CHECK(plan(ctx2, CollKind::AllGather, 1 << 20).singleCopyByValue);
-  CHECK(plan(ctx2, CollKind::AllGather, 2 << 20).singleCopy);
-  CHECK_FALSE(plan(ctx2, CollKind::AllGather, 2 << 20).singleCopyByValue);
+  CHECK(plan(ctx2, CollKind::Broadcast, 16 << 10).singleCopyByValue);
+  CHECK(plan(ctx2, CollKind::Broadcast, 32 << 10).singleCopy);
+  CHECK_FALSE(plan(ctx2, CollKind::Broadcast, 32 << 10).singleCopyByValue);
+  CHECK(plan(ctx2, CollKind::AllGather, 8 << 10).singleCopyByValue);
+  CHECK(plan(ctx2, CollKind::AllGather, 16 << 10).singleCopy);
+  CHECK_FALSE(plan(ctx2, CollKind::AllGather, 16 << 10).singleCopyByValue);
   CHECK(plan(ctx4, CollKind::AllGather, 8 << 10).singleCopyByValue);
-  CHECK(plan(ctx4, CollKind::AllGather, 1 << 20).singleCopyByValue);
-  CHECK_FALSE(plan(ctx4, CollKind::Broadcast, 1 << 20).singleCopy);
-  CHECK(plan(ctx4, CollKind::Broadcast, 2 << 20).singleCopy);
+  CHECK(plan(ctx4, CollKind::AllGather, 64 << 10).singleCopyByValue);
+  CHECK(plan(ctx4, CollKind::AllGather, 128 << 10).singleCopy);
+  CHECK_FALSE(plan(ctx4, CollKind::AllGather, 128 << 10).singleCopyByValue);
+  CHECK_FALSE(plan(ctx4, CollKind::Broadcast, 16 << 10).singleCopy);  // Direct / the chain
+  CHECK(plan(ctx4, CollKind::Broadcast, 32 << 10).singleCopy);
+  CHECK_FALSE(plan(ctx4, CollKind::Broadcast, 32 << 10).singleCopyByValue);
   PlanContext noProbe = ctx2;
   noProbe.singleCopy = false;  // the kernel forbade cross-memory attach
   CHECK_FALSE(plan(noProbe, CollKind::Broadcast, 64 << 20).singleCopy);
+  CHECK_FALSE(plan(noProbe, CollKind::AllGather, 64 << 10).singleCopy);
 }
 
 TEST_CASE("single-copy reductions run where by value keeps up with the ring: 2-rank AllReduce from 1 MiB, "
