@@ -41,6 +41,11 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
   plan->alignElems = alignElements(typeSize);
   plan->algorithm = Algorithm::Ring;
   size_t bytes = collectiveBytes(coll, count, typeSize, ctx.nranks);
+  // 3+ host ranks: a second ring lets a rank work on one channel while the
+  // other waits for a peer that has no core just now.
+  if (!ctx.kernels && ctx.nranks > 2 && coll == CollKind::AllReduce &&
+      bytes >= kTwoChannelAllReduceMinBytes)
+    plan->nchannels = std::max(plan->nchannels, std::min(2, ctx.ringChannels));
   if (ctx.kernels) plan->protocol = tunedProtocol(*ctx.tuning, coll, bytes);
   // An LL slot carries half its bytes as payload (the rest are flags).
   size_t stepBytes =

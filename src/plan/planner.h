@@ -106,6 +106,15 @@ inline bool singleCopyPays(CollKind coll, int nranks, size_t bytes) {
   }
 }
 
+// Smallest AllReduce that a host communicator of 3+ ranks runs on two ring
+// channels even where the size asks for one (512 KiB a channel): median of
+// 5 interleaved runs on 2 cores, 4 ranks over shared memory 1.5x at 256 KiB
+// and 2.1x at 512 KiB, 3 ranks 1.5x at 512 KiB, even at 64-128 KiB; over
+// sockets 1.6-2.0x at 256 KiB. A ReduceScatter on two channels was 0.9x at
+// 128 KiB. Shared memory and sockets keep the same channels, so a call's
+// bits do not depend on the transport.
+constexpr size_t kTwoChannelAllReduceMinBytes = 256 << 10;
+
 // Largest AllReduce run by recursive doubling: below it latency rules (log2 n
 // rounds instead of 2(n-1) ring steps or 2 log2 n tree hops); above it the
 // doubling's extra reduction work costs more than the steps it saves

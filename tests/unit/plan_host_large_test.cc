@@ -53,6 +53,11 @@ TEST_CASE("2 host ranks over shared memory run large ring collectives on one cha
     CHECK(plan(hostContext(2, two, false), CollKind::AllReduce, bytes).nchannels == 4);  // sockets
     CHECK(plan(hostContext(4, four, true), CollKind::AllReduce, bytes).nchannels == 4);
   }
+  // 3+ ranks: two channels from 256 KiB, one below.
+  CHECK(plan(hostContext(4, four, true), CollKind::AllReduce, 128 << 10).nchannels == 1);
+  CHECK(plan(hostContext(4, four, true), CollKind::AllReduce, 256 << 10).nchannels == 2);
+  CHECK(plan(hostContext(4, four, true), CollKind::AllReduce, 512 << 10).nchannels == 2);
+  CHECK(plan(hostContext(4, four, false), CollKind::AllReduce, 512 << 10).nchannels == 2);  // sockets alike
   PlanContext atLeastTwo = hostContext(2, two, true);
   atLeastTwo.minChannels = 2;  // NCCL_MIN_NCHANNELS still holds
   CHECK(plan(atLeastTwo, CollKind::AllReduce, 8 << 20).nchannels == 2);
