@@ -32,6 +32,14 @@ constexpr int kPollSliceMs = 50;  // also bounds how late an abort or a dead pee
 // yielding measured alike).
 constexpr auto kYieldSpare = std::chrono::microseconds(200);
 constexpr auto kYieldOversubscribed = std::chrono::microseconds(50);
+// Oversubscribed and waiting on a socket: a rank asleep in poll() is woken by
+// the sender's loopback softirq, and in a VM waking a halted vCPU cost
+// hundreds of microseconds to milliseconds (4 socket ranks on 2 cores, ring
+// AllGather / ReduceScatter of 32 B-16 KiB: 400-3000 us a call with 50 or
+// 200 us of yielding, 110-170 us with 500 or 1000 us; AllReduce and
+// Broadcast alike or better). Shared memory keeps 50 us: its futex sleep
+// measured best there (4-rank AllGather of 32 B: 12 us, 17 us with 500).
+constexpr auto kYieldOversubscribedSockets = std::chrono::microseconds(1000);
 
 // A stall this long (a peer's step takes microseconds) is worth a look at the
 // connections the call does not use.
@@ -241,7 +249,10 @@ struct Waiter {
     size_t shared = 0;
     for (const Connection* c : blocked) shared += c->sharedCounters ? 1 : 0;
     const bool onlyShared = shared > 0 && shared == blocked.size();
-    if (std::chrono::steady_clock::now() - idleSince < (spinsBeforeBlocking > 0 ? kYieldSpare : kYieldOversubscribed)) {
+    const auto yieldFor = spinsBeforeBlocking > 0 ? kYieldSpare
+                          : onlyShared            ? kYieldOversubscribed
+                                                  : kYieldOversubscribedSockets;
+    if (std::chrono::steady_clock::now() - idleSince < yieldFor) {
       sched_yield();
       return;
     }
