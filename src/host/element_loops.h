@@ -35,6 +35,9 @@ inline bool reduceHalfFast(const OpPreMulSum<Half>& op, bool pre, const Half* r,
 
 template <typename T, typename Op>
 struct ElementLoops {
+  // Elements of a stack block (16 KiB, small enough to stay cache-resident).
+  static constexpr size_t kBlockElems = (16 << 10) / sizeof(T);
+
   Op op;
 
   // `inDst`: accumulate in dst itself rather than in a stack block copied
@@ -43,7 +46,6 @@ struct ElementLoops {
   // each line to come back from the peer's cache; memcpy's do not).
   void reduceInRankOrder(int rank, int nranks, const T* const* inputs, bool pre, bool post, T* dst, size_t n,
                          bool inDst = false) const {
-    constexpr size_t kBlockElems = (16 << 10) / sizeof(T);
     alignas(64) T stackBlock[kBlockElems];
     for (size_t done = 0; done < n; done += kBlockElems) {
       size_t k = std::min(kBlockElems, n - done);
@@ -107,7 +109,6 @@ struct ElementLoops {
   // [done, done + k) into the block, memcpy moves them on.
   template <typename Produce>
   static void throughBlock(T* slot, size_t n, const Produce& produce) {
-    constexpr size_t kBlockElems = (16 << 10) / sizeof(T);
     // On the stack: GCC recomputed a thread_local block's address (a
     // __tls_get_addr call) at every vector store of the loop.
     alignas(64) T block[kBlockElems];

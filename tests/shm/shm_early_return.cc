@@ -22,37 +22,37 @@ constexpr int kReceiverDelayMs = 500;
 
 int32_t value(size_t i) { return static_cast<int32_t>(i * 2654435761u + 17u); }
 
-void checkRootReturnsFirst(size_t kCount, const char* singleCopy) {
+void checkRootReturnsFirst(size_t count, const char* singleCopy) {
   RankOptions options;
   options.timeout_s = 60;
   options.env = {{"GYRE_TIMEOUT", "20"}, {"GYRE_INIT_TIMEOUT", "20"}, {"NCCL_SHM_DISABLE", std::nullopt},
                  {"GYRE_SINGLE_COPY", singleCopy}};
   RunResult result = runRanks(
       2,
-      [kCount](int rank, int n, const ncclUniqueId& id) {
+      [count](int rank, int n, const ncclUniqueId& id) {
         ncclComm_t comm = nullptr;
         ncclResult_t r = gyreCommInitRankHost(&comm, n, id, rank, nullptr);
         RANK_CHECK(r == ncclSuccess, "init returned %d: %s", int(r), lastError().c_str());
         RANK_CHECK(countShmMappings() > 0, "rank %d does not use shared memory", rank);
-        std::vector<int32_t> buf(kCount, -1);
+        std::vector<int32_t> buf(count, -1);
         if (rank == 0) {
-          for (size_t i = 0; i < kCount; ++i) buf[i] = value(i);
+          for (size_t i = 0; i < count; ++i) buf[i] = value(i);
           auto start = std::chrono::steady_clock::now();
-          r = ncclBroadcast(buf.data(), buf.data(), kCount, ncclInt32, 0, comm, nullptr);
+          r = ncclBroadcast(buf.data(), buf.data(), count, ncclInt32, 0, comm, nullptr);
           double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
           RANK_CHECK(r == ncclSuccess, "broadcast returned %d: %s", int(r), lastError().c_str());
           // Rank 1 starts reading only after kReceiverDelayMs.
           RANK_CHECK(ms < kReceiverDelayMs / 2, "the root waited %.0f ms for its peer to read", ms);
-          for (size_t i = 0; i < kCount; ++i) buf[i] = 0;  // the call no longer reads the buffer
+          for (size_t i = 0; i < count; ++i) buf[i] = 0;  // the call no longer reads the buffer
           r = ncclCommDestroy(comm);
           RANK_CHECK(r == ncclSuccess, "destroy returned %d", int(r));
           return 0;  // exits, closing its end, before rank 1 reads
         }
         usleep(kReceiverDelayMs * 1000);
-        r = ncclBroadcast(buf.data(), buf.data(), kCount, ncclInt32, 0, comm, nullptr);
+        r = ncclBroadcast(buf.data(), buf.data(), count, ncclInt32, 0, comm, nullptr);
         RANK_CHECK(r == ncclSuccess, "broadcast from a root that has exited returned %d: %s", int(r),
                    lastError().c_str());
-        for (size_t i = 0; i < kCount; ++i)
+        for (size_t i = 0; i < count; ++i)
           RANK_CHECK(buf[i] == value(i), "element %zu is %d, expected %d", i, buf[i], value(i));
         r = ncclCommDestroy(comm);
         RANK_CHECK(r == ncclSuccess, "destroy returned %d", int(r));
