@@ -36,12 +36,19 @@ constexpr double kHostBaseUs = 1.0;
 // (ARCHITECTURE.md: ~0.3 us per inline step); it only moves the crossover.
 constexpr double kDirectExtraPostUs = 0.5;
 // Over sockets each further post is a sendmsg and a receiver woken by the
-// kernel: 4 ranks on the development VM ran 8 B-2 KiB Broadcasts 1.4-5x and
-// AllGathers and ReduceScatters of 128 B-32 KiB 1.1-1.4x faster as rings
-// than Direct (NCCL_SHM_DISABLE=1, interleaved runs), and with this cost the
-// ring wins them. Not for AllReduce: its one-shot replaces the tree, whose
-// hops are system calls too, and stays ahead (3 ranks, 8 B-8 KiB: 1.3-2x).
+// kernel: 4 ranks on the development VM ran 8 B-32 KiB Broadcasts 2-5x
+// faster as a chain than Direct (NCCL_SHM_DISABLE=1, interleaved runs: the
+// chain pipelines back-to-back calls), and with this cost the ring wins them.
 constexpr double kDirectExtraPostSocketUs = 4.0;
+// AllGather and ReduceScatter over sockets: every rank posts all its sends
+// before it waits, while each of the ring's n-1 steps waits for a peer that
+// may have no core (a wake-up through poll). Since oversubscribed socket
+// waits yield before sleeping (run_lanes.cc), 4 ranks ran 32 B-32 KiB
+// AllGathers and ReduceScatters 1.1-1.4x faster Direct than as rings, 3 ranks
+// within 5 % (session s15, docs/HOST-PERF.md). AllReduce's one-shot counts the
+// shared-memory cost, as it always did (it replaces the tree, whose hops are
+// system calls too).
+constexpr double kDirectExtraPostSocketGatherUs = 1.0;
 // Direct all-gather moves the ring's bytes but through n-1 FIFOs at once, which
 // the ring's pipelined single stream beats on a bandwidth-bound copy; the
 // factor keeps the ring above a few hundred KiB (fitted to bench/compare runs
@@ -172,8 +179,10 @@ void directEntry(const CostInputs& in, CostEntry* e) {
   }
   e->available = in.intraBw > 0;
   e->unavailableWhy = "no bandwidth";
-  const bool socketPosts = in.hostSockets && in.coll != CollKind::AllReduce;
-  const double extraPostUs = socketPosts ? kDirectExtraPostSocketUs : kDirectExtraPostUs;
+  double extraPostUs = kDirectExtraPostUs;
+  if (in.hostSockets && in.coll == CollKind::Broadcast) extraPostUs = kDirectExtraPostSocketUs;
+  if (in.hostSockets && (in.coll == CollKind::AllGather || in.coll == CollKind::ReduceScatter))
+    extraPostUs = kDirectExtraPostSocketGatherUs;
   e->latencyUs = kHostBaseUs + kHopUs[kHost][0] + (n - 2) * extraPostUs;
   e->usPerByte = e->available ? sendFactor / (in.intraBw * 1e3) : 0;
   e->bwGBs = e->available ? in.intraBw / sendFactor : 0;

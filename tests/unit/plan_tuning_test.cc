@@ -53,17 +53,22 @@ TEST_CASE("host ranks on the CI machine: one-shot AllReduce to 16 KiB, tree to 6
   });
 }
 
-TEST_CASE("host ranks over sockets (NCCL_SHM_DISABLE=1) run small Broadcast, AllGather and ReduceScatter as rings "
-          "and keep the one-shot AllReduce") {
+TEST_CASE("host ranks over sockets (NCCL_SHM_DISABLE=1) run small Broadcasts as chains, small AllGather and "
+          "ReduceScatter Direct, and keep the one-shot AllReduce") {
   setenv("NCCL_SHM_DISABLE", "1", 1);
   withAlgo(nullptr, [] {
     for (int ranks : {3, 4}) {
       INFO(ranks << " ranks");
       TuningTable t = tableFor("ci_vm.xml", 1, ranks, true, 2);
       CHECK(t.inputs.hostSockets);
-      for (CollKind c : {CollKind::Broadcast, CollKind::AllGather, CollKind::ReduceScatter})
-        for (size_t bytes = 1; bytes <= (size_t{1} << 30); bytes *= 4)
-          CHECK(tunedAlgorithm(t, c, bytes) == Algorithm::Ring);  // n-1 sendmsg calls cost more than the chain
+      for (size_t bytes = 1; bytes <= (size_t{1} << 30); bytes *= 4)
+        CHECK(tunedAlgorithm(t, CollKind::Broadcast, bytes) == Algorithm::Ring);  // n-1 sendmsg calls cost more
+      for (CollKind c : {CollKind::AllGather, CollKind::ReduceScatter}) {
+        // All posts before any wait beat n-1 dependent wake-ups; the ring's
+        // single stream wins once the bytes count.
+        for (size_t bytes = 1; bytes <= (size_t{32} << 10); bytes *= 4) CHECK(tunedAlgorithm(t, c, bytes) == Algorithm::Direct);
+        CHECK(tunedAlgorithm(t, c, size_t{1} << 20) == Algorithm::Ring);
+      }
       CHECK(tunedAlgorithm(t, CollKind::AllReduce, 8) == Algorithm::Direct);
     }
     // Devices never run Direct, and the flag is a host-memory fact.
