@@ -25,8 +25,10 @@ const std::vector<VarSpec>& registry() {
        "restrict the algorithms the cost model may pick (Tree applies to AllReduce; Direct to Broadcast and "
        "AllGather on 3..8 host ranks of one host)"},
       {"GYRE_SINGLE_COPY", Type::Choice, "auto", "auto,off,always",
-       "host Broadcast/AllGather on one host read peers' buffers with process_vm_readv (one copy): auto from "
-       "2 MiB (2-rank Broadcast: 512 KiB), always at every size, off never"},
+       "host collectives on one host read peers' buffers in place (one copy): auto where the owner's buffer came "
+       "from gyreMemAllocHost (Broadcast/AllGather from 8 KiB, ReduceScatter from 256 KiB, 2-rank AllReduce from "
+       "1 MiB; heap buffers then go through the FIFO), always at every size and for heap buffers too "
+       "(process_vm_readv), off never"},
       {"NCCL_PROTO", Type::String, "", "Simple; ^ excludes", "force the protocol"},
       {"NCCL_MIN_NCHANNELS", Type::Int, "1", "1..64", "fewest channels the planner may use", 1, 64},
       {"NCCL_MAX_NCHANNELS", Type::Int, "32", "1..64", "most channels the planner may use", 1, 64},

@@ -54,6 +54,16 @@ constexpr double kDirectExtraPostSocketGatherUs = 1.0;
 // factor keeps the ring above a few hundred KiB (fitted to bench/compare runs
 // on the development VM, docs/HOST-PERF.md).
 constexpr double kDirectGatherSlope = 1.5;
+// Direct broadcast over shared memory: the root writes its (cached) message
+// into n-1 slots while the receivers copy out of theirs in parallel, so the
+// time grows with a little over half the root's n-1 writes, not all of them;
+// the chain's n-1 hops each wait for a peer that may have no core. 4 ranks
+// on 2 cores, -n 200, median of 3 interleaved runs (session s15): Direct
+// 1.1-1.2x the chain at 32-64 KiB, even at 128-256 KiB out of place, 1.3x
+// in place. Above this, single copy by value takes over (planner.h) unless
+// GYRE_SINGLE_COPY=off. Over sockets each send is a sendmsg of the whole
+// message: the full n-1.
+constexpr double kDirectBroadcastShmSlope = 0.6;
 
 constexpr double kProtoEfficiency[2] = {1.0, 0.5};  // Simple, LL
 constexpr double kTreeSplit = 0.5;                  // see the header: each direction gets half a channel
@@ -171,7 +181,7 @@ void directEntry(const CostInputs& in, CostEntry* e) {
   }
   double sendFactor = 0;
   switch (in.coll) {
-    case CollKind::Broadcast: sendFactor = n - 1; break;
+    case CollKind::Broadcast: sendFactor = (in.hostSockets ? 1.0 : kDirectBroadcastShmSlope) * (n - 1); break;
     case CollKind::AllGather: sendFactor = kDirectGatherSlope * (n - 1) / n; break;
     case CollKind::AllReduce: sendFactor = n; break;  // n-1 copies out, n inputs read and reduced
     case CollKind::ReduceScatter: sendFactor = kDirectGatherSlope * (n - 1) / n; break;  // the ring's bytes, at once

@@ -69,7 +69,7 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
     bool otherForced = ctx.tuning->algorithmForced && !ctx.tuning->directOnly;
     plan->singleCopy = ctx.singleCopyAlways || (!otherForced && singleCopyPays(coll, ctx.nranks, bytes));
     // GYRE_SINGLE_COPY=always reads by reference at every size (process_vm_readv for heap buffers).
-    plan->singleCopyByValue = plan->singleCopy && !ctx.singleCopyAlways && singleCopyByValue(coll, ctx.nranks, bytes);
+    plan->singleCopyByValue = plan->singleCopy && !ctx.singleCopyAlways && singleCopyByValue(coll, bytes);
   }
   if (coll == CollKind::AllReduce && bytes <= kDoublingMaxBytes) {
     // Doubling is the tuner's own variant: an NCCL_ALGO the user set runs as named.

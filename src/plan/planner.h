@@ -36,30 +36,12 @@ struct Plan {
   // ReduceScatter reducing from them (build_single_copy.h), over the ring
   // pair (2 ranks) or the mesh.
   bool singleCopy = false;
-  // Broadcast / AllGather single copy below the process_vm_readv
-  // thresholds: an owner whose buffer peers cannot map sends by value
-  // through the FIFO, so heap buffers keep the two-copy cost and only
-  // gyreMemAllocHost ones are read in place (kStepByValueIfPrivate).
+  // Broadcast / AllGather single copy with GYRE_SINGLE_COPY=auto: an owner
+  // whose buffer peers cannot map sends by value through the FIFO, so heap
+  // buffers keep the two-copy cost and only gyreMemAllocHost ones are read
+  // in place (kStepByValueIfPrivate).
   bool singleCopyByValue = false;
 };
-
-// Smallest Broadcast / AllGather (nccl-tests bytes) that reads the owners'
-// buffers in place (by reference: process_vm_readv for heap buffers, memcpy
-// through a mapping for gyreMemAllocHost ones) when GYRE_SINGLE_COPY=auto.
-// Session s13, median of 3-5 interleaved runs against by value (the FIFO),
-// heap buffers: 2-rank AllGather 1.5x at 16 KiB, 1.4-2.1x at 64 KiB-1 MiB
-// (0.6x at 4 KiB); 4-rank AllGather 1.6-2.2x at 128-512 KiB (0.5-0.7x at
-// 8-32 KiB); 2-rank Broadcast 1.2x at 32 KiB, 1.9x at 128 KiB (0.7x at
-// 8 KiB); 4-rank Broadcast against the chain 1.2x at 32 KiB, 2.0-2.3x at
-// 128-512 KiB (0.45x at 8 KiB). The read of a piece the owner just touched
-// comes from its caches; session s12's larger thresholds (2 MiB, 512 KiB)
-// were measured with 4 MiB reads, which outgrow them. A 2-rank Broadcast
-// by reference splits each piece: the reader reads part, the root writes
-// the rest into the reader's output, so both cores copy.
-inline size_t singleCopyByReferenceMinBytes(CollKind coll, int nranks) {
-  if (coll == CollKind::AllGather) return nranks == 2 ? 16 << 10 : 128 << 10;
-  return 32 << 10;  // Broadcast
-}
 
 // The single-copy reductions (build_single_copy.h) read a peer's input in
 // place where its buffer is shareable (gyreMemAllocHost) and take it by
@@ -78,18 +60,32 @@ constexpr size_t kSingleCopyAllReduceMinBytes = 1 << 20;
 constexpr size_t kSingleCopyReduceScatterMinBytes = 256 << 10;
 constexpr size_t kSingleCopyReduceScatterMeshMaxBytes = 2 << 20;
 
-// From this size, below the by-reference thresholds, AllGather (any rank
-// count) and 2-rank Broadcast run single copy by value where the owner's
-// buffer is private (singleCopyByValue): heap buffers then cost what the
-// ring or Direct schedules cost (median of 7 interleaved runs, 2 ranks:
-// even at 8-32 KiB; 4-rank AllGather: 0.87-1.15x the tuned Direct at
-// 8-32 KiB) and gyreMemAllocHost buffers are read in place (2 ranks 2.6x at
-// 8 KiB, 4 ranks 1.5x at 32 KiB).
+// From this size Broadcast and AllGather run single copy by value where the
+// owner's buffer is private (singleCopyByValue): heap buffers go through the
+// FIFO, at what the ring or Direct schedules cost (s13, median of 7
+// interleaved runs: 2 ranks even at 8-32 KiB, 4-rank AllGather 0.87-1.15x
+// the tuned Direct at 8-32 KiB), and gyreMemAllocHost buffers are read in
+// place through the peers' mappings (2 ranks 2.6x at 8 KiB, 4 ranks 1.5x at
+// 32 KiB).
+//
+// Heap buffers are not read by reference (process_vm_readv) at any size
+// unless GYRE_SINGLE_COPY=always. That pays only where the kernel's copy
+// keeps up with memcpy. On session s13's VM it beat the FIFO from 16 KiB
+// (2-rank AllGather) and 32 KiB (Broadcast). On session s15's (2 vCPUs of an
+// AMD EPYC) a lone process_vm_readv copied at 36-67 % of memcpy's rate
+// (64 KiB-16 MiB pieces of a 32 MiB buffer; 21-41 % of a 4 MiB one, in
+// cache), and by value through the FIFO was at least even at every size,
+// median of 3 interleaved runs: 2-rank AllGather 1.1-3.6x at 16-256 KiB,
+// 1.2-3x at 4-64 MiB; 4-rank AllGather 1.5-3.3x at 128 KiB-1 MiB, even at
+// 2-32 MiB; 2-rank Broadcast 1.2-3.3x at 32-256 KiB, 1.2-2x at 4-64 MiB;
+// 4-rank Broadcast 1.3-3.2x at 32 KiB-8 MiB, 1.1x at 16-64 MiB (three
+// readers of the root's pages). By value gives up only the 2-rank Broadcast
+// split of GYRE_SINGLE_COPY=always, where the root writes a third of each
+// piece into the reader's output: with gyreMemAllocHost buffers that was
+// 1.3x faster in place at 2-32 MiB and 1.4-1.6x slower out of place.
 constexpr size_t kSingleCopyByValueMinBytes = 8 << 10;
-inline bool singleCopyByValue(CollKind coll, int nranks, size_t bytes) {
-  bool copyOnly = coll == CollKind::AllGather || (coll == CollKind::Broadcast && nranks == 2);
-  return copyOnly && bytes >= kSingleCopyByValueMinBytes &&
-         bytes < singleCopyByReferenceMinBytes(coll, nranks);
+inline bool singleCopyByValue(CollKind coll, size_t bytes) {
+  return (coll == CollKind::AllGather || coll == CollKind::Broadcast) && bytes >= kSingleCopyByValueMinBytes;
 }
 
 // Whether GYRE_SINGLE_COPY=auto runs `coll` of `bytes` (nccl-tests bytes)
@@ -97,8 +93,7 @@ inline bool singleCopyByValue(CollKind coll, int nranks, size_t bytes) {
 inline bool singleCopyPays(CollKind coll, int nranks, size_t bytes) {
   switch (coll) {
     case CollKind::Broadcast:
-    case CollKind::AllGather:
-      return bytes >= singleCopyByReferenceMinBytes(coll, nranks) || singleCopyByValue(coll, nranks, bytes);
+    case CollKind::AllGather: return singleCopyByValue(coll, bytes);
     case CollKind::AllReduce: return nranks == 2 && bytes >= kSingleCopyAllReduceMinBytes;
     case CollKind::ReduceScatter:
       return bytes >= kSingleCopyReduceScatterMinBytes && (nranks == 2 || bytes <= kSingleCopyReduceScatterMeshMaxBytes);

@@ -63,25 +63,25 @@ TEST_CASE("2 host ranks over shared memory run large ring collectives on one cha
   CHECK(plan(atLeastTwo, CollKind::AllReduce, 8 << 20).nchannels == 2);
 }
 
-TEST_CASE("host Broadcast reads in place from 32 KiB, AllGather from 16 KiB on 2 ranks and 128 KiB on 4; "
-          "below, from 8 KiB, AllGather and 2-rank Broadcast run single copy by value for private buffers") {
+TEST_CASE("host Broadcast and AllGather run single copy by value from 8 KiB at every larger size and rank count "
+          "(gyreMemAllocHost buffers read in place, heap buffers through the FIFO)") {
   TuningTable two = hostTable(2), four = hostTable(4);
   PlanContext ctx2 = hostContext(2, two, true), ctx4 = hostContext(4, four, true);
-  CHECK_FALSE(plan(ctx2, CollKind::Broadcast, 4 << 10).singleCopy);
-  CHECK(plan(ctx2, CollKind::Broadcast, 8 << 10).singleCopyByValue);
-  CHECK(plan(ctx2, CollKind::Broadcast, 16 << 10).singleCopyByValue);
-  CHECK(plan(ctx2, CollKind::Broadcast, 32 << 10).singleCopy);
-  CHECK_FALSE(plan(ctx2, CollKind::Broadcast, 32 << 10).singleCopyByValue);
-  CHECK(plan(ctx2, CollKind::AllGather, 8 << 10).singleCopyByValue);
-  CHECK(plan(ctx2, CollKind::AllGather, 16 << 10).singleCopy);
-  CHECK_FALSE(plan(ctx2, CollKind::AllGather, 16 << 10).singleCopyByValue);
-  CHECK(plan(ctx4, CollKind::AllGather, 8 << 10).singleCopyByValue);
-  CHECK(plan(ctx4, CollKind::AllGather, 64 << 10).singleCopyByValue);
-  CHECK(plan(ctx4, CollKind::AllGather, 128 << 10).singleCopy);
-  CHECK_FALSE(plan(ctx4, CollKind::AllGather, 128 << 10).singleCopyByValue);
-  CHECK_FALSE(plan(ctx4, CollKind::Broadcast, 16 << 10).singleCopy);  // Direct / the chain
-  CHECK(plan(ctx4, CollKind::Broadcast, 32 << 10).singleCopy);
-  CHECK_FALSE(plan(ctx4, CollKind::Broadcast, 32 << 10).singleCopyByValue);
+  for (const PlanContext* ctx : {&ctx2, &ctx4})
+    for (CollKind coll : {CollKind::Broadcast, CollKind::AllGather}) {
+      INFO(ctx->nranks << " ranks, " << collName(coll));
+      CHECK_FALSE(plan(*ctx, coll, 4 << 10).singleCopy);  // Direct / the ring / the chain
+      for (size_t bytes : {size_t{8} << 10, size_t{32} << 10, size_t{1} << 20, size_t{64} << 20, size_t{1} << 30}) {
+        INFO(bytes << " bytes");
+        Plan p = plan(*ctx, coll, bytes);
+        CHECK(p.singleCopy);
+        CHECK(p.singleCopyByValue);  // never process_vm_readv unless GYRE_SINGLE_COPY=always
+      }
+    }
+  PlanContext always = ctx2;
+  always.singleCopyAlways = true;
+  CHECK(plan(always, CollKind::Broadcast, 64).singleCopy);
+  CHECK_FALSE(plan(always, CollKind::Broadcast, 64 << 20).singleCopyByValue);
   PlanContext noProbe = ctx2;
   noProbe.singleCopy = false;  // the kernel forbade cross-memory attach
   CHECK_FALSE(plan(noProbe, CollKind::Broadcast, 64 << 20).singleCopy);
