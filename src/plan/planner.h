@@ -74,12 +74,14 @@ constexpr size_t kSingleCopyReduceScatterMeshMaxBytes = 2 << 20;
 // (2-rank AllGather) and 32 KiB (Broadcast). On session s15's (2 vCPUs of an
 // AMD EPYC) a lone process_vm_readv copied at 36-67 % of memcpy's rate
 // (64 KiB-16 MiB pieces of a 32 MiB buffer; 21-41 % of a 4 MiB one, in
-// cache), and by value through the FIFO was at least even at every size,
-// median of 3 interleaved runs: 2-rank AllGather 1.1-3.6x at 16-256 KiB,
-// 1.2-3x at 4-64 MiB; 4-rank AllGather 1.5-3.3x at 128 KiB-1 MiB, even at
-// 2-32 MiB; 2-rank Broadcast 1.2-3.3x at 32-256 KiB, 1.2-2x at 4-64 MiB;
-// 4-rank Broadcast 1.3-3.2x at 32 KiB-8 MiB, 1.1x at 16-64 MiB (three
-// readers of the root's pages). By value gives up only the 2-rank Broadcast
+// cache). By value through the FIFO against by reference, median of 3
+// interleaved runs, time ratios: 2-rank AllGather 1.1-3.6x at 16-256 KiB,
+// even at 1 MiB, 1.3x at 4 MiB, 1.8-3x at 16-64 MiB (one earlier run had
+// the reads 1.1-1.4x ahead of the ring at 1-4 MiB); 4-rank AllGather
+// 1.5-3.3x at 128 KiB-1 MiB, even at 2-32 MiB out of place; 2-rank
+// Broadcast 1.2-3.3x at 32-256 KiB, even at 512 KiB-8 MiB, 1.3-2x at
+// 64 MiB; 4-rank Broadcast 1.3-3.2x at 32 KiB-8 MiB, 1.1x at 16-64 MiB
+// (three readers pin the root's pages). By value gives up only the 2-rank Broadcast
 // split of GYRE_SINGLE_COPY=always, where the root writes a third of each
 // piece into the reader's output: with gyreMemAllocHost buffers that was
 // 1.3x faster in place at 2-32 MiB and 1.4-1.6x slower out of place.

@@ -66,16 +66,18 @@ void checkRootReturnsFirst(size_t count, const char* singleCopy) {
 }  // namespace
 
 // 64 KiB of int32 fit the FIFO, so the root never waits for a free slot. The
-// two-copy FIFO path: single copy by reference (from 32 KiB) makes a root
-// wait for its reader's acknowledgement, as the reader copies straight from
-// the root's buffer.
+// two-copy FIFO path: single copy by reference (GYRE_SINGLE_COPY=always)
+// makes a root wait for its reader's acknowledgement, as the reader copies
+// straight from the root's buffer.
 TEST_CASE("a broadcast root over shared memory returns before its peer reads, and the peer still gets the data "
           "after the root exited", "[shm]") {
   checkRootReturnsFirst(16384, "off");
 }
 
-// 16 KiB: single copy by value (the planner's default there); a heap
-// buffer's elements go through the FIFO, so no acknowledgement is awaited.
+// The planner's default from 8 KiB is single copy by value at every size: a
+// heap buffer's elements go through the FIFO, so no acknowledgement is
+// awaited (16 KiB, and 1 MiB, which still fits the FIFO's 8 slots).
 TEST_CASE("a broadcast root with a heap buffer returns before its peer reads under single copy by value", "[shm]") {
   checkRootReturnsFirst(4096, "auto");
+  checkRootReturnsFirst(262144, "auto");
 }
