@@ -311,14 +311,15 @@ TEST_CASE("broadcast and reduce over 2, 3 and 4 ranks with GYRE_SINGLE_COPY=alwa
   runMatrix(2, kSmallBuffSize, IdMode::kParent, false, nullptr, "always", 1, true);
 }
 
-// Without GYRE_SINGLE_COPY, 2 ranks run single copy by value from 8 KiB
-// (heap buffers through the FIFO, gyreMemAllocHost ones read in place) and
-// by reference above the process_vm_readv thresholds.
-TEST_CASE("broadcast and reduce over 2 ranks on gyreMemAllocHost buffers match the reference for every type and count",
-          "[broadcast][singlecopy][sharedbuffers]") {
+// Without GYRE_SINGLE_COPY, Broadcast runs single copy by value from 8 KiB
+// on any rank count (heap buffers through the FIFO, gyreMemAllocHost ones
+// read in place through the peers' mappings).
+TEST_CASE("broadcast and reduce over 2 and 4 ranks on gyreMemAllocHost buffers match the reference for every type "
+          "and count", "[broadcast][singlecopy][sharedbuffers]") {
   if (testDeviceComms()) return;
   runMatrix(2, kDefaultBuffSize, IdMode::kParent, false, nullptr, nullptr, 1, true);
   runMatrix(2, kSmallBuffSize, IdMode::kParent, false, nullptr, nullptr, 1, true);
+  runMatrix(4, kDefaultBuffSize, IdMode::kParent, false, nullptr, nullptr, 1, true);
 }
 
 // Every case twice in a row, on fresh buffers: the second call repeats the
