@@ -180,19 +180,26 @@ void directEntry(const CostInputs& in, CostEntry* e) {
     return;
   }
   double sendFactor = 0;
+  double socketPostUs = kDirectExtraPostUs;  // a further post over sockets
   switch (in.coll) {
-    case CollKind::Broadcast: sendFactor = (in.hostSockets ? 1.0 : kDirectBroadcastShmSlope) * (n - 1); break;
-    case CollKind::AllGather: sendFactor = kDirectGatherSlope * (n - 1) / n; break;
+    case CollKind::Broadcast:
+      sendFactor = (in.hostSockets ? 1.0 : kDirectBroadcastShmSlope) * (n - 1);
+      socketPostUs = kDirectExtraPostSocketUs;
+      break;
+    case CollKind::AllGather:
+      sendFactor = kDirectGatherSlope * (n - 1) / n;
+      socketPostUs = kDirectExtraPostSocketGatherUs;
+      break;
     case CollKind::AllReduce: sendFactor = n; break;  // n-1 copies out, n inputs read and reduced
-    case CollKind::ReduceScatter: sendFactor = kDirectGatherSlope * (n - 1) / n; break;  // the ring's bytes, at once
+    case CollKind::ReduceScatter:
+      sendFactor = kDirectGatherSlope * (n - 1) / n;  // the ring's bytes, at once
+      socketPostUs = kDirectExtraPostSocketGatherUs;
+      break;
     default: e->unavailableWhy = "no direct schedule for this collective"; return;
   }
   e->available = in.intraBw > 0;
   e->unavailableWhy = "no bandwidth";
-  double extraPostUs = kDirectExtraPostUs;
-  if (in.hostSockets && in.coll == CollKind::Broadcast) extraPostUs = kDirectExtraPostSocketUs;
-  if (in.hostSockets && (in.coll == CollKind::AllGather || in.coll == CollKind::ReduceScatter))
-    extraPostUs = kDirectExtraPostSocketGatherUs;
+  const double extraPostUs = in.hostSockets ? socketPostUs : kDirectExtraPostUs;
   e->latencyUs = kHostBaseUs + kHopUs[kHost][0] + (n - 2) * extraPostUs;
   e->usPerByte = e->available ? sendFactor / (in.intraBw * 1e3) : 0;
   e->bwGBs = e->available ? in.intraBw / sendFactor : 0;

@@ -81,10 +81,10 @@ constexpr size_t kSingleCopyReduceScatterMeshMaxBytes = 2 << 20;
 // 1.5-3.3x at 128 KiB-1 MiB, even at 2-32 MiB out of place; 2-rank
 // Broadcast 1.2-3.3x at 32-256 KiB, even at 512 KiB-8 MiB, 1.3-2x at
 // 64 MiB; 4-rank Broadcast 1.3-3.2x at 32 KiB-8 MiB, 1.1x at 16-64 MiB
-// (three readers pin the root's pages). By value gives up only the 2-rank Broadcast
-// split of GYRE_SINGLE_COPY=always, where the root writes a third of each
-// piece into the reader's output: with gyreMemAllocHost buffers that was
-// 1.3x faster in place at 2-32 MiB and 1.4-1.6x slower out of place.
+// (three readers pin the root's pages). By value gives up the 2-rank
+// Broadcast split of GYRE_SINGLE_COPY=always, where the root writes a third
+// of each piece into the reader's output: with gyreMemAllocHost buffers that
+// was 1.3x faster in place at 2-32 MiB and 1.4-1.6x slower out of place.
 constexpr size_t kSingleCopyByValueMinBytes = 8 << 10;
 inline bool singleCopyByValue(CollKind coll, size_t bytes) {
   return (coll == CollKind::AllGather || coll == CollKind::Broadcast) && bytes >= kSingleCopyByValueMinBytes;

@@ -68,7 +68,8 @@ TEST_CASE("host ranks over sockets (NCCL_SHM_DISABLE=1) run small Broadcasts as 
       for (CollKind c : {CollKind::AllGather, CollKind::ReduceScatter}) {
         // All posts before any wait beat n-1 dependent wake-ups; the ring's
         // single stream wins once the bytes count.
-        for (size_t bytes = 1; bytes <= (size_t{32} << 10); bytes *= 4) CHECK(tunedAlgorithm(t, c, bytes) == Algorithm::Direct);
+        for (size_t bytes = 1; bytes <= (size_t{32} << 10); bytes *= 4)
+          CHECK(tunedAlgorithm(t, c, bytes) == Algorithm::Direct);
         CHECK(tunedAlgorithm(t, c, size_t{1} << 20) == Algorithm::Ring);
       }
       CHECK(tunedAlgorithm(t, CollKind::AllReduce, 8) == Algorithm::Direct);
