@@ -180,8 +180,12 @@ int launchCollectiveKernel(const DeviceLaunch& launch, cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
   ncclResult_t r = visitCallOp(launch.calls[0], [&](auto op) {
     using Op = decltype(op);
-    collectiveKernel<typename Op::Elem, Op><<<launch.nblocks, kKernelThreads, 0, stream>>>(launch, op);
-    err = cudaGetLastError();
+    // cudaLaunchKernel returns this launch's own status; cudaGetLastError
+    // after <<<>>> would also report a stale non-sticky error of the thread
+    // (a cudaEventQuery's cudaErrorNotReady) as a failed launch.
+    void* args[] = {const_cast<DeviceLaunch*>(&launch), &op};
+    err = cudaLaunchKernel(reinterpret_cast<const void*>(&collectiveKernel<typename Op::Elem, Op>),
+                           dim3(launch.nblocks), dim3(kKernelThreads), args, 0, stream);
     return ncclSuccess;
   });
   if (r != ncclSuccess) return -1;

@@ -76,8 +76,10 @@ int launchDirectKernel(const DirectCall& call, cudaStream_t stream) {
     size_t packs = (call.count * sizeof(T) + 15) / 16;
     size_t blocks = std::min<size_t>(kDirectMaxBlocks, (packs + kDirectThreads - 1) / kDirectThreads);
     unsigned grid = static_cast<unsigned>(std::max<size_t>(blocks, 1));
-    directKernel<T, Op><<<grid, kDirectThreads, 0, stream>>>(call, op);
-    err = cudaGetLastError();
+    // This launch's own status (see launchCollectiveKernel).
+    void* args[] = {const_cast<DirectCall*>(&call), &op};
+    err = cudaLaunchKernel(reinterpret_cast<const void*>(&directKernel<T, Op>), dim3(grid), dim3(kDirectThreads),
+                           args, 0, stream);
     return ncclSuccess;
   });
   if (r != ncclSuccess) return -1;

@@ -6,9 +6,13 @@
 //
 //   initall_check [NRANKS=2] [MAX_COUNT=1048583]
 //   initall_check NRANKS --bench [MAX_BYTES=268435456]
+//   initall_check NRANKS --graph
 // The second form times in-place float sum AllReduce from 8 B up (x4 each
 // row), all ranks issued in one group per iteration, and prints nccl-tests
 // columns (time per call, algbw, busbw = algbw * 2(n-1)/n).
+// The third form captures one group of out-of-place float sum AllReduces (a
+// graph per rank's stream) and replays each graph three times, poisoning the
+// outputs before every replay, so a replay that does no work fails the check.
 // Prints one line per failing case and a summary; exit status 1 on any wrong
 // element or failed call. Needs a CUDA device, or GYRE_FAKE_CUDA=2 (gyre's
 // fake runtime, whose calls complete before returning: then buffers are host
@@ -191,13 +195,64 @@ int bench(std::vector<Rank>& ranks, size_t maxBytes) {
   return 0;
 }
 
+// CUDA-graph capture and replay: one graph per rank's stream, captured
+// together (a group over all ranks), replayed together.
+int graphCheck(std::vector<Rank>& ranks, size_t maxCount) {
+  const int n = static_cast<int>(ranks.size());
+  CheckPattern p(ncclFloat32, ncclSum, n);
+  size_t failed = 0, cases = 0;
+  for (size_t count : {size_t(1), size_t(13), std::min<size_t>(65537, maxCount), maxCount}) {
+    std::vector<char> host(count * 4);
+    for (int r = 0; r < n; ++r) {
+      fillInput(host.data(), count, p, r, 0);
+      copyTo(ranks[r].in, host.data(), count * 4);
+    }
+    std::vector<cudaGraph_t> graphs(n);
+    std::vector<cudaGraphExec_t> execs(n);
+    for (Rank& k : ranks) CUDA_OK(cudaStreamBeginCapture(k.stream, cudaStreamCaptureModeThreadLocal));
+    ncclGroupStart();
+    for (Rank& k : ranks) ncclAllReduce(k.in, k.out, count, ncclFloat32, ncclSum, k.comm, k.stream);
+    ncclResult_t captured = ncclGroupEnd();
+    for (int r = 0; r < n; ++r) CUDA_OK(cudaStreamEndCapture(ranks[r].stream, &graphs[r]));
+    ++cases;
+    if (captured != ncclSuccess) {
+      std::printf("FAIL graph capture count %zu: %s\n", count, ncclGetLastError(nullptr));
+      ++failed;
+      continue;
+    }
+    for (int r = 0; r < n; ++r) CUDA_OK(cudaGraphInstantiate(&execs[r], graphs[r], 0));
+    for (int replay = 0; replay < 3; ++replay) {
+      for (Rank& k : ranks) fill(k.out, 0xff, count * 4);
+      for (int r = 0; r < n; ++r) CUDA_OK(cudaGraphLaunch(execs[r], ranks[r].stream));
+      size_t wrong = 0;
+      for (Rank& k : ranks) {
+        synchronize(k.stream);
+        copyTo(host.data(), k.out, count * 4);
+        wrong += countWrong(host.data(), count, p, [&](size_t i) { return p.reduced(i); });
+      }
+      if (wrong) {
+        std::printf("WRONG graph replay %d count %zu: %zu elements\n", replay, count, wrong);
+        ++failed;
+        break;
+      }
+    }
+    for (int r = 0; r < n; ++r) {
+      cudaGraphExecDestroy(execs[r]);
+      cudaGraphDestroy(graphs[r]);
+    }
+  }
+  std::printf("initall_check --graph: %d ranks, %zu captures, %zu failed\n", n, cases, failed);
+  return failed ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 2;
   const bool timing = argc > 2 && std::strcmp(argv[2], "--bench") == 0;
+  const bool graph = argc > 2 && std::strcmp(argv[2], "--graph") == 0;
   const size_t maxBytes = timing && argc > 3 ? std::strtoull(argv[3], nullptr, 10) : size_t(256) << 20;
-  const size_t maxCount = timing ? maxBytes / 4 : argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1048583;
+  const size_t maxCount = timing ? maxBytes / 4 : argc > 2 && !graph ? std::strtoull(argv[2], nullptr, 10) : 1048583;
   std::vector<ncclComm_t> comms(n);
   std::vector<int> devs(n, 0);
   if (ncclCommInitAll(comms.data(), n, devs.data()) != ncclSuccess) {
@@ -216,8 +271,12 @@ int main(int argc, char** argv) {
     ranks[r].in = deviceBuffer(maxCount * n * 8);
     ranks[r].out = deviceBuffer(maxCount * n * 8);
   }
-  if (timing) {
-    int rc = bench(ranks, maxBytes);
+  if (timing || graph) {
+    if (graph && fake()) {
+      std::printf("initall_check --graph needs a CUDA device (the fake runtime does not capture)\n");
+      return 2;
+    }
+    int rc = graph ? graphCheck(ranks, maxCount) : bench(ranks, maxBytes);
     for (Rank& k : ranks) {
       freeBuffer(k.in);
       freeBuffer(k.out);

@@ -118,7 +118,10 @@ class CudaRuntime final : public DeviceRuntime {
   ncclResult_t eventQuery(EventHandle e, bool* done) override {
     cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(e));
     *done = err == cudaSuccess;
-    if (err == cudaErrorNotReady) return ncclSuccess;
+    if (err == cudaErrorNotReady) {
+      cudaGetLastError();  // "not ready" is left as the thread's last error; it is no failure
+      return ncclSuccess;
+    }
     return check(err, "cudaEventQuery");
   }
   ncclResult_t streamSynchronize(StreamHandle stream) override {
@@ -163,7 +166,9 @@ class CudaRuntime final : public DeviceRuntime {
   ncclResult_t ipcGetHandle(void* devicePtr, IpcHandle* out) override {
     static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(IpcHandle));
     cudaIpcMemHandle_t h;
-    GYRE_CHECK(check(cudaIpcGetMemHandle(&h, devicePtr), "cudaIpcGetMemHandle"));
+    cudaError_t err = cudaIpcGetMemHandle(&h, devicePtr);
+    if (err != cudaSuccess && !isSticky(err)) cudaGetLastError();  // memory IPC cannot share (cudaMallocAsync)
+    GYRE_CHECK(check(err, "cudaIpcGetMemHandle"));
     memcpy(out->bytes, &h, sizeof(h));
     return ncclSuccess;
   }
