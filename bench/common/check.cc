@@ -48,7 +48,8 @@ CheckPattern::CheckPattern(ncclDataType_t type, ncclRedOp_t op, int nranks)
       // Inputs k*nranks with sum nranks*sum(k) <= limit: the mean sum(k) is an
       // integer and no intermediate value wraps or rounds.
       scale_ = n;
-      range_ = std::min<int64_t>(100, limit / (n * n) + 1);
+      // (limit / n^2 first: with one rank and a 64-bit type, limit + 1 wraps.)
+      range_ = limit / (n * n) >= 99 ? 100 : limit / (n * n) + 1;
       if (isFloat) tolerance_ = 4.0 * static_cast<double>(n) * typeEpsilon(type);
       break;
     default:

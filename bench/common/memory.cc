@@ -88,8 +88,11 @@ class DeviceMemory final : public BenchMemory {
     return p;
   }
   void release(void* p) override { cudaFree(p); }
+  // On the benchmark's own stream and waited for: cudaMemcpy from pageable
+  // memory may return before the copy lands, and the collective's
+  // non-blocking stream would not wait for it.
   bool upload(void* dst, const void* host, size_t bytes) override {
-    return !bytes || check(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
+    return !bytes || (check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_)) && synchronize());
   }
   bool download(void* host, const void* src, size_t bytes) override {
     return synchronize() && (!bytes || check(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost)));

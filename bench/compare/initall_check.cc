@@ -64,13 +64,22 @@ bool fake() {
   const char* v = std::getenv("GYRE_FAKE_CUDA");
   return v && std::strcmp(v, "2") == 0;
 }
+// Both wait for the device: cudaMemset and a cudaMemcpy from pageable memory
+// may return before the device is written, and the ranks' non-blocking
+// streams do not wait for the legacy stream.
 void copyTo(void* dst, const void* src, size_t bytes) {
   if (fake()) std::memcpy(dst, src, bytes);
-  else CUDA_OK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  else {
+    CUDA_OK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+    CUDA_OK(cudaDeviceSynchronize());
+  }
 }
 void fill(void* dst, int value, size_t bytes) {
   if (fake()) std::memset(dst, value, bytes);
-  else CUDA_OK(cudaMemset(dst, value, bytes));
+  else {
+    CUDA_OK(cudaMemset(dst, value, bytes));
+    CUDA_OK(cudaDeviceSynchronize());
+  }
 }
 void* deviceBuffer(size_t bytes) {
   void* p = nullptr;

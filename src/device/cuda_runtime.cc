@@ -212,12 +212,16 @@ class CudaRuntime final : public DeviceRuntime {
   }
   bool contextBroken() override { return stickyErrorSeen.load(); }
 
-  ncclResult_t allocationOf(const void* p, void** base, size_t* size) override {
+  ncclResult_t allocationOf(const void* p, void** base, size_t* size, uint64_t* bufferId) override {
     GYRE_CHECK(loadDriverCalls());
     CUdeviceptr b = 0;
     CUresult r = driver_.memGetAddressRange(&b, size, reinterpret_cast<CUdeviceptr>(p));
     if (r != CUDA_SUCCESS) return driverFailure(r, "cuMemGetAddressRange");
     *base = reinterpret_cast<void*>(b);
+    unsigned long long id = 0;
+    r = driver_.pointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<CUdeviceptr>(p));
+    if (r != CUDA_SUCCESS) return driverFailure(r, "cuPointerGetAttribute(BUFFER_ID)");
+    *bufferId = id;
     return ncclSuccess;
   }
   ncclResult_t streamWaitFlag(StreamHandle stream, const uint32_t* flag, uint32_t value) override {
@@ -264,6 +268,7 @@ class CudaRuntime final : public DeviceRuntime {
   // libgyre needs no link against libcuda, which machines without a GPU lack).
   struct DriverCalls {
     CUresult (*memGetAddressRange)(CUdeviceptr*, size_t*, CUdeviceptr) = nullptr;
+    CUresult (*pointerGetAttribute)(void*, CUpointer_attribute, CUdeviceptr) = nullptr;
     CUresult (*waitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
     CUresult (*writeValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
   } driver_;
@@ -281,6 +286,7 @@ class CudaRuntime final : public DeviceRuntime {
       return ncclSuccess;
     };
     GYRE_CHECK(find("cuMemGetAddressRange", reinterpret_cast<void**>(&driver_.memGetAddressRange)));
+    GYRE_CHECK(find("cuPointerGetAttribute", reinterpret_cast<void**>(&driver_.pointerGetAttribute)));
     GYRE_CHECK(find("cuStreamWaitValue32", reinterpret_cast<void**>(&driver_.waitValue32)));
     GYRE_CHECK(find("cuStreamWriteValue32", reinterpret_cast<void**>(&driver_.writeValue32)));
     driverLoaded_ = true;

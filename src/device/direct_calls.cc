@@ -35,6 +35,7 @@ struct CallInfo {
   uint8_t usable = 0;  // this rank can run it directly
   IpcHandle input{}, output{};
   uint64_t inputOffset = 0, outputOffset = 0;
+  uint64_t inputId = 0, outputId = 0;  // the allocations' buffer ids in their owner's process
 };
 
 bool sameCall(const CallInfo& a, const CallInfo& b) {
@@ -66,17 +67,27 @@ size_t outputBytes(const DeviceRequest& c) {
   return c.count * datatypeSize(c.datatype) * outputBlocks(c.coll, c.comm->nranks);
 }
 
-// The allocation holding [p, p + bytes) as a handle peers can open, or false
-// (not cudaMalloc'd memory: then the call stages).
-bool describeBuffer(const void* p, size_t bytes, IpcHandle* handle, uint64_t* offset) {
+// The allocation holding [p, p + bytes) as a handle peers can open and its
+// buffer id, or false (not cudaMalloc'd memory: then the call stages). A
+// handle is made once per allocation: CUDA's handles of one allocation
+// differ from call to call, so peers key their mappings by buffer id.
+bool describeBuffer(DirectState& d, const void* p, size_t bytes, IpcHandle* handle, uint64_t* offset,
+                    uint64_t* bufferId) {
   DeviceRuntime* rt = deviceRuntime();
   void* base = nullptr;
   size_t size = 0;
-  if (rt->allocationOf(p, &base, &size) != ncclSuccess) return false;
+  if (rt->allocationOf(p, &base, &size, bufferId) != ncclSuccess) return false;
   *offset = static_cast<uint64_t>(static_cast<const char*>(p) - static_cast<const char*>(base));
   if (*offset + bytes > size) return false;
-  // Asked every call: a freed and reallocated range gets a new handle.
-  return rt->ipcGetHandle(base, handle) == ncclSuccess;
+  auto it = d.ownHandles.find(*bufferId);
+  if (it == d.ownHandles.end()) {
+    if (d.ownHandles.size() >= kMaxMappings) d.ownHandles.clear();  // ids of freed buffers never return
+    IpcHandle made;
+    if (rt->ipcGetHandle(base, &made) != ncclSuccess) return false;
+    it = d.ownHandles.emplace(*bufferId, made).first;
+  }
+  *handle = it->second;
+  return true;
 }
 
 CallInfo describeCall(const DeviceRequest& c, bool capturing) {
@@ -89,23 +100,25 @@ CallInfo describeCall(const DeviceRequest& c, bool capturing) {
   info.datatype = static_cast<uint8_t>(c.datatype);
   info.redop = static_cast<uint8_t>(c.op);
   bool ok = !capturing && comm->direct->mappings.size() < kMaxMappings;
-  if (ok && inputShared(c, comm->rank)) ok = describeBuffer(c.input, inputBytes(c), &info.input, &info.inputOffset);
+  DirectState& d = *comm->direct;
+  if (ok && inputShared(c, comm->rank))
+    ok = describeBuffer(d, c.input, inputBytes(c), &info.input, &info.inputOffset, &info.inputId);
   if (ok && outputShared(c, comm->rank))
-    ok = describeBuffer(c.output, outputBytes(c), &info.output, &info.outputOffset);
+    ok = describeBuffer(d, c.output, outputBytes(c), &info.output, &info.outputOffset, &info.outputId);
   info.usable = ok ? 1 : 0;
   return info;
 }
 
-// A peer's buffer as this process addresses it (mapped once per allocation).
-ncclResult_t peerPointer(DeviceComm* comm, int peer, const IpcHandle& handle, uint64_t offset, void** out) {
+// A peer's buffer as this process addresses it (mapped once per allocation:
+// CUDA refuses to open one allocation twice in a process).
+ncclResult_t peerPointer(DeviceComm* comm, int peer, const IpcHandle& handle, uint64_t bufferId, uint64_t offset,
+                         void** out) {
   DirectState& d = *comm->direct;
-  std::array<unsigned char, sizeof(IpcHandle)> key;
-  memcpy(key.data(), handle.bytes, key.size());
-  auto it = d.mappings.find({peer, key});
+  auto it = d.mappings.find({peer, bufferId});
   if (it == d.mappings.end()) {
     void* base = nullptr;
     GYRE_CHECK(deviceRuntime()->ipcOpenHandle(handle, &base));
-    it = d.mappings.emplace(std::make_pair(peer, key), base).first;
+    it = d.mappings.emplace(std::make_pair(peer, bufferId), base).first;
   }
   *out = static_cast<char*>(it->second) + offset;
   return ncclSuccess;
@@ -122,6 +135,7 @@ ncclResult_t buffersOf(DeviceComm* comm, const std::vector<CallInfo>& infos, con
     } else if (shared) {
       void* p = nullptr;
       GYRE_CHECK(peerPointer(comm, r, input ? infos[r].input : infos[r].output,
+                             input ? infos[r].inputId : infos[r].outputId,
                              input ? infos[r].inputOffset : infos[r].outputOffset, &p));
       (*out)[r] = static_cast<char*>(p);
     }

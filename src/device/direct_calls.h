@@ -52,8 +52,10 @@ struct DirectState {
   uint64_t callSeq = 0;              // collectives offered to the direct path, checked across ranks
   uint32_t* abortHost = nullptr;     // mapped host memory: set when the kernels must not run
   const uint32_t* abortDevice = nullptr;
-  // Peer allocations mapped so far: (rank, handle) -> base here.
-  std::map<std::pair<int, std::array<unsigned char, sizeof(IpcHandle)>>, void*> mappings;
+  // Peer allocations mapped so far: (rank, its buffer id) -> base here.
+  std::map<std::pair<int, uint64_t>, void*> mappings;
+  // This rank's allocations offered to peers so far: buffer id -> handle.
+  std::map<uint64_t, IpcHandle> ownHandles;
   StreamCompletions lastCall;  // destroy waits for these
   std::atomic<uint64_t> callsRun{0};  // for tests: calls that took the direct path
   // Watchdog: a peer process that died releases this rank's waits.

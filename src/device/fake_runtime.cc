@@ -300,6 +300,13 @@ class FakeRuntime final : public DeviceRuntime {
     if (h.pid == getpid())
       return fail(ncclUnhandledCudaError, "fake CUDA: cudaIpcOpenMemHandle of a handle made by this process "
                                           "(CUDA refuses it too: use the pointer)");
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [base, o] : opened_)
+        if (o.pid == h.pid && o.serial == h.serial)
+          return fail(ncclUnhandledCudaError, "fake CUDA: cudaIpcOpenMemHandle failed: resource already mapped "
+                                              "(cudaErrorAlreadyMapped)");
+    }
     std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
     int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0)
@@ -309,7 +316,7 @@ class FakeRuntime final : public DeviceRuntime {
     ::close(fd);
     if (p == MAP_FAILED) return fail(ncclUnhandledCudaError, "fake CUDA: cannot map peer memory: %s", strerror(errno));
     std::lock_guard<std::mutex> lock(mutex_);
-    opened_[p] = h.size;
+    opened_[p] = {h.size, h.pid, h.serial};
     *out = p;
     return ncclSuccess;
   }
@@ -317,7 +324,7 @@ class FakeRuntime final : public DeviceRuntime {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = opened_.find(p);
     if (it == opened_.end()) return;
-    munmap(p, it->second);
+    munmap(p, it->second.size);
     opened_.erase(it);
   }
   bool canAccessPeer(int, int) override { return true; }
@@ -332,7 +339,7 @@ class FakeRuntime final : public DeviceRuntime {
     *device = d;
     return true;
   }
-  ncclResult_t allocationOf(const void* p, void** base, size_t* size) override {
+  ncclResult_t allocationOf(const void* p, void** base, size_t* size, uint64_t* bufferId) override {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = allocations_.upper_bound(const_cast<void*>(p));
     if (it != allocations_.begin()) {
@@ -340,6 +347,7 @@ class FakeRuntime final : public DeviceRuntime {
       if (static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second.size) {
         *base = it->first;
         *size = it->second.size;
+        *bufferId = it->second.serial;
         return ncclSuccess;
       }
     }
@@ -423,7 +431,12 @@ class FakeRuntime final : public DeviceRuntime {
   std::mutex mutex_;
   std::map<StreamHandle, std::unique_ptr<FakeStream>> streams_;
   std::map<void*, Allocation> allocations_;  // deviceAlloc'd, by base address
-  std::map<void*, size_t> opened_;            // ipcOpenHandle'd, by base address
+  struct Opened {
+    uint64_t size;
+    int32_t pid;
+    uint64_t serial;
+  };
+  std::map<void*, Opened> opened_;  // ipcOpenHandle'd, by base address
   std::map<const void*, size_t> hostAllocations_;  // allocHost'd (page-locked host memory)
 };
 

@@ -67,7 +67,8 @@ class DeviceRuntime {
   virtual ncclResult_t allocMapped(size_t bytes, void** host, void** device) = 0;
   virtual void freeMapped(void* host) = 0;
   // Sharing deviceAlloc'd memory with another process (CUDA IPC). Opening a
-  // handle made by this same process fails, as in CUDA.
+  // handle made by this same process fails, as in CUDA, and so does opening
+  // an allocation this process has open already (cudaErrorAlreadyMapped).
   virtual ncclResult_t ipcGetHandle(void* devicePtr, IpcHandle* out) = 0;
   virtual ncclResult_t ipcOpenHandle(const IpcHandle& handle, void** out) = 0;
   virtual void ipcCloseHandle(void* p) = 0;
@@ -81,8 +82,10 @@ class DeviceRuntime {
   virtual ncclResult_t launchKernel(const DeviceLaunch& launch, StreamHandle stream) = 0;
 
   // For the direct executor (src/device/direct_calls.h).
-  // The allocation (cudaMalloc'd range) that holds `p`.
-  virtual ncclResult_t allocationOf(const void* p, void** base, size_t* size) = 0;
+  // The allocation (cudaMalloc'd range) that holds `p`, and its buffer id
+  // (CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused within the process, so a
+  // freed and reallocated range gets a new one).
+  virtual ncclResult_t allocationOf(const void* p, void** base, size_t* size, uint64_t* bufferId) = 0;
   // Stream memory operations on a 32-bit flag in device memory: the stream
   // waits until (int32_t)(*flag - value) >= 0, or stores `value` — without a
   // kernel, so waits across processes sharing a GPU cost no SM time slices.
