@@ -100,15 +100,35 @@ struct CudaBlock {
     return t;
   }
 
-  // Threads take 16-byte packs in turn (coalesced), then single elements for
-  // the tail or for buffers that are not 16-byte aligned.
+  // Threads take 16-byte packs in turn (coalesced), kUnroll at a time so
+  // several loads are in flight per thread (one at a time left a block near
+  // 7 GB/s on an H100), then single packs, then single elements for the tail
+  // or for buffers that are not 16-byte aligned.
+  static constexpr int kUnroll = 4;
+
   template <typename T, typename Op, bool Pre, bool Post>
   __device__ void copyLoop(const Op& op, const T* src, T* dst0, T* dst1, size_t n, bool srcIsSlot) const {
     size_t done = 0;
     if (aligned16(src) && aligned16(dst0) && (!dst1 || aligned16(dst1))) {
       using P = Pack<T>;
       const size_t packs = n / P::kElems;
-      for (size_t i = threadIdx.x; i < packs; i += blockDim.x) {
+      const P* s = reinterpret_cast<const P*>(src);
+      P* d0 = reinterpret_cast<P*>(dst0);
+      P* d1 = reinterpret_cast<P*>(dst1);
+      const size_t stride = blockDim.x, wide = packs / (stride * kUnroll) * (stride * kUnroll);
+      for (size_t base = threadIdx.x; base < wide; base += stride * kUnroll) {
+        P v[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) v[u] = srcIsSlot ? loadFresh(s + base + u * stride) : s[base + u * stride];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+          for (int j = 0; j < P::kElems; ++j) v[u].e[j] = copyOne<T, Op, Pre, Post>(op, v[u].e[j]);
+          d0[base + u * stride] = v[u];
+          if (d1) d1[base + u * stride] = v[u];
+        }
+      }
+      for (size_t i = wide + threadIdx.x; i < packs; i += blockDim.x) {
         P v = srcIsSlot ? loadFresh(reinterpret_cast<const P*>(src) + i) : reinterpret_cast<const P*>(src)[i];
 #pragma unroll
         for (int j = 0; j < P::kElems; ++j) v.e[j] = copyOne<T, Op, Pre, Post>(op, v.e[j]);
@@ -130,7 +150,28 @@ struct CudaBlock {
     if (aligned16(received) && aligned16(local) && aligned16(dst0) && (!dst1 || aligned16(dst1))) {
       using P = Pack<T>;
       const size_t packs = n / P::kElems;
-      for (size_t i = threadIdx.x; i < packs; i += blockDim.x) {
+      const P* rv = reinterpret_cast<const P*>(received);
+      const P* lv = reinterpret_cast<const P*>(local);
+      P* d0 = reinterpret_cast<P*>(dst0);
+      P* d1 = reinterpret_cast<P*>(dst1);
+      const size_t stride = blockDim.x, wide = packs / (stride * kUnroll) * (stride * kUnroll);
+      for (size_t base = threadIdx.x; base < wide; base += stride * kUnroll) {
+        P r[kUnroll], l[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          r[u] = loadFresh(rv + base + u * stride);
+          l[u] = lv[base + u * stride];
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+          for (int j = 0; j < P::kElems; ++j)
+            r[u].e[j] = reduceOne<T, Op, Pre, Post, LocalFirst>(op, r[u].e[j], l[u].e[j]);
+          d0[base + u * stride] = r[u];
+          if (d1) d1[base + u * stride] = r[u];
+        }
+      }
+      for (size_t i = wide + threadIdx.x; i < packs; i += blockDim.x) {
         P r = loadFresh(reinterpret_cast<const P*>(received) + i);
         P l = reinterpret_cast<const P*>(local)[i];
 #pragma unroll

@@ -26,6 +26,21 @@ def mapped_nccl():
     return ", ".join(sorted(paths)) or "none"
 
 
+def serving_nccl():
+    """The file whose ncclAllReduce a global lookup finds: the one torch's
+    calls bind to (torch may map NVIDIA's library too, unused)."""
+    import ctypes
+
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p), ("sname", ctypes.c_char_p),
+                    ("saddr", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None)
+    info = DlInfo()
+    addr = ctypes.cast(libc.ncclAllReduce, ctypes.c_void_p)
+    return info.fname.decode() if libc.dladdr(addr, ctypes.byref(info)) else "unknown"
+
+
 def check(name, got, want, failures):
     if not torch.allclose(got.double().cpu(), want.double().cpu(), rtol=1e-6, atol=1e-6):
         failures.append(name)
@@ -107,8 +122,8 @@ def rank_main(rank, world, port):
     failures = []
     collectives(rank, world, dev, failures)
     ddp(rank, world, dev, failures)
-    print("rank %d of %d: libnccl mapped: %s; %s" % (rank, world, mapped_nccl(),
-                                                     "FAILED " + ", ".join(failures) if failures else "all passed"))
+    print("rank %d of %d: libnccl mapped: %s; ncclAllReduce from %s; %s" % (
+        rank, world, mapped_nccl(), serving_nccl(), "FAILED " + ", ".join(failures) if failures else "all passed"))
     dist.destroy_process_group()
     return 1 if failures else 0
 

@@ -172,10 +172,16 @@ class CudaRuntime final : public DeviceRuntime {
     memcpy(out->bytes, &h, sizeof(h));
     return ncclSuccess;
   }
-  ncclResult_t ipcOpenHandle(const IpcHandle& handle, void** out) override {
+  ncclResult_t ipcOpenHandle(const IpcHandle& handle, void** out, bool* alreadyMapped) override {
     cudaIpcMemHandle_t h;
     memcpy(&h, handle.bytes, sizeof(h));
-    return check(cudaIpcOpenMemHandle(out, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+    cudaError_t err = cudaIpcOpenMemHandle(out, h, cudaIpcMemLazyEnablePeerAccess);
+    if (alreadyMapped) *alreadyMapped = err == cudaErrorAlreadyMapped;
+    if (err == cudaErrorAlreadyMapped) {
+      cudaGetLastError();  // not sticky, and the caller knows what to do
+      if (alreadyMapped) return ncclUnhandledCudaError;
+    }
+    return check(err, "cudaIpcOpenMemHandle");
   }
   void ipcCloseHandle(void* p) override { cudaIpcCloseMemHandle(p); }
   bool canAccessPeer(int device, int peerDevice) override {
@@ -212,16 +218,21 @@ class CudaRuntime final : public DeviceRuntime {
   }
   bool contextBroken() override { return stickyErrorSeen.load(); }
 
-  ncclResult_t allocationOf(const void* p, void** base, size_t* size, uint64_t* bufferId) override {
+  ncclResult_t allocationOf(const void* p, AllocationInfo* out) override {
     GYRE_CHECK(loadDriverCalls());
+    const CUdeviceptr ptr = reinterpret_cast<CUdeviceptr>(p);
     CUdeviceptr b = 0;
-    CUresult r = driver_.memGetAddressRange(&b, size, reinterpret_cast<CUdeviceptr>(p));
+    CUresult r = driver_.memGetAddressRange(&b, &out->size, ptr);
     if (r != CUDA_SUCCESS) return driverFailure(r, "cuMemGetAddressRange");
-    *base = reinterpret_cast<void*>(b);
+    out->base = reinterpret_cast<void*>(b);
     unsigned long long id = 0;
-    r = driver_.pointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<CUdeviceptr>(p));
+    r = driver_.pointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, ptr);
     if (r != CUDA_SUCCESS) return driverFailure(r, "cuPointerGetAttribute(BUFFER_ID)");
-    *bufferId = id;
+    out->bufferId = id;
+    void* block = nullptr;
+    r = driver_.pointerGetAttribute(&block, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, ptr);
+    if (r != CUDA_SUCCESS) return driverFailure(r, "cuPointerGetAttribute(MAPPING_BASE_ADDR)");
+    out->blockBase = block;
     return ncclSuccess;
   }
   ncclResult_t streamWaitFlag(StreamHandle stream, const uint32_t* flag, uint32_t value) override {

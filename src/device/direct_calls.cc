@@ -15,6 +15,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/call_scalar.h"
+#include "src/device/ipc_registry.h"
 #include "src/call/datatypes.h"
 
 namespace gyre {
@@ -22,7 +23,7 @@ namespace {
 
 constexpr int kReady = 0;
 constexpr int kDone = 1;
-constexpr size_t kMaxMappings = 128;  // peer allocations kept mapped; past this, calls stage
+constexpr size_t kMaxMappings = 128;  // peer blocks kept mapped; past this, calls stage
 constexpr auto kWatchInterval = std::chrono::milliseconds(100);
 constexpr uint32_t kReleaseAhead = 1u << 30;  // a generation every pending wait is satisfied by
 
@@ -33,9 +34,8 @@ struct CallInfo {
   int32_t root = 0;
   uint8_t coll = 0, datatype = 0, redop = 0;
   uint8_t usable = 0;  // this rank can run it directly
-  IpcHandle input{}, output{};
+  SharedAllocation input, output;  // the allocations holding the buffers
   uint64_t inputOffset = 0, outputOffset = 0;
-  uint64_t inputId = 0, outputId = 0;  // the allocations' buffer ids in their owner's process
 };
 
 bool sameCall(const CallInfo& a, const CallInfo& b) {
@@ -67,29 +67,6 @@ size_t outputBytes(const DeviceRequest& c) {
   return c.count * datatypeSize(c.datatype) * outputBlocks(c.coll, c.comm->nranks);
 }
 
-// The allocation holding [p, p + bytes) as a handle peers can open and its
-// buffer id, or false (not cudaMalloc'd memory: then the call stages). A
-// handle is made once per allocation: CUDA's handles of one allocation
-// differ from call to call, so peers key their mappings by buffer id.
-bool describeBuffer(DirectState& d, const void* p, size_t bytes, IpcHandle* handle, uint64_t* offset,
-                    uint64_t* bufferId) {
-  DeviceRuntime* rt = deviceRuntime();
-  void* base = nullptr;
-  size_t size = 0;
-  if (rt->allocationOf(p, &base, &size, bufferId) != ncclSuccess) return false;
-  *offset = static_cast<uint64_t>(static_cast<const char*>(p) - static_cast<const char*>(base));
-  if (*offset + bytes > size) return false;
-  auto it = d.ownHandles.find(*bufferId);
-  if (it == d.ownHandles.end()) {
-    if (d.ownHandles.size() >= kMaxMappings) d.ownHandles.clear();  // ids of freed buffers never return
-    IpcHandle made;
-    if (rt->ipcGetHandle(base, &made) != ncclSuccess) return false;
-    it = d.ownHandles.emplace(*bufferId, made).first;
-  }
-  *handle = it->second;
-  return true;
-}
-
 CallInfo describeCall(const DeviceRequest& c, bool capturing) {
   DeviceComm* comm = c.comm;
   CallInfo info;
@@ -99,28 +76,20 @@ CallInfo describeCall(const DeviceRequest& c, bool capturing) {
   info.coll = static_cast<uint8_t>(c.coll);
   info.datatype = static_cast<uint8_t>(c.datatype);
   info.redop = static_cast<uint8_t>(c.op);
-  bool ok = !capturing && comm->direct->mappings.size() < kMaxMappings;
-  DirectState& d = *comm->direct;
+  bool ok = !capturing && comm->direct->heldBlocks.size() < kMaxMappings;
   if (ok && inputShared(c, comm->rank))
-    ok = describeBuffer(d, c.input, inputBytes(c), &info.input, &info.inputOffset, &info.inputId);
+    ok = describeOwnAllocation(c.input, inputBytes(c), &info.input, &info.inputOffset);
   if (ok && outputShared(c, comm->rank))
-    ok = describeBuffer(d, c.output, outputBytes(c), &info.output, &info.outputOffset, &info.outputId);
+    ok = describeOwnAllocation(c.output, outputBytes(c), &info.output, &info.outputOffset);
   info.usable = ok ? 1 : 0;
   return info;
 }
 
-// A peer's buffer as this process addresses it (mapped once per allocation:
-// CUDA refuses to open one allocation twice in a process).
-ncclResult_t peerPointer(DeviceComm* comm, int peer, const IpcHandle& handle, uint64_t bufferId, uint64_t offset,
-                         void** out) {
-  DirectState& d = *comm->direct;
-  auto it = d.mappings.find({peer, bufferId});
-  if (it == d.mappings.end()) {
-    void* base = nullptr;
-    GYRE_CHECK(deviceRuntime()->ipcOpenHandle(handle, &base));
-    it = d.mappings.emplace(std::make_pair(peer, bufferId), base).first;
-  }
-  *out = static_cast<char*>(it->second) + offset;
+// A peer's buffer as this process addresses it.
+ncclResult_t peerPointer(DeviceComm* comm, int peer, const SharedAllocation& a, uint64_t offset, void** out) {
+  void* base = nullptr;
+  GYRE_CHECK(mapPeerAllocation(comm->bootstrap->peers()[peer].pid, a, &comm->direct->heldBlocks, &base));
+  *out = static_cast<char*>(base) + offset;
   return ncclSuccess;
 }
 
@@ -135,7 +104,6 @@ ncclResult_t buffersOf(DeviceComm* comm, const std::vector<CallInfo>& infos, con
     } else if (shared) {
       void* p = nullptr;
       GYRE_CHECK(peerPointer(comm, r, input ? infos[r].input : infos[r].output,
-                             input ? infos[r].inputId : infos[r].outputId,
                              input ? infos[r].inputOffset : infos[r].outputOffset, &p));
       (*out)[r] = static_cast<char*>(p);
     }
@@ -380,9 +348,14 @@ ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
   GYRE_CHECK(rt->allocMapped(sizeof(uint32_t), &host, &device));
   d.abortHost = static_cast<uint32_t*>(host);
   d.abortDevice = static_cast<const uint32_t*>(device);
-  std::vector<IpcHandle> handles(comm->nranks);
-  GYRE_CHECK(rt->ipcGetHandle(d.inbox, &handles[comm->rank]));
-  GYRE_CHECK(comm->bootstrap->allGather(handles.data(), sizeof(IpcHandle), deadline, &comm->abortFlag));
+  // Through the registry like any buffer: the inbox may share a block with
+  // the application's small buffers.
+  std::vector<SharedAllocation> inboxes(comm->nranks);
+  uint64_t offset = 0;
+  if (!describeOwnAllocation(d.inbox, inboxBytes, &inboxes[comm->rank], &offset))
+    return fail(ncclUnhandledCudaError, "direct executor: cannot share this rank's inbox by CUDA IPC: %s",
+                lastErrorText());
+  GYRE_CHECK(comm->bootstrap->allGather(inboxes.data(), sizeof(SharedAllocation), deadline, &comm->abortFlag));
   d.peerInbox.assign(comm->nranks, nullptr);
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) {
@@ -390,7 +363,7 @@ ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
       continue;
     }
     void* mapped = nullptr;
-    GYRE_CHECK(rt->ipcOpenHandle(handles[p], &mapped));
+    GYRE_CHECK(peerPointer(comm, p, inboxes[p], 0, &mapped));
     d.peerInbox[p] = static_cast<uint32_t*>(mapped);
   }
   d.watchdog = std::thread([comm] { watchPeers(comm); });
@@ -446,9 +419,7 @@ bool drainDirect(DeviceComm* comm, bool abort, double seconds) {
   d.wake.notify_all();
   if (d.watchdog.joinable()) d.watchdog.join();
   d.lastCall.destroy();
-  for (auto& [key, base] : d.mappings) rt->ipcCloseHandle(base);
-  for (int p = 0; p < comm->nranks; ++p)
-    if (p != comm->rank && d.peerInbox[p]) rt->ipcCloseHandle(d.peerInbox[p]);
+  releasePeerBlocks(&d.heldBlocks);
   // Peers write into this inbox from their streams until they drained too.
   if (!abort) {
     Deadline deadline = Deadline::afterSeconds(seconds);

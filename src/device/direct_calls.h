@@ -24,12 +24,12 @@
 // Unmeasured on a GPU so far: not chosen by GYRE_DEVICE_PATH=auto.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -52,10 +52,8 @@ struct DirectState {
   uint64_t callSeq = 0;              // collectives offered to the direct path, checked across ranks
   uint32_t* abortHost = nullptr;     // mapped host memory: set when the kernels must not run
   const uint32_t* abortDevice = nullptr;
-  // Peer allocations mapped so far: (rank, its buffer id) -> base here.
-  std::map<std::pair<int, uint64_t>, void*> mappings;
-  // This rank's allocations offered to peers so far: buffer id -> handle.
-  std::map<uint64_t, IpcHandle> ownHandles;
+  // Peers' blocks this communicator holds mapped (src/device/ipc_registry.h).
+  std::set<uint64_t> heldBlocks;
   StreamCompletions lastCall;  // destroy waits for these
   std::atomic<uint64_t> callsRun{0};  // for tests: calls that took the direct path
   // Watchdog: a peer process that died releases this rank's waits.

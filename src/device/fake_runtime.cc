@@ -123,24 +123,27 @@ class FakeRuntime final : public DeviceRuntime {
   }
   // "Device memory" is a shared mapping of a memfd, so another process can
   // map it from an IPC handle (its /proc/<pid>/fd/<fd> path), as CUDA IPC
-  // maps a cudaMalloc'd region.
+  // maps a cudaMalloc'd region. As CUDA does, small allocations are carved
+  // out of shared 2 MiB blocks, and IPC shares (and refuses to open twice)
+  // the whole block.
   ncclResult_t deviceAlloc(size_t bytes, void** out) override {
-    size_t size = bytes == 0 ? 1 : bytes;
-    int fd = memfd_create("gyre-fake-device", MFD_CLOEXEC);
-    if (fd < 0) return fail(ncclSystemError, "fake CUDA: memfd_create failed: %s", strerror(errno));
-    void* p = MAP_FAILED;
-    if (ftruncate(fd, static_cast<off_t>(size)) == 0) p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      return fail(ncclSystemError, "fake CUDA: cannot map %zu bytes of device memory: %s", size, strerror(err));
-    }
+    const size_t size = bytes == 0 ? 1 : bytes;
+    const size_t rounded = (size + kSubAllocAlign - 1) / kSubAllocAlign * kSubAllocAlign;
+    std::lock_guard<std::mutex> lock(mutex_);
+    const bool small = rounded <= kSmallAllocMax;
+    void* block = small ? smallBlock_ : nullptr;
+    if (block && blocks_[block].used + rounded > blocks_[block].size) block = nullptr;
+    if (!block) GYRE_CHECK(newBlock(small ? kBlockBytes : size, &block));
+    if (small) smallBlock_ = block;
+    Block& b = blocks_[block];
+    char* p = static_cast<char*>(block) + b.used;
+    b.used += rounded;
+    ++b.live;
     // cudaMalloc does not clear memory (it may hand back a freed buffer, a
     // destroyed communicator's FIFO): fresh fake memory holds a pattern, so
     // code that needs zeros must clear it, here as on a GPU.
     memset(p, kUninitializedByte, size);
-    std::lock_guard<std::mutex> lock(mutex_);
-    allocations_[p] = {fd, size, ++allocationSerial_};
+    allocations_[p] = {size, block, ++allocationSerial_};
     *out = p;
     return ncclSuccess;
   }
@@ -149,9 +152,14 @@ class FakeRuntime final : public DeviceRuntime {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = allocations_.find(p);
     if (it == allocations_.end()) return fail(ncclInvalidArgument, "fake CUDA: %p is not device memory", p);
-    munmap(p, it->second.size);
-    ::close(it->second.fd);
+    void* block = it->second.block;
     allocations_.erase(it);
+    Block& b = blocks_[block];
+    if (--b.live > 0) return ncclSuccess;
+    munmap(block, b.size);
+    ::close(b.fd);
+    blocks_.erase(block);
+    if (smallBlock_ == block) smallBlock_ = nullptr;
     return ncclSuccess;
   }
   ncclResult_t allocHost(size_t bytes, void** out) override {
@@ -288,12 +296,15 @@ class FakeRuntime final : public DeviceRuntime {
     if (it == allocations_.end())
       return fail(ncclInvalidArgument, "fake CUDA: cudaIpcGetMemHandle of %p, which is not a device allocation",
                   devicePtr);
-    FakeIpc h{{'G', 'Y', 'R', 'E', 'F', 'I', 'P', 'C'}, getpid(), it->second.fd, it->second.size, it->second.serial};
+    const Block& b = blocks_[it->second.block];
+    const uint64_t offset = static_cast<uint64_t>(static_cast<char*>(devicePtr) - static_cast<char*>(it->second.block));
+    FakeIpc h{{'G', 'Y', 'R', 'E', 'F', 'I', 'P', 'C'}, getpid(), b.fd, b.size, b.serial, offset};
     memset(out, 0, sizeof(*out));
     memcpy(out->bytes, &h, sizeof(h));
     return ncclSuccess;
   }
-  ncclResult_t ipcOpenHandle(const IpcHandle& handle, void** out) override {
+  ncclResult_t ipcOpenHandle(const IpcHandle& handle, void** out, bool* alreadyMapped) override {
+    if (alreadyMapped) *alreadyMapped = false;
     FakeIpc h;
     memcpy(&h, handle.bytes, sizeof(h));
     if (memcmp(h.magic, "GYREFIPC", 8) != 0) return fail(ncclInvalidArgument, "fake CUDA: not an IPC handle");
@@ -303,9 +314,14 @@ class FakeRuntime final : public DeviceRuntime {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (const auto& [base, o] : opened_)
-        if (o.pid == h.pid && o.serial == h.serial)
+        if (o.pid == h.pid && o.serial == h.serial) {
+          if (alreadyMapped) {
+            *alreadyMapped = true;
+            return ncclUnhandledCudaError;
+          }
           return fail(ncclUnhandledCudaError, "fake CUDA: cudaIpcOpenMemHandle failed: resource already mapped "
                                               "(cudaErrorAlreadyMapped)");
+        }
     }
     std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
     int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
@@ -317,14 +333,17 @@ class FakeRuntime final : public DeviceRuntime {
     if (p == MAP_FAILED) return fail(ncclUnhandledCudaError, "fake CUDA: cannot map peer memory: %s", strerror(errno));
     std::lock_guard<std::mutex> lock(mutex_);
     opened_[p] = {h.size, h.pid, h.serial};
-    *out = p;
+    *out = static_cast<char*>(p) + h.offset;
     return ncclSuccess;
   }
+  // `p` is what ipcOpenHandle returned: an address inside the mapped block.
   void ipcCloseHandle(void* p) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = opened_.find(p);
-    if (it == opened_.end()) return;
-    munmap(p, it->second.size);
+    auto it = opened_.upper_bound(p);
+    if (it == opened_.begin()) return;
+    --it;
+    if (static_cast<char*>(p) >= static_cast<char*>(it->first) + it->second.size) return;
+    munmap(it->first, it->second.size);
     opened_.erase(it);
   }
   bool canAccessPeer(int, int) override { return true; }
@@ -339,15 +358,16 @@ class FakeRuntime final : public DeviceRuntime {
     *device = d;
     return true;
   }
-  ncclResult_t allocationOf(const void* p, void** base, size_t* size, uint64_t* bufferId) override {
+  ncclResult_t allocationOf(const void* p, AllocationInfo* out) override {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = allocations_.upper_bound(const_cast<void*>(p));
     if (it != allocations_.begin()) {
       --it;
       if (static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second.size) {
-        *base = it->first;
-        *size = it->second.size;
-        *bufferId = it->second.serial;
+        out->base = it->first;
+        out->size = it->second.size;
+        out->bufferId = it->second.serial;
+        out->blockBase = it->second.block;
         return ncclSuccess;
       }
     }
@@ -411,18 +431,43 @@ class FakeRuntime final : public DeviceRuntime {
     return *s;
   }
 
-  struct Allocation {
+  static constexpr size_t kBlockBytes = 2 << 20;       // what small allocations are carved from
+  static constexpr size_t kSmallAllocMax = 1 << 20;    // larger ones get a block of their own
+  static constexpr size_t kSubAllocAlign = 512;
+  struct Block {
     int fd;
     size_t size;
-    uint64_t serial;  // unique per allocation: fd numbers are reused, handles must not be
+    uint64_t serial;  // unique per block: fd numbers are reused, handles must not be
+    size_t used = 0;
+    int live = 0;     // allocations still in it
+  };
+  struct Allocation {
+    size_t size;
+    void* block;
+    uint64_t serial;  // the buffer id
   };
   struct FakeIpc {
     char magic[8];
     int32_t pid;
-    int32_t fd;
-    uint64_t size;
-    uint64_t serial;
+    int32_t fd;       // of the block
+    uint64_t size;    // of the block
+    uint64_t serial;  // of the block
+    uint64_t offset;  // of the allocation in the block
   };
+  ncclResult_t newBlock(size_t size, void** out) {  // mutex_ held
+    int fd = memfd_create("gyre-fake-device", MFD_CLOEXEC);
+    if (fd < 0) return fail(ncclSystemError, "fake CUDA: memfd_create failed: %s", strerror(errno));
+    void* p = MAP_FAILED;
+    if (ftruncate(fd, static_cast<off_t>(size)) == 0) p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      return fail(ncclSystemError, "fake CUDA: cannot map %zu bytes of device memory: %s", size, strerror(err));
+    }
+    blocks_[p] = Block{fd, size, ++allocationSerial_};
+    *out = p;
+    return ncclSuccess;
+  }
   static_assert(sizeof(FakeIpc) <= sizeof(IpcHandle));
 
   static thread_local int device_;
@@ -431,6 +476,8 @@ class FakeRuntime final : public DeviceRuntime {
   std::mutex mutex_;
   std::map<StreamHandle, std::unique_ptr<FakeStream>> streams_;
   std::map<void*, Allocation> allocations_;  // deviceAlloc'd, by base address
+  std::map<void*, Block> blocks_;            // what they are carved from, by base address
+  void* smallBlock_ = nullptr;               // the block new small allocations go to
   struct Opened {
     uint64_t size;
     int32_t pid;

@@ -22,6 +22,17 @@ struct IpcHandle {
   unsigned char bytes[64];
 };
 
+// Where a device pointer lives. CUDA carves small cudaMalloc allocations out
+// of larger blocks, and CUDA IPC shares a whole block: a process that has
+// one allocation of a block open cannot open another of it
+// (cudaErrorAlreadyMapped) but addresses it through the first mapping.
+struct AllocationInfo {
+  void* base = nullptr;       // the cudaMalloc'd allocation holding the pointer
+  size_t size = 0;
+  uint64_t bufferId = 0;      // CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused within the process
+  void* blockBase = nullptr;  // the block CUDA IPC shares (CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR)
+};
+
 class DeviceRuntime {
  public:
   virtual ~DeviceRuntime() = default;
@@ -70,7 +81,9 @@ class DeviceRuntime {
   // handle made by this same process fails, as in CUDA, and so does opening
   // an allocation this process has open already (cudaErrorAlreadyMapped).
   virtual ncclResult_t ipcGetHandle(void* devicePtr, IpcHandle* out) = 0;
-  virtual ncclResult_t ipcOpenHandle(const IpcHandle& handle, void** out) = 0;
+  // *out: the allocation's base as mapped here. *alreadyMapped (when given)
+  // says the failure was cudaErrorAlreadyMapped; no error is recorded then.
+  virtual ncclResult_t ipcOpenHandle(const IpcHandle& handle, void** out, bool* alreadyMapped = nullptr) = 0;
   virtual void ipcCloseHandle(void* p) = 0;
   // Whether kernels on `device` can read and write `peerDevice`'s memory.
   virtual bool canAccessPeer(int device, int peerDevice) = 0;
@@ -82,10 +95,8 @@ class DeviceRuntime {
   virtual ncclResult_t launchKernel(const DeviceLaunch& launch, StreamHandle stream) = 0;
 
   // For the direct executor (src/device/direct_calls.h).
-  // The allocation (cudaMalloc'd range) that holds `p`, and its buffer id
-  // (CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused within the process, so a
-  // freed and reallocated range gets a new one).
-  virtual ncclResult_t allocationOf(const void* p, void** base, size_t* size, uint64_t* bufferId) = 0;
+  // The allocation (cudaMalloc'd range) that holds `p`, its buffer id and block.
+  virtual ncclResult_t allocationOf(const void* p, AllocationInfo* out) = 0;
   // Stream memory operations on a 32-bit flag in device memory: the stream
   // waits until (int32_t)(*flag - value) >= 0, or stores `value` — without a
   // kernel, so waits across processes sharing a GPU cost no SM time slices.

@@ -5,12 +5,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "src/bootstrap/acceptor.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/net_address.h"
 #include "src/debug/error.h"
+#include "src/device/ipc_registry.h"
 #include "src/device/runtime.h"
 #include "transport/abort_notice.h"
 
@@ -32,7 +34,8 @@ struct P2PReply {  // receiver -> sender
   int32_t pid;
   int32_t status;  // 0: ok; else the receiver failed (its error says why)
   uint64_t pointer;  // for a sender in the same process
-  IpcHandle handle;  // for a sender in another process
+  uint64_t offset;   // of the FIFO in the allocation `shared` describes
+  SharedAllocation shared;  // for a sender in another process
 };
 
 constexpr char kHelloMagic[8] = {'G', 'Y', 'R', 'E', 'P', '2', 'P', '1'};
@@ -56,7 +59,7 @@ struct P2PConn {
   Socket socket;      // kept open: EOF tells that the peer process went away
   std::string what;
   void* owned = nullptr;   // receiver: the FIFO allocation
-  void* opened = nullptr;  // sender: the peer's FIFO mapped by IPC
+  std::set<uint64_t> heldBlocks;  // sender: the peer's FIFO block mapped by IPC
   bool ready = false;      // sender: finishConnect has run
   Deadline deadline = Deadline::afterSeconds(0);  // init's, for finishConnect
   const std::atomic<bool>* abort = nullptr;
@@ -141,8 +144,9 @@ class P2PTransport final : public Transport {
     if (reply.pid == getpid()) {
       base = reinterpret_cast<void*>(static_cast<uintptr_t>(reply.pointer));
     } else {
-      GYRE_CHECK(deviceRuntime()->ipcOpenHandle(reply.handle, &base));
-      s->opened = base;
+      // Through the registry: FIFOs of one peer may share a CUDA block.
+      GYRE_CHECK(mapPeerAllocation(reply.pid, reply.shared, &s->heldBlocks, &base));
+      base = static_cast<char*>(base) + reply.offset;
     }
     pointFifoAt(static_cast<char*>(base), s->slotBytes, &conn);
     s->ready = true;
@@ -174,7 +178,7 @@ class P2PTransport final : public Transport {
   void close(Connection& conn) override {
     auto* s = static_cast<P2PConn*>(conn.state);
     DeviceRuntime* rt = deviceRuntime();
-    if (rt && s->opened) rt->ipcCloseHandle(s->opened);
+    releasePeerBlocks(&s->heldBlocks);
     if (rt && s->owned) rt->deviceFree(s->owned);
     s->socket.close();
     delete s;
@@ -206,7 +210,10 @@ class P2PTransport final : public Transport {
     // Simple slots are always written before they are read.
     GYRE_CHECK(rt->memsetSync(static_cast<char*>(s->owned) + l.metaOffset, 0, l.total - l.metaOffset));
     reply->pointer = reinterpret_cast<uintptr_t>(s->owned);
-    return rt->ipcGetHandle(s->owned, &reply->handle);
+    if (!describeOwnAllocation(s->owned, l.total, &reply->shared, &reply->offset))
+      return fail(ncclUnhandledCudaError, "%s: cannot share the FIFO by CUDA IPC: %s", s->what.c_str(),
+                  lastErrorText());
+    return ncclSuccess;
   }
 };
 
