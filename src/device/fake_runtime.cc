@@ -523,9 +523,12 @@ FakeRuntime* theFake() {
 
 DeviceRuntime* fakeDeviceRuntime() { return theFake(); }
 
+// Chosen once: every collective asks several times, and a settings lookup
+// each time was most of a one-rank call's host cost (GYRE_FAKE_CUDA is read
+// from the environment snapshot, which does not change).
 DeviceRuntime* deviceRuntime() {
-  if (fakeMode()) return fakeDeviceRuntime();
-  return cudaDeviceRuntime();
+  static DeviceRuntime* const runtime = fakeMode() ? fakeDeviceRuntime() : cudaDeviceRuntime();
+  return runtime;
 }
 
 }  // namespace gyre
