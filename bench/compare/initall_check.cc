@@ -30,6 +30,7 @@
 
 #include "common/check.h"
 #include "common/datatypes.h"
+#include "common/cuda_ok.h"
 #include "gyre.h"
 
 using namespace gyre_bench;
@@ -49,15 +50,6 @@ struct Rank {
   void* in = nullptr;
   void* out = nullptr;
 };
-
-#define CUDA_OK(call)                                                                          \
-  do {                                                                                         \
-    cudaError_t e_ = (call);                                                                   \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                            \
-    }                                                                                          \
-  } while (0)
 
 // The few CUDA calls the check needs, or their host equivalents on the fake.
 bool fake() {

@@ -16,18 +16,10 @@
 #include <cstdlib>
 #include <vector>
 
+#include "common/cuda_ok.h"
 #include "nccl.h"
 
 namespace {
-
-#define CUDA_OK(call)                                                                             \
-  do {                                                                                            \
-    cudaError_t e_ = (call);                                                                      \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                               \
-    }                                                                                             \
-  } while (0)
 
 struct Nccl {
   decltype(&ncclGetVersion) getVersion;

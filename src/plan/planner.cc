@@ -35,7 +35,7 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
                 env::getString("NCCL_PROTO").c_str());
   plan->protocol = Protocol::Simple;
   // Enough bytes per channel that splitting pays for its extra steps.
-  size_t perChannel = count * typeSize / kMinBytesPerChannel;
+  size_t perChannel = count * typeSize / (ctx.kernels ? kMinBytesPerKernelChannel : kMinBytesPerChannel);
   if (!ctx.kernels && ctx.shmRings && ctx.nranks == 2) perChannel = 0;
   plan->nchannels = static_cast<int>(std::clamp<size_t>(perChannel, ctx.minChannels, ctx.ringChannels));
   plan->alignElems = alignElements(typeSize);

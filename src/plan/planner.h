@@ -134,6 +134,12 @@ constexpr size_t kMinBytesPerChannel = 512 << 10;
 // AllReduce 2-16 MiB 1.2-1.6x, ReduceScatter 4 MiB 1.75x faster on one
 // channel, best of 7 interleaved runs; 4 ranks on 2 cores keep more
 // channels, which let a rank work while a peer waits for a core).
+// Device kernels: a channel is a thread block, whose steps each cost a
+// handshake, so mid sizes want many blocks. On an H100 (2 ranks in one
+// process, before the loops kept several loads in flight) 128 KiB and 512 KiB
+// AllReduce took 74 and 243 us on the 1 channel kMinBytesPerChannel gives, 28 and
+// 49 us on 8 forced channels (docs/GPU-RESULTS.md).
+constexpr size_t kMinBytesPerKernelChannel = 16 << 10;
 
 // A call's size as nccl-tests counts it (and the cost model takes it):
 // AllGather's gathered output, ReduceScatter's input, else one rank's buffer.

@@ -107,3 +107,14 @@ TEST_CASE("single-copy reductions run where by value keeps up with the ring: 2-r
   PlanContext sockets = hostContext(2, two, false);  // no probe over sockets
   CHECK_FALSE(plan(sockets, CollKind::AllReduce, 64 << 20).singleCopy);
 }
+
+TEST_CASE("device kernels spread mid-size ring collectives over many channels (thread blocks)") {
+  TuningTable four = hostTable(4);
+  PlanContext ctx = hostContext(4, four, false);
+  ctx.kernels = true;
+  ctx.ringChannels = 21;
+  CHECK(plan(ctx, CollKind::AllReduce, 8 << 10).nchannels == 1);
+  CHECK(plan(ctx, CollKind::AllReduce, 128 << 10).nchannels == 8);
+  CHECK(plan(ctx, CollKind::AllReduce, 2 << 20).nchannels == 21);
+  CHECK(plan(hostContext(4, four, false), CollKind::AllReduce, 128 << 10).nchannels == 1);  // host threads: 1
+}
