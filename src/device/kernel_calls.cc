@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "src/bootstrap/bootstrap.h"
 #include "src/device/device_comm.h"
@@ -211,6 +213,19 @@ bool sharesGpuWithAnotherProcess(const DeviceComm* comm) {
   return false;
 }
 
+// CUDA_LAUNCH_BLOCKING=1 makes each launch wait for its kernel, so the
+// kernels of ranks driven from one process could never run together: the
+// first would spin for a peer whose kernel is launched only after it ends.
+bool launchesSerializedWithPeers(const DeviceComm* comm) {
+  const char* blocking = std::getenv("CUDA_LAUNCH_BLOCKING");
+  if (!blocking || std::string(blocking) != "1") return false;
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  for (int r = 0; r < comm->nranks; ++r)
+    if (r != comm->rank && peers[r].hostHash == peers[comm->rank].hostHash && peers[r].pid == peers[comm->rank].pid)
+      return true;
+  return false;
+}
+
 const char* describeKind(int32_t kind) {
   switch (kind) {
     case kDeviceAborted: return "aborted";
@@ -239,16 +254,26 @@ ncclResult_t chooseDeviceExecutor(DeviceComm* comm, bool p2pToEveryPeer, const D
   if (mode.empty()) mode = "auto";
   if (mode == "direct") return ncclSuccess;  // setupDirect; collectives it cannot run are staged
   DeviceRuntime* rt = deviceRuntime();
-  // Per rank: {every edge may be p2p, shares its GPU with another process}.
-  std::vector<std::array<int32_t, 2>> facts(comm->nranks, {0, 0});
-  facts[comm->rank] = {mode != "staged" && rt && p2pToEveryPeer ? 1 : 0,
-                       sharesGpuWithAnotherProcess(comm) ? 1 : 0};
+  // Per rank: {every edge may be p2p, shares its GPU with another process,
+  // launches serialized with a rank of its own process}.
+  std::vector<std::array<int32_t, 3>> facts(comm->nranks, {0, 0, 0});
+  facts[comm->rank] = {mode != "staged" && rt && p2pToEveryPeer ? 1 : 0, sharesGpuWithAnotherProcess(comm) ? 1 : 0,
+                       launchesSerializedWithPeers(comm) ? 1 : 0};
   GYRE_CHECK(comm->bootstrap->allGather(facts.data(), sizeof(facts[0]), deadline, &comm->abortFlag));
   std::vector<int32_t> able(comm->nranks);
-  bool timeSliced = false;
+  bool timeSliced = false, serialized = false;
   for (int r = 0; r < comm->nranks; ++r) {
     able[r] = facts[r][0];
     timeSliced |= facts[r][1] != 0;
+    serialized |= facts[r][2] != 0;
+  }
+  if (serialized) {
+    if (mode == "kernels")
+      return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=kernels with CUDA_LAUNCH_BLOCKING=1: ranks driven from one "
+                  "process would wait for each other's kernels forever; unset one of them");
+    GYRE_INFO("INIT", "CUDA_LAUNCH_BLOCKING=1 with several ranks in one process: staging collectives through host "
+                      "memory (kernels would wait for each other)");
+    std::fill(able.begin(), able.end(), 0);
   }
   // Unmeasured: whether MPS makes kernels worth it there; forcing them is allowed.
   if (mode == "auto" && timeSliced) {

@@ -373,6 +373,50 @@ TEST_CASE("one process driving two communicators on a repeated fake device: a gr
   CHECK(result.allOk());
 }
 
+TEST_CASE("CUDA_LAUNCH_BLOCKING=1 with two ranks in one process stages their collectives; forcing kernels fails",
+          "[device][initall][settings]") {
+  for (const char* path : {"auto", "kernels"}) {
+    RankOptions o = deviceOptions();
+    o.env.push_back({"CUDA_LAUNCH_BLOCKING", "1"});
+    o.env.push_back({"GYRE_DEVICE_PATH", path});
+    const bool forced = std::string(path) == "kernels";
+    RunResult result = runRanks(
+        1,
+        [forced](int, int, const ncclUniqueId&) {
+          ncclComm_t comms[2] = {};
+          int devs[2] = {0, 0};
+          ncclResult_t r = ncclCommInitAll(comms, 2, devs);
+          if (forced) {
+            std::string text = lastError();
+            RANK_CHECK(r != ncclSuccess, "kernels were forced under CUDA_LAUNCH_BLOCKING=1 and init succeeded");
+            RANK_CHECK(text.find("CUDA_LAUNCH_BLOCKING") != std::string::npos, "unclear error: %s", text.c_str());
+            return 0;
+          }
+          RANK_CHECK(r == ncclSuccess, "ncclCommInitAll: %s", lastError().c_str());
+          std::vector<float> buf[2];
+          for (int k = 0; k < 2; ++k) {
+            RANK_CHECK(!gyre::runsKernels(comms[k]), "comm %d runs kernels under CUDA_LAUNCH_BLOCKING=1", k);
+            buf[k].assign(1000, float(k + 1));
+          }
+          RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+          for (int k = 0; k < 2; ++k)
+            RANK_CHECK(ncclAllReduce(buf[k].data(), buf[k].data(), 1000, ncclFloat32, ncclSum, comms[k],
+                                     fakeStream(70 + k)) == ncclSuccess,
+                       "allreduce %d: %s", k, lastError().c_str());
+          RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+          for (int k = 0; k < 2; ++k) {
+            gyre::deviceRuntime()->streamSynchronize(fakeStream(70 + k));
+            RANK_CHECK(buf[k][0] == 3.f && buf[k][999] == 3.f, "comm %d: staged result %g", k, buf[k][0]);
+          }
+          for (ncclComm_t c : comms) RANK_CHECK(ncclCommDestroy(c) == ncclSuccess, "destroy: %s", lastError().c_str());
+          return 0;
+        },
+        o);
+    INFO("GYRE_DEVICE_PATH=" << path << ": " << result.describe());
+    CHECK(result.allOk());
+  }
+}
+
 TEST_CASE("a device collective whose peer never comes fails through ncclCommGetAsyncError, and destroy returns",
           "[device][faults]") {
   RunResult result = runRanks(
