@@ -211,7 +211,12 @@ class FakeRuntime final : public DeviceRuntime {
   }
   ncclResult_t hostFunc(StreamHandle stream, void (*fn)(void*), void* arg) override {
     if (broken_.load()) return brokenContext("cudaLaunchHostFunc");
-    stream_(stream).push([=] { fn(arg); });
+    // CUDA may run every host function of a process on one thread.
+    stream_(stream).push([=] {
+      static std::mutex callbackThread;
+      std::lock_guard<std::mutex> one(callbackThread);
+      fn(arg);
+    });
     return ncclSuccess;
   }
   // A handle owns a reference; queued records and waits hold their own, so
