@@ -128,12 +128,12 @@ struct CudaBlock {
           if (d1) d1[base + u * stride] = v[u];
         }
       }
-      for (size_t i = wide + threadIdx.x; i < packs; i += blockDim.x) {
-        P v = srcIsSlot ? loadFresh(reinterpret_cast<const P*>(src) + i) : reinterpret_cast<const P*>(src)[i];
+      for (size_t i = wide + threadIdx.x; i < packs; i += stride) {
+        P v = srcIsSlot ? loadFresh(s + i) : s[i];
 #pragma unroll
         for (int j = 0; j < P::kElems; ++j) v.e[j] = copyOne<T, Op, Pre, Post>(op, v.e[j]);
-        reinterpret_cast<P*>(dst0)[i] = v;
-        if (dst1) reinterpret_cast<P*>(dst1)[i] = v;
+        d0[i] = v;
+        if (d1) d1[i] = v;
       }
       done = packs * P::kElems;
     }
@@ -171,13 +171,13 @@ struct CudaBlock {
           if (d1) d1[base + u * stride] = r[u];
         }
       }
-      for (size_t i = wide + threadIdx.x; i < packs; i += blockDim.x) {
-        P r = loadFresh(reinterpret_cast<const P*>(received) + i);
-        P l = reinterpret_cast<const P*>(local)[i];
+      for (size_t i = wide + threadIdx.x; i < packs; i += stride) {
+        P r = loadFresh(rv + i);
+        P l = lv[i];
 #pragma unroll
         for (int j = 0; j < P::kElems; ++j) r.e[j] = reduceOne<T, Op, Pre, Post, LocalFirst>(op, r.e[j], l.e[j]);
-        reinterpret_cast<P*>(dst0)[i] = r;
-        if (dst1) reinterpret_cast<P*>(dst1)[i] = r;
+        d0[i] = r;
+        if (d1) d1[i] = r;
       }
       done = packs * P::kElems;
     }

@@ -21,7 +21,8 @@
 //
 // Traffic: each rank reads its share of every input and writes it to every
 // output — 2·S per rank for AllReduce of S bytes, the minimum (ANCHORS.md).
-// Unmeasured on a GPU so far: not chosen by GYRE_DEVICE_PATH=auto.
+// Peers' buffers are mapped through src/device/ipc_registry.h. Measured on
+// an H100 (docs/GPU-RESULTS.md) but not yet chosen by GYRE_DEVICE_PATH=auto.
 #pragma once
 
 #include <atomic>

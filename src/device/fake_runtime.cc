@@ -212,9 +212,8 @@ class FakeRuntime final : public DeviceRuntime {
   ncclResult_t hostFunc(StreamHandle stream, void (*fn)(void*), void* arg) override {
     if (broken_.load()) return brokenContext("cudaLaunchHostFunc");
     // CUDA may run every host function of a process on one thread.
-    stream_(stream).push([=] {
-      static std::mutex callbackThread;
-      std::lock_guard<std::mutex> one(callbackThread);
+    stream_(stream).push([this, fn, arg] {
+      std::lock_guard<std::mutex> one(callbackThread_);
       fn(arg);
     });
     return ncclSuccess;
@@ -479,6 +478,7 @@ class FakeRuntime final : public DeviceRuntime {
   const bool synchronous_;
   const int blockThreads_;  // host threads per emulated kernel block
   std::mutex mutex_;
+  std::mutex callbackThread_;  // held while a host function runs: one at a time, as on CUDA's callback thread
   std::map<StreamHandle, std::unique_ptr<FakeStream>> streams_;
   std::map<void*, Allocation> allocations_;  // deviceAlloc'd, by base address
   std::map<void*, Block> blocks_;            // what they are carved from, by base address
