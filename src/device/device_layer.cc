@@ -23,7 +23,7 @@ ncclResult_t launchDeviceCalls(const std::vector<DeviceRequest>& calls) {
   std::vector<DeviceRequest> kernelCalls, directCalls, stagedCalls;
   for (const DeviceRequest& c : calls) {
     bool collective = c.coll != CollKind::SendRecv;
-    (collective && c.comm->deviceKernels ? kernelCalls : collective && c.comm->direct ? directCalls : stagedCalls)
+    (collective && takesDirect(c) ? directCalls : collective && c.comm->deviceKernels ? kernelCalls : stagedCalls)
         .push_back(c);
   }
   ncclResult_t r = kernelCalls.empty() ? ncclSuccess : launchKernelCalls(kernelCalls);

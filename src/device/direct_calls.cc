@@ -15,6 +15,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/call_scalar.h"
+#include "src/device/direct_clique.h"
 #include "src/device/ipc_registry.h"
 #include "src/call/datatypes.h"
 
@@ -34,8 +35,10 @@ struct CallInfo {
   int32_t root = 0;
   uint8_t coll = 0, datatype = 0, redop = 0;
   uint8_t usable = 0;  // this rank can run it directly
-  SharedAllocation input, output;  // the allocations holding the buffers
+  SharedAllocation input, output;  // the allocations holding the buffers (processes sharing a GPU)
   uint64_t inputOffset = 0, outputOffset = 0;
+  const void* inputPtr = nullptr;  // the buffers themselves (ranks of one process)
+  void* outputPtr = nullptr;
 };
 
 bool sameCall(const CallInfo& a, const CallInfo& b) {
@@ -76,7 +79,13 @@ CallInfo describeCall(const DeviceRequest& c, bool capturing) {
   info.coll = static_cast<uint8_t>(c.coll);
   info.datatype = static_cast<uint8_t>(c.datatype);
   info.redop = static_cast<uint8_t>(c.op);
+  info.inputPtr = c.input;
+  info.outputPtr = c.output;
   bool ok = !capturing && comm->direct->heldBlocks.size() < kMaxMappings;
+  if (comm->direct->clique) {
+    info.usable = ok ? 1 : 0;  // addresses of this process: nothing to map
+    return info;
+  }
   if (ok && inputShared(c, comm->rank))
     ok = describeOwnAllocation(c.input, inputBytes(c), &info.input, &info.inputOffset);
   if (ok && outputShared(c, comm->rank))
@@ -101,6 +110,8 @@ ncclResult_t buffersOf(DeviceComm* comm, const std::vector<CallInfo>& infos, con
     bool shared = input ? inputShared(c, r) : outputShared(c, r);
     if (r == comm->rank) {
       (*out)[r] = static_cast<char*>(input ? const_cast<void*>(c.input) : c.output);
+    } else if (shared && comm->direct->clique) {
+      (*out)[r] = static_cast<char*>(input ? const_cast<void*>(infos[r].inputPtr) : infos[r].outputPtr);
     } else if (shared) {
       void* p = nullptr;
       GYRE_CHECK(peerPointer(comm, r, input ? infos[r].input : infos[r].output,
@@ -327,16 +338,17 @@ bool oneProcessPerRankOnThisGpu(const DeviceComm* comm) {
   return true;
 }
 
-}  // namespace
+bool allRanksInThisProcessOnThisGpu(const DeviceComm* comm) {
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  const PeerInfo& self = peers[comm->rank];
+  for (const PeerInfo& p : peers)
+    if (p.hostHash != self.hostHash || p.busId != self.busId || p.pid != self.pid) return false;
+  return true;
+}
 
-ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
-  if (env::getString("GYRE_DEVICE_PATH") != "direct") return ncclSuccess;
-  if (comm->nranks < 2 || comm->nranks > kMaxDirectRanks || !oneProcessPerRankOnThisGpu(comm))
-    return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=direct needs 2 to %d ranks, each in its own process, all on "
-                "one GPU (rank %d of %d); unset it to stage through host memory", kMaxDirectRanks, comm->rank,
-                comm->nranks);
+// The inbox this rank's peers signal into, and the abort word its kernels read.
+ncclResult_t allocateSignals(DeviceComm* comm) {
   DeviceRuntime* rt = deviceRuntime();
-  comm->direct = std::make_unique<DirectState>();
   DirectState& d = *comm->direct;
   const size_t inboxBytes = 2 * comm->nranks * sizeof(uint32_t);
   void* inbox = nullptr;
@@ -348,6 +360,35 @@ ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
   GYRE_CHECK(rt->allocMapped(sizeof(uint32_t), &host, &device));
   d.abortHost = static_cast<uint32_t*>(host);
   d.abortDevice = static_cast<const uint32_t*>(device);
+  return ncclSuccess;
+}
+
+void freeInbox(uint32_t* inbox) { deviceRuntime()->deviceFree(inbox); }
+
+// Ranks of one process: rank 0 makes the clique, and every address is
+// this process's own.
+ncclResult_t setupInProcess(DeviceComm* comm, const Deadline& deadline) {
+  DirectState& d = *comm->direct;
+  struct Hello {
+    uint64_t clique;
+    uint64_t inbox;
+  };
+  std::vector<Hello> hellos(comm->nranks, Hello{0, 0});
+  if (comm->rank == 0) hellos[0].clique = reinterpret_cast<uintptr_t>(new DirectClique(comm->nranks,
+                                                                                        sizeof(CallInfo)));
+  hellos[comm->rank].inbox = reinterpret_cast<uintptr_t>(d.inbox);
+  GYRE_CHECK(comm->bootstrap->allGather(hellos.data(), sizeof(Hello), deadline, &comm->abortFlag));
+  d.clique = reinterpret_cast<DirectClique*>(static_cast<uintptr_t>(hellos[0].clique));
+  d.clique->inboxes[comm->rank] = d.inbox;  // from here on the clique frees it
+  d.peerInbox.assign(comm->nranks, nullptr);
+  for (int p = 0; p < comm->nranks; ++p) d.peerInbox[p] = reinterpret_cast<uint32_t*>(hellos[p].inbox);
+  return ncclSuccess;
+}
+
+// Ranks of different processes: inboxes travel as CUDA IPC handles.
+ncclResult_t setupAcrossProcesses(DeviceComm* comm, const Deadline& deadline) {
+  DirectState& d = *comm->direct;
+  const size_t inboxBytes = 2 * comm->nranks * sizeof(uint32_t);
   // Through the registry like any buffer: the inbox may share a block with
   // the application's small buffers.
   std::vector<SharedAllocation> inboxes(comm->nranks);
@@ -366,29 +407,116 @@ ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
     GYRE_CHECK(peerPointer(comm, p, inboxes[p], 0, &mapped));
     d.peerInbox[p] = static_cast<uint32_t*>(mapped);
   }
-  d.watchdog = std::thread([comm] { watchPeers(comm); });
-  GYRE_INFO("INIT", "device collectives run direct: %d processes share this GPU through CUDA IPC", comm->nranks);
   return ncclSuccess;
 }
 
+}  // namespace
+
+ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
+  const std::string mode = env::getString("GYRE_DEVICE_PATH");
+  const bool forced = mode == "direct";
+  if (!forced && mode != "auto" && !mode.empty()) return ncclSuccess;
+  if (comm->nranks < 2 || comm->nranks > kMaxDirectRanks) {
+    if (!forced) return ncclSuccess;
+    return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=direct needs 2 to %d ranks on one GPU (rank %d of %d); unset "
+                "it", kMaxDirectRanks, comm->rank, comm->nranks);
+  }
+  const bool inProcess = allRanksInThisProcessOnThisGpu(comm);
+  size_t minBytes = 0;
+  if (inProcess) {
+    // Waits are stream operations and the host meets its peers per call, so
+    // the ranks' launches must not block each other (CUDA_LAUNCH_BLOCKING):
+    // that is exactly when the kernel executor was not chosen.
+    if (!comm->deviceKernels) {
+      if (!forced) return ncclSuccess;
+      return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=direct: ranks of one process on one GPU run direct only "
+                  "where collective kernels can run too (not under CUDA_LAUNCH_BLOCKING=1 or NCCL_P2P_DISABLE); "
+                  "unset it");
+    }
+    int64_t bytes = 0;
+    if (!forced) GYRE_CHECK(env::getInt("GYRE_DIRECT_MIN_BYTES", &bytes));
+    minBytes = static_cast<size_t>(bytes);
+  } else if (!forced) {
+    return ncclSuccess;
+  } else if (!oneProcessPerRankOnThisGpu(comm)) {
+    return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=direct needs 2 to %d ranks on one GPU, either each in its own "
+                "process or all in one (rank %d of %d); unset it to stage through host memory", kMaxDirectRanks,
+                comm->rank, comm->nranks);
+  }
+  comm->direct = std::make_unique<DirectState>();
+  comm->direct->minBytes = minBytes;
+  GYRE_CHECK(allocateSignals(comm));
+  GYRE_CHECK(inProcess ? setupInProcess(comm, deadline) : setupAcrossProcesses(comm, deadline));
+  comm->direct->watchdog = std::thread([comm] { watchPeers(comm); });
+  if (inProcess)
+    GYRE_INFO("INIT", "device collectives of %zu bytes and more run direct: %d ranks of this process share this "
+              "GPU", minBytes, comm->nranks);
+  else
+    GYRE_INFO("INIT", "device collectives run direct: %d processes share this GPU through CUDA IPC", comm->nranks);
+  return ncclSuccess;
+}
+
+bool takesDirect(const DeviceRequest& c) {
+  const DirectState* d = c.comm->direct.get();
+  if (!d) return false;
+  if (!d->clique) return true;  // processes sharing a GPU: every collective (some then staged, all agreeing)
+  if (std::max(inputBytes(c), outputBytes(c)) < d->minBytes) return false;
+  // A captured call would replay its signals' generation numbers: kernels.
+  bool capturing = false;
+  return deviceRuntime()->isCapturing(c.stream, &capturing) == ncclSuccess && !capturing;
+}
+
+namespace {
+
+// Every rank's CallInfo of call `c` into `infos` (this rank's is in place):
+// from the clique (ranks of one process) or over the bootstrap ring.
+ncclResult_t gatherInfos(const DeviceRequest& c, std::vector<CallInfo>* infos) {
+  DeviceComm* comm = c.comm;
+  Deadline deadline = Deadline::afterSeconds(comm->collTimeoutSeconds);
+  ncclResult_t r = ncclSuccess;
+  std::string why;
+  if (DirectClique* clique = comm->direct->clique) {
+    int missing = -1;
+    if (!clique->collect((*infos)[comm->rank].callSeq, deadline, &comm->abortFlag, infos->data(), &missing)) {
+      r = comm->abortFlag.load() ? ncclInvalidUsage : ncclRemoteError;
+      char text[160];
+      snprintf(text, sizeof(text), "%s; rank %d (of this process) has not made it (a call of another size, "
+               "which runs as kernels, or none)", comm->abortFlag.load() ? "aborted" : "timed out", missing);
+      why = text;
+    }
+  } else {
+    r = comm->bootstrap->allGather(infos->data(), sizeof(CallInfo), deadline, &comm->abortFlag);
+    if (r != ncclSuccess) why = lastErrorText();
+  }
+  if (r == ncclSuccess) return ncclSuccess;
+  r = fail(r, "%s: the ranks did not all reach this call within GYRE_TIMEOUT (%.0f s): %s", collName(c.coll),
+           comm->collTimeoutSeconds, why.c_str());
+  comm->hooks->markFailed(r, -1);
+  return r;
+}
+
+}  // namespace
+
 ncclResult_t launchDirectCalls(const std::vector<DeviceRequest>& calls, std::vector<DeviceRequest>* staged) {
   DeviceRuntime* rt = deviceRuntime();
-  for (const DeviceRequest& c : calls) {
+  // Described (and, for ranks of one process, posted) all before any waits:
+  // one thread may drive every rank of the group.
+  std::vector<CallInfo> mine(calls.size());
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const DeviceRequest& c = calls[k];
     if (c.count == 0) continue;
-    DeviceComm* comm = c.comm;
     bool capturing = false;
     GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
+    mine[k] = describeCall(c, capturing);
+    if (DirectClique* clique = c.comm->direct->clique) clique->post(c.comm->rank, mine[k].callSeq, &mine[k]);
+  }
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const DeviceRequest& c = calls[k];
+    if (c.count == 0) continue;
+    DeviceComm* comm = c.comm;
     std::vector<CallInfo> infos(comm->nranks);
-    infos[comm->rank] = describeCall(c, capturing);
-    Deadline deadline = Deadline::afterSeconds(comm->collTimeoutSeconds);
-    ncclResult_t r = comm->bootstrap->allGather(infos.data(), sizeof(CallInfo), deadline, &comm->abortFlag);
-    if (r != ncclSuccess) {
-      std::string why = lastErrorText();
-      r = fail(r, "%s: the ranks did not all reach this call within GYRE_TIMEOUT (%.0f s): %s", collName(c.coll),
-               comm->collTimeoutSeconds, why.c_str());
-      comm->hooks->markFailed(r, -1);
-      return r;
-    }
+    infos[comm->rank] = mine[k];
+    GYRE_CHECK(gatherInfos(c, &infos));
     GYRE_CHECK(checkAgreement(comm, infos));
     bool direct = std::all_of(infos.begin(), infos.end(), [](const CallInfo& i) { return i.usable != 0; });
     if (!direct) {
@@ -396,7 +524,7 @@ ncclResult_t launchDirectCalls(const std::vector<DeviceRequest>& calls, std::vec
       continue;
     }
     DirectCall call;
-    r = buildDirectCall(c, infos, &call);
+    ncclResult_t r = buildDirectCall(c, infos, &call);
     if (r == ncclSuccess) r = enqueueDirect(comm, call, c.stream);
     if (r != ncclSuccess) {
       failAndRelease(comm, r, comm->rank);  // peers may already wait on this rank's signals
@@ -420,12 +548,19 @@ bool drainDirect(DeviceComm* comm, bool abort, double seconds) {
   if (d.watchdog.joinable()) d.watchdog.join();
   d.lastCall.destroy();
   releasePeerBlocks(&d.heldBlocks);
-  // Peers write into this inbox from their streams until they drained too.
-  if (!abort) {
-    Deadline deadline = Deadline::afterSeconds(seconds);
-    comm->bootstrap->barrier(deadline, &comm->abortFlag);
+  // Peers write into this inbox from their streams until they drained too:
+  // ranks of one process leave the inboxes to the clique's last holder (one
+  // thread may destroy them one after the other, so they cannot meet here);
+  // processes meet before freeing.
+  if (d.clique) {
+    d.clique->release(freeInbox);
+  } else {
+    if (!abort) {
+      Deadline deadline = Deadline::afterSeconds(seconds);
+      comm->bootstrap->barrier(deadline, &comm->abortFlag);
+    }
+    rt->deviceFree(d.inbox);
   }
-  rt->deviceFree(d.inbox);
   rt->freeMapped(d.abortHost);
   comm->direct.reset();
   return true;

@@ -1,11 +1,18 @@
-// The direct executor (GYRE_DEVICE_PATH=direct): ranks of different
-// processes that share one GPU run each collective as one pass over each
-// other's buffers, mapped by CUDA IPC, instead of staging through host
-// memory. Per call:
-//   1. the ranks exchange their call and buffer handles over the bootstrap
-//      ring (so a mismatched call fails on every rank, naming it, and a call
-//      some rank cannot take directly — graph capture, memory that is not
-//      cudaMalloc'd — is staged by all of them);
+// The direct executor: ranks that share one GPU run a collective as one pass
+// over each other's buffers. Two cases:
+//   - ranks of different processes (GYRE_DEVICE_PATH=direct): buffers are
+//     mapped by CUDA IPC, calls exchanged over the bootstrap ring; every
+//     collective goes this way (or is staged, all ranks agreeing);
+//   - ranks of one process (GYRE_DEVICE_PATH=auto, calls of at least
+//     GYRE_DIRECT_MIN_BYTES; =direct, all calls): buffers are this process's
+//     addresses, calls exchanged through a DirectClique (direct_clique.h);
+//     smaller calls and CUDA-graph captures run as kernels over FIFOs, which
+//     move every byte through a FIFO slot and back (about twice the memory
+//     traffic) but wait less.
+// Per call:
+//   1. the ranks exchange their call and buffers (so a mismatched call fails
+//      on every rank, naming it, and a call some rank cannot take directly —
+//      graph capture, memory that is not cudaMalloc'd — is staged by all);
 //   2. on the user's stream: tell every peer "ready" (my earlier work on
 //      this stream is done), wait for every peer's ready, run this rank's
 //      share (kernels/direct_work.h), tell every peer "done", wait for
@@ -21,8 +28,10 @@
 //
 // Traffic: each rank reads its share of every input and writes it to every
 // output — 2·S per rank for AllReduce of S bytes, the minimum (ANCHORS.md).
-// Peers' buffers are mapped through src/device/ipc_registry.h. Measured on
-// an H100 (docs/GPU-RESULTS.md) but not yet chosen by GYRE_DEVICE_PATH=auto.
+// Peers' buffers of other processes are mapped through
+// src/device/ipc_registry.h. Across processes measured on an H100
+// (docs/GPU-RESULTS.md) but not chosen by GYRE_DEVICE_PATH=auto: without MPS
+// the processes' contexts take turns on the GPU.
 #pragma once
 
 #include <atomic>
@@ -44,6 +53,7 @@
 namespace gyre {
 
 class Deadline;
+class DirectClique;
 
 struct DirectState {
   // This rank's inbox in device memory: [kReady][peer], [kDone][peer].
@@ -53,6 +63,8 @@ struct DirectState {
   uint64_t callSeq = 0;              // collectives offered to the direct path, checked across ranks
   uint32_t* abortHost = nullptr;     // mapped host memory: set when the kernels must not run
   const uint32_t* abortDevice = nullptr;
+  DirectClique* clique = nullptr;    // ranks of one process: where they meet (this rank holds a reference)
+  size_t minBytes = 0;               // ranks of one process: smaller calls run as kernels
   // Peers' blocks this communicator holds mapped (src/device/ipc_registry.h).
   std::set<uint64_t> heldBlocks;
   StreamCompletions lastCall;  // destroy waits for these
@@ -66,9 +78,14 @@ struct DirectState {
 };
 
 // At init, after the executor choice: whether the communicator runs direct
-// (GYRE_DEVICE_PATH=direct and every rank in its own process on this GPU),
-// and if so its inbox, the peers' inboxes and the watchdog. All ranks agree.
+// (above), and if so its inbox, the peers' inboxes and the watchdog. All
+// ranks agree.
 ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline);
+
+// Whether the direct executor takes collective `c` (its size, and not under
+// graph capture, for ranks of one process). Every rank decides alike for
+// matching calls.
+bool takesDirect(const DeviceRequest& c);
 
 // Runs the collectives of a direct communicator (in group order); the ones
 // every rank agreed to stage are appended to `staged`.

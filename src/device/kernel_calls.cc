@@ -252,7 +252,6 @@ SlotMeta ownCall(const DeviceStatus& st) {
 ncclResult_t chooseDeviceExecutor(DeviceComm* comm, bool p2pToEveryPeer, const Deadline& deadline) {
   std::string mode = env::getString("GYRE_DEVICE_PATH");
   if (mode.empty()) mode = "auto";
-  if (mode == "direct") return ncclSuccess;  // setupDirect; collectives it cannot run are staged
   DeviceRuntime* rt = deviceRuntime();
   // Per rank: {every edge may be p2p, shares its GPU with another process,
   // launches serialized with a rank of its own process}.
@@ -267,6 +266,10 @@ ncclResult_t chooseDeviceExecutor(DeviceComm* comm, bool p2pToEveryPeer, const D
     timeSliced |= facts[r][1] != 0;
     serialized |= facts[r][2] != 0;
   }
+  // Processes sharing a GPU: setupDirect maps their buffers; what it cannot
+  // run is staged. Ranks of one process go on as under auto (kernels for
+  // what the direct path does not take).
+  if (mode == "direct" && timeSliced) return ncclSuccess;
   if (serialized) {
     if (mode == "kernels")
       return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=kernels with CUDA_LAUNCH_BLOCKING=1: ranks driven from one "
