@@ -30,9 +30,50 @@ __device__ bool allAligned16(const DirectCall& c) {
   return (bits & 15) == 0;
 }
 
+// Packs base, base + stride, ... (kUnroll of them) of this thread, each
+// source's loads issued together, so several 16-byte loads are in flight per
+// thread (one at a time leaves HBM waiting; kernels/collective_kernel.cu
+// measured the same).
+constexpr int kPassUnroll = 4;
+
+template <typename T, typename Op, int kUnroll>
+__device__ __forceinline__ void passOfPacks(const DirectCall& c, const Op& op, size_t base, size_t stride) {
+  using P = Pack<T>;
+  P v[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) v[u] = reinterpret_cast<const P*>(c.src[0])[base + u * stride];
+  if (c.reduce) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int j = 0; j < P::kElems; ++j) v[u].e[j] = op.pre(v[u].e[j]);
+    for (int k = 1; k < c.nsrc; ++k) {
+      P w[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) w[u] = reinterpret_cast<const P*>(c.src[k])[base + u * stride];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int j = 0; j < P::kElems; ++j) v[u].e[j] = op.apply(v[u].e[j], op.pre(w[u].e[j]));
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int j = 0; j < P::kElems; ++j) v[u].e[j] = op.post(v[u].e[j]);
+  }
+  for (int k = 0; k < c.ndst; ++k)
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) reinterpret_cast<P*>(c.dst[k])[base + u * stride] = v[u];
+}
+
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kDirectThreads) directKernel(DirectCall c, Op op) {
-  if (c.abort && *c.abort) return;  // a peer died: its mappings may be gone
+  // A peer died (its mappings may be gone) or the call was aborted. One read
+  // per block, not per thread: reads of one word by 135k threads queue.
+  __shared__ bool skip;
+  if (threadIdx.x == 0) skip = c.abort && *c.abort;
+  __syncthreads();
+  if (skip) return;
   loadScalar(op, c.scalarPtr);
   const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
@@ -40,21 +81,11 @@ __global__ void __launch_bounds__(kDirectThreads) directKernel(DirectCall c, Op 
   if (allAligned16(c)) {
     using P = Pack<T>;
     const size_t packs = c.count / P::kElems;
-    for (size_t i = first; i < packs; i += stride) {
-      P v = reinterpret_cast<const P*>(c.src[0])[i];
-      if (c.reduce) {
-#pragma unroll
-        for (int j = 0; j < P::kElems; ++j) v.e[j] = op.pre(v.e[j]);
-        for (int k = 1; k < c.nsrc; ++k) {
-          P w = reinterpret_cast<const P*>(c.src[k])[i];
-#pragma unroll
-          for (int j = 0; j < P::kElems; ++j) v.e[j] = op.apply(v.e[j], op.pre(w.e[j]));
-        }
-#pragma unroll
-        for (int j = 0; j < P::kElems; ++j) v.e[j] = op.post(v.e[j]);
-      }
-      for (int k = 0; k < c.ndst; ++k) reinterpret_cast<P*>(c.dst[k])[i] = v;
-    }
+    // Whole passes of stride * kPassUnroll packs, then single packs.
+    const size_t wide = packs / (stride * kPassUnroll) * (stride * kPassUnroll);
+    for (size_t base = first; base < wide; base += stride * kPassUnroll)
+      passOfPacks<T, Op, kPassUnroll>(c, op, base, stride);
+    for (size_t i = wide + first; i < packs; i += stride) passOfPacks<T, Op, 1>(c, op, i, stride);
     done = packs * P::kElems;
   }
   // The tail (or everything, unaligned): element by element.

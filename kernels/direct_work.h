@@ -31,7 +31,7 @@ struct DirectCall {
   int32_t hasScalar = 0;    // PreMulSum: scalar below, or read from scalarPtr
   unsigned char scalar[8] = {};
   const void* scalarPtr = nullptr;
-  const volatile uint32_t* abort = nullptr;  // mapped host memory: set when a peer died, skip the work
+  const volatile uint32_t* abort = nullptr;  // device memory: set when a peer died or on abort, skip the work
 };
 
 // Elements [first, count) stepping by `stride` (a thread's grid-stride slice).

@@ -77,13 +77,15 @@ const std::vector<VarSpec>& registry() {
        "kernel loop's barriers and how a block shares each step)", 1, 8},
       {"GYRE_DEVICE_PATH", Type::Choice, "auto", "auto,kernels,staged,direct",
        "device communicators: collective kernels over p2p connections (kernels), staging through host memory over "
-       "shm/socket (staged), kernels whenever every rank pair can use p2p, with ranks of one process on one GPU "
-       "taking calls of GYRE_DIRECT_MIN_BYTES and more directly (auto), or every collective directly: one pass "
-       "over each other's buffers, mapped by CUDA IPC for ranks of different processes sharing one GPU (direct)"},
-      {"GYRE_DIRECT_MIN_BYTES", Type::Bytes, "1048576", "0..1099511627776",
+       "shm/socket (staged), or (auto) kernels whenever every rank pair can use p2p, except that ranks sharing "
+       "one GPU, all in one process or each in its own, run collectives directly (one pass over each other's "
+       "buffers, mapped by CUDA IPC across processes; in one process from GYRE_DIRECT_MIN_BYTES up); direct "
+       "forces that for such ranks"},
+      {"GYRE_DIRECT_MIN_BYTES", Type::Bytes, "0", "0..1099511627776",
        "ranks of one process sharing one GPU under GYRE_DEVICE_PATH=auto: collectives of at least this many bytes "
        "(the larger of a rank's input and output) run as one pass over each other's buffers instead of kernels "
-       "over FIFOs (same value on every rank)", 0, 1099511627776LL},
+       "over FIFOs; 0 (all) measured fastest on an H100 but at 2 ranks below 8 KiB (same value on every rank)",
+       0, 1099511627776LL},
       {"GYRE_STAGING_PIECE_BYTES", Type::Int, "1048576", "1..1073741824",
        "staged device collectives: bytes of a rank's block per pipeline piece (larger calls overlap their host "
        "copies with the transfer; at most 64 pieces per call; same value on every rank)", 1, 1073741824},

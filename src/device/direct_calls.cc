@@ -143,7 +143,7 @@ ncclResult_t buildDirectCall(const DeviceRequest& c, const std::vector<CallInfo>
   d.datatype = static_cast<uint8_t>(c.datatype);
   d.redop = static_cast<uint8_t>(c.op);
   d.nranks = n;
-  d.abort = comm->direct->abortDevice;
+  d.abort = comm->direct->abortWord;
   setCallScalar(c, &d);
   size_t first = 0, count = 0;
   switch (c.coll) {
@@ -227,7 +227,9 @@ ncclResult_t enqueueDirect(DeviceComm* comm, const DirectCall& call, StreamHandl
 void releaseWaits(DeviceComm* comm) {
   DirectState& d = *comm->direct;
   if (d.released.exchange(true)) return;
-  __atomic_store_n(d.abortHost, 1u, __ATOMIC_RELEASE);
+  const uint32_t stop = 1;
+  deviceRuntime()->copySync(d.abortWord, &stop, sizeof(stop));  // may fail in a broken context: nothing runs then
+  if (!d.inbox) return;  // ranks of one process wait on events, which need no release
   std::vector<uint32_t> values(2 * comm->nranks, d.generation + kReleaseAhead);
   deviceRuntime()->copySync(d.inbox, values.data(), values.size() * sizeof(uint32_t));
 }
@@ -346,49 +348,42 @@ bool allRanksInThisProcessOnThisGpu(const DeviceComm* comm) {
   return true;
 }
 
-// The inbox this rank's peers signal into, and the abort word its kernels read.
-ncclResult_t allocateSignals(DeviceComm* comm) {
-  DeviceRuntime* rt = deviceRuntime();
+// The abort word the direct kernels read (set: skip the work).
+ncclResult_t allocateAbortWord(DeviceComm* comm) {
   DirectState& d = *comm->direct;
+  void* word = nullptr;
+  GYRE_CHECK(deviceRuntime()->deviceAlloc(sizeof(uint32_t), &word));
+  d.abortWord = static_cast<uint32_t*>(word);
+  return deviceRuntime()->memsetSync(word, 0, sizeof(uint32_t));
+}
+
+void destroyEvent(void* e) { deviceRuntime()->eventDestroy(e); }
+
+// Ranks of one process: rank 0 makes the clique, each rank adds its events,
+// and every address is this process's own.
+ncclResult_t setupInProcess(DeviceComm* comm, const Deadline& deadline) {
+  DirectState& d = *comm->direct;
+  std::vector<uint64_t> hellos(comm->nranks, 0);
+  if (comm->rank == 0) hellos[0] = reinterpret_cast<uintptr_t>(new DirectClique(comm->nranks, sizeof(CallInfo)));
+  GYRE_CHECK(comm->bootstrap->allGather(hellos.data(), sizeof(uint64_t), deadline, &comm->abortFlag));
+  d.clique = reinterpret_cast<DirectClique*>(static_cast<uintptr_t>(hellos[0]));
+  // From here on the clique destroys them.
+  GYRE_CHECK(deviceRuntime()->eventCreate(&d.clique->readyEvents[comm->rank]));
+  GYRE_CHECK(deviceRuntime()->eventCreate(&d.clique->doneEvents[comm->rank]));
+  // Every rank's events exist before any rank's first call waits on them.
+  return comm->bootstrap->allGather(hellos.data(), sizeof(uint64_t), deadline, &comm->abortFlag);
+}
+
+// Ranks of different processes: the inbox this rank's peers signal into,
+// and the peers' inboxes, which travel as CUDA IPC handles.
+ncclResult_t setupAcrossProcesses(DeviceComm* comm, const Deadline& deadline) {
+  DirectState& d = *comm->direct;
+  DeviceRuntime* rt = deviceRuntime();
   const size_t inboxBytes = 2 * comm->nranks * sizeof(uint32_t);
   void* inbox = nullptr;
   GYRE_CHECK(rt->deviceAlloc(inboxBytes, &inbox));
   d.inbox = static_cast<uint32_t*>(inbox);
   GYRE_CHECK(rt->memsetSync(d.inbox, 0, inboxBytes));
-  void* host = nullptr;
-  void* device = nullptr;
-  GYRE_CHECK(rt->allocMapped(sizeof(uint32_t), &host, &device));
-  d.abortHost = static_cast<uint32_t*>(host);
-  d.abortDevice = static_cast<const uint32_t*>(device);
-  return ncclSuccess;
-}
-
-void freeInbox(uint32_t* inbox) { deviceRuntime()->deviceFree(inbox); }
-
-// Ranks of one process: rank 0 makes the clique, and every address is
-// this process's own.
-ncclResult_t setupInProcess(DeviceComm* comm, const Deadline& deadline) {
-  DirectState& d = *comm->direct;
-  struct Hello {
-    uint64_t clique;
-    uint64_t inbox;
-  };
-  std::vector<Hello> hellos(comm->nranks, Hello{0, 0});
-  if (comm->rank == 0) hellos[0].clique = reinterpret_cast<uintptr_t>(new DirectClique(comm->nranks,
-                                                                                        sizeof(CallInfo)));
-  hellos[comm->rank].inbox = reinterpret_cast<uintptr_t>(d.inbox);
-  GYRE_CHECK(comm->bootstrap->allGather(hellos.data(), sizeof(Hello), deadline, &comm->abortFlag));
-  d.clique = reinterpret_cast<DirectClique*>(static_cast<uintptr_t>(hellos[0].clique));
-  d.clique->inboxes[comm->rank] = d.inbox;  // from here on the clique frees it
-  d.peerInbox.assign(comm->nranks, nullptr);
-  for (int p = 0; p < comm->nranks; ++p) d.peerInbox[p] = reinterpret_cast<uint32_t*>(hellos[p].inbox);
-  return ncclSuccess;
-}
-
-// Ranks of different processes: inboxes travel as CUDA IPC handles.
-ncclResult_t setupAcrossProcesses(DeviceComm* comm, const Deadline& deadline) {
-  DirectState& d = *comm->direct;
-  const size_t inboxBytes = 2 * comm->nranks * sizeof(uint32_t);
   // Through the registry like any buffer: the inbox may share a block with
   // the application's small buffers.
   std::vector<SharedAllocation> inboxes(comm->nranks);
@@ -436,18 +431,23 @@ ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
     int64_t bytes = 0;
     if (!forced) GYRE_CHECK(env::getInt("GYRE_DIRECT_MIN_BYTES", &bytes));
     minBytes = static_cast<size_t>(bytes);
-  } else if (!forced) {
-    return ncclSuccess;
   } else if (!oneProcessPerRankOnThisGpu(comm)) {
+    if (!forced) return ncclSuccess;
     return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=direct needs 2 to %d ranks on one GPU, either each in its own "
                 "process or all in one (rank %d of %d); unset it to stage through host memory", kMaxDirectRanks,
                 comm->rank, comm->nranks);
   }
   comm->direct = std::make_unique<DirectState>();
   comm->direct->minBytes = minBytes;
-  GYRE_CHECK(allocateSignals(comm));
-  GYRE_CHECK(inProcess ? setupInProcess(comm, deadline) : setupAcrossProcesses(comm, deadline));
-  comm->direct->watchdog = std::thread([comm] { watchPeers(comm); });
+  GYRE_CHECK(allocateAbortWord(comm));
+  if (inProcess) {
+    GYRE_CHECK(setupInProcess(comm, deadline));
+  } else {
+    GYRE_CHECK(setupAcrossProcesses(comm, deadline));
+    // Stream waits on flags can wait forever on a peer process; events of
+    // ranks of one process wait only on work already queued.
+    comm->direct->watchdog = std::thread([comm] { watchPeers(comm); });
+  }
   if (inProcess)
     GYRE_INFO("INIT", "device collectives of %zu bytes and more run direct: %d ranks of this process share this "
               "GPU", minBytes, comm->nranks);
@@ -468,70 +468,140 @@ bool takesDirect(const DeviceRequest& c) {
 
 namespace {
 
-// Every rank's CallInfo of call `c` into `infos` (this rank's is in place):
-// from the clique (ranks of one process) or over the bootstrap ring.
-ncclResult_t gatherInfos(const DeviceRequest& c, std::vector<CallInfo>* infos) {
+// What ranks of one process post to their clique per call: their CallInfo,
+// then that their share is queued (its done event recorded).
+enum class Meeting : uint64_t { kCall = 0, kShareQueued = 1 };
+uint64_t meetingKey(uint64_t callSeq, Meeting m) { return callSeq * 2 + static_cast<uint64_t>(m); }
+
+// Fails the communicator of `c`: some rank did not reach a meeting in time.
+ncclResult_t missedMeeting(const DeviceRequest& c, ncclResult_t r, const std::string& why) {
   DeviceComm* comm = c.comm;
-  Deadline deadline = Deadline::afterSeconds(comm->collTimeoutSeconds);
-  ncclResult_t r = ncclSuccess;
-  std::string why;
-  if (DirectClique* clique = comm->direct->clique) {
-    int missing = -1;
-    if (!clique->collect((*infos)[comm->rank].callSeq, deadline, &comm->abortFlag, infos->data(), &missing)) {
-      r = comm->abortFlag.load() ? ncclInvalidUsage : ncclRemoteError;
-      char text[160];
-      snprintf(text, sizeof(text), "%s; rank %d (of this process) has not made it (a call of another size, "
-               "which runs as kernels, or none)", comm->abortFlag.load() ? "aborted" : "timed out", missing);
-      why = text;
-    }
-  } else {
-    r = comm->bootstrap->allGather(infos->data(), sizeof(CallInfo), deadline, &comm->abortFlag);
-    if (r != ncclSuccess) why = lastErrorText();
-  }
-  if (r == ncclSuccess) return ncclSuccess;
   r = fail(r, "%s: the ranks did not all reach this call within GYRE_TIMEOUT (%.0f s): %s", collName(c.coll),
            comm->collTimeoutSeconds, why.c_str());
   comm->hooks->markFailed(r, -1);
   return r;
 }
 
+// Every rank's record of meeting `m` of call `seq` (ranks of one process).
+ncclResult_t meet(const DeviceRequest& c, uint64_t seq, Meeting m, std::vector<CallInfo>* out) {
+  DeviceComm* comm = c.comm;
+  Deadline deadline = Deadline::afterSeconds(comm->collTimeoutSeconds);
+  int missing = -1;
+  if (comm->direct->clique->collect(meetingKey(seq, m), deadline, &comm->abortFlag, out->data(), &missing))
+    return ncclSuccess;
+  const bool aborted = comm->abortFlag.load();
+  char why[160];
+  snprintf(why, sizeof(why), "%s; rank %d (of this process) has not made it (a call of another size, which runs "
+           "as kernels, or none)", aborted ? "aborted" : "timed out", missing);
+  return missedMeeting(c, aborted ? ncclInvalidUsage : ncclRemoteError, why);
+}
+
+// Every rank's CallInfo of call `c` into `infos` (this rank's is in place).
+ncclResult_t gatherInfos(const DeviceRequest& c, std::vector<CallInfo>* infos) {
+  DeviceComm* comm = c.comm;
+  if (comm->direct->clique) return meet(c, (*infos)[comm->rank].callSeq, Meeting::kCall, infos);
+  Deadline deadline = Deadline::afterSeconds(comm->collTimeoutSeconds);
+  ncclResult_t r = comm->bootstrap->allGather(infos->data(), sizeof(CallInfo), deadline, &comm->abortFlag);
+  return r == ncclSuccess ? ncclSuccess : missedMeeting(c, r, lastErrorText());
+}
+
+// Ranks of one process order their streams by events, never by a wait on a
+// value some other stream writes later: such a wait blocks its hardware queue,
+// and a stream that shares the queue could never write it (the stream-flag
+// protocol hung on an H100 this way). An event is always recorded before any
+// stream waits on it, so each wait is for work already queued. Per call:
+//   1. each rank records `ready` where its stream stands and posts the call;
+//   2. after meeting, each waits for every peer's `ready`, queues its share,
+//      records `done` and posts that;
+//   3. after meeting again, each waits for every peer's `done`.
+// A rank re-records its events only after every peer's waits on them are
+// queued (the meetings order it), so one pair of events per rank serves every
+// call, as long as the calls go one round at a time: `round` holds one call
+// per communicator, the k-th direct call of each in the group.
+ncclResult_t runInProcessRound(const std::vector<const DeviceRequest*>& round) {
+  DeviceRuntime* rt = deviceRuntime();
+  std::vector<CallInfo> mine(round.size());
+  for (size_t k = 0; k < round.size(); ++k) {
+    const DeviceRequest& c = *round[k];
+    DirectState& d = *c.comm->direct;
+    mine[k] = describeCall(c, false);  // takesDirect kept captures away
+    GYRE_CHECK(d.lastCall.followLast(c.stream));
+    GYRE_CHECK(rt->eventRecord(d.clique->readyEvents[c.comm->rank], c.stream));
+    d.clique->post(c.comm->rank, meetingKey(mine[k].callSeq, Meeting::kCall), &mine[k]);
+  }
+  for (size_t k = 0; k < round.size(); ++k) {
+    const DeviceRequest& c = *round[k];
+    DeviceComm* comm = c.comm;
+    DirectState& d = *comm->direct;
+    std::vector<CallInfo> infos(comm->nranks);
+    GYRE_CHECK(meet(c, mine[k].callSeq, Meeting::kCall, &infos));
+    GYRE_CHECK(checkAgreement(comm, infos));
+    DirectCall call;
+    GYRE_CHECK(buildDirectCall(c, infos, &call));
+    for (int p = 0; p < comm->nranks; ++p)
+      if (p != comm->rank) GYRE_CHECK(rt->streamWaitEvent(c.stream, d.clique->readyEvents[p]));
+    GYRE_CHECK(rt->launchDirect(call, c.stream));
+    GYRE_CHECK(rt->eventRecord(d.clique->doneEvents[comm->rank], c.stream));
+    d.clique->post(comm->rank, meetingKey(mine[k].callSeq, Meeting::kShareQueued), &mine[k]);
+  }
+  for (size_t k = 0; k < round.size(); ++k) {
+    const DeviceRequest& c = *round[k];
+    DeviceComm* comm = c.comm;
+    DirectState& d = *comm->direct;
+    std::vector<CallInfo> infos(comm->nranks);
+    GYRE_CHECK(meet(c, mine[k].callSeq, Meeting::kShareQueued, &infos));
+    for (int p = 0; p < comm->nranks; ++p)
+      if (p != comm->rank) GYRE_CHECK(rt->streamWaitEvent(c.stream, d.clique->doneEvents[p]));
+    GYRE_CHECK(d.lastCall.note(c.stream));
+    d.callsRun.fetch_add(1);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t launchInProcess(const std::vector<const DeviceRequest*>& calls) {
+  // Round k: the k-th call of each communicator, in group order.
+  std::vector<std::vector<const DeviceRequest*>> rounds;
+  std::map<DeviceComm*, size_t> callsOf;
+  for (const DeviceRequest* c : calls) {
+    size_t k = callsOf[c->comm]++;
+    if (rounds.size() <= k) rounds.emplace_back();
+    rounds[k].push_back(c);
+  }
+  for (const std::vector<const DeviceRequest*>& round : rounds) GYRE_CHECK(runInProcessRound(round));
+  return ncclSuccess;
+}
+
+// Ranks of different processes: one call at a time, over the bootstrap ring
+// and stream flags.
+ncclResult_t launchAcrossProcesses(const DeviceRequest& c, std::vector<DeviceRequest>* staged) {
+  DeviceComm* comm = c.comm;
+  bool capturing = false;
+  GYRE_CHECK(deviceRuntime()->isCapturing(c.stream, &capturing));
+  std::vector<CallInfo> infos(comm->nranks);
+  infos[comm->rank] = describeCall(c, capturing);
+  GYRE_CHECK(gatherInfos(c, &infos));
+  GYRE_CHECK(checkAgreement(comm, infos));
+  if (!std::all_of(infos.begin(), infos.end(), [](const CallInfo& i) { return i.usable != 0; })) {
+    staged->push_back(c);
+    return ncclSuccess;
+  }
+  DirectCall call;
+  ncclResult_t r = buildDirectCall(c, infos, &call);
+  if (r == ncclSuccess) r = enqueueDirect(comm, call, c.stream);
+  if (r != ncclSuccess) failAndRelease(comm, r, comm->rank);  // peers may already wait on this rank's signals
+  return r;
+}
+
 }  // namespace
 
 ncclResult_t launchDirectCalls(const std::vector<DeviceRequest>& calls, std::vector<DeviceRequest>* staged) {
-  DeviceRuntime* rt = deviceRuntime();
-  // Described (and, for ranks of one process, posted) all before any waits:
-  // one thread may drive every rank of the group.
-  std::vector<CallInfo> mine(calls.size());
-  for (size_t k = 0; k < calls.size(); ++k) {
-    const DeviceRequest& c = calls[k];
+  std::vector<const DeviceRequest*> inProcess;
+  for (const DeviceRequest& c : calls) {
     if (c.count == 0) continue;
-    bool capturing = false;
-    GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
-    mine[k] = describeCall(c, capturing);
-    if (DirectClique* clique = c.comm->direct->clique) clique->post(c.comm->rank, mine[k].callSeq, &mine[k]);
+    if (c.comm->direct->clique) inProcess.push_back(&c);
+    else GYRE_CHECK(launchAcrossProcesses(c, staged));
   }
-  for (size_t k = 0; k < calls.size(); ++k) {
-    const DeviceRequest& c = calls[k];
-    if (c.count == 0) continue;
-    DeviceComm* comm = c.comm;
-    std::vector<CallInfo> infos(comm->nranks);
-    infos[comm->rank] = mine[k];
-    GYRE_CHECK(gatherInfos(c, &infos));
-    GYRE_CHECK(checkAgreement(comm, infos));
-    bool direct = std::all_of(infos.begin(), infos.end(), [](const CallInfo& i) { return i.usable != 0; });
-    if (!direct) {
-      staged->push_back(c);
-      continue;
-    }
-    DirectCall call;
-    ncclResult_t r = buildDirectCall(c, infos, &call);
-    if (r == ncclSuccess) r = enqueueDirect(comm, call, c.stream);
-    if (r != ncclSuccess) {
-      failAndRelease(comm, r, comm->rank);  // peers may already wait on this rank's signals
-      return r;
-    }
-  }
-  return ncclSuccess;
+  return inProcess.empty() ? ncclSuccess : launchInProcess(inProcess);
 }
 
 bool drainDirect(DeviceComm* comm, bool abort, double seconds) {
@@ -548,12 +618,12 @@ bool drainDirect(DeviceComm* comm, bool abort, double seconds) {
   if (d.watchdog.joinable()) d.watchdog.join();
   d.lastCall.destroy();
   releasePeerBlocks(&d.heldBlocks);
-  // Peers write into this inbox from their streams until they drained too:
-  // ranks of one process leave the inboxes to the clique's last holder (one
-  // thread may destroy them one after the other, so they cannot meet here);
-  // processes meet before freeing.
+  // Peers' streams use this rank's signals until they drained too: ranks of
+  // one process leave their events to the clique's last holder (one thread
+  // may destroy them one after the other, so they cannot meet here);
+  // processes meet before freeing the inbox.
   if (d.clique) {
-    d.clique->release(freeInbox);
+    d.clique->release(destroyEvent);
   } else {
     if (!abort) {
       Deadline deadline = Deadline::afterSeconds(seconds);
@@ -561,7 +631,7 @@ bool drainDirect(DeviceComm* comm, bool abort, double seconds) {
     }
     rt->deviceFree(d.inbox);
   }
-  rt->freeMapped(d.abortHost);
+  rt->deviceFree(d.abortWord);
   comm->direct.reset();
   return true;
 }

@@ -12,7 +12,7 @@ constexpr auto kAbortCheckEvery = std::chrono::milliseconds(50);
 }  // namespace
 
 DirectClique::DirectClique(int nranks, size_t recordBytes)
-    : inboxes(nranks, nullptr), nranks_(nranks), recordBytes_(recordBytes), holders_(nranks) {}
+    : readyEvents(nranks, nullptr), doneEvents(nranks, nullptr), nranks_(nranks), recordBytes_(recordBytes), holders_(nranks) {}
 
 DirectClique::Call& DirectClique::callOf(uint64_t seq) {
   Call& c = calls_[seq];
@@ -53,10 +53,11 @@ bool DirectClique::collect(uint64_t seq, const Deadline& deadline, const std::at
   return true;
 }
 
-bool DirectClique::release(void (*freeInbox)(uint32_t*)) {
+bool DirectClique::release(void (*destroyEvent)(void*)) {
   if (holders_.fetch_sub(1) != 1) return false;
-  for (uint32_t* inbox : inboxes)
-    if (inbox) freeInbox(inbox);
+  for (const std::vector<void*>* events : {&readyEvents, &doneEvents})
+    for (void* e : *events)
+      if (e) destroyEvent(e);
   delete this;
   return true;
 }

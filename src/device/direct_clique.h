@@ -6,9 +6,9 @@
 // that drives every rank in a group posts all their calls first and then
 // collects; ranks driven by their own threads meet here.
 //
-// The clique also owns the ranks' inboxes (device memory their streams
-// signal into): the last rank to let go frees them, after every rank has
-// drained, so no stream can still write into a freed inbox.
+// The clique also owns the ranks' events (what their streams wait on): the
+// last rank to let go destroys them, after every rank has drained, so no
+// stream still waits on a destroyed event.
 #pragma once
 
 #include <atomic>
@@ -34,12 +34,13 @@ class DirectClique {
   // rank that has not posted it.
   bool collect(uint64_t seq, const Deadline& deadline, const std::atomic<bool>* abort, void* out, int* missing);
 
-  // The ranks' inboxes by rank, each set by its owner at set-up.
-  std::vector<uint32_t*> inboxes;
+  // By rank, each set by its owner at set-up: where its stream stood when it
+  // made the call (its input is ready), and after its share of the call ran.
+  std::vector<void*> readyEvents, doneEvents;
 
-  // Drops one holder's reference; true for the last, who then frees the
-  // inboxes (through `freeInbox`) and deletes the clique.
-  bool release(void (*freeInbox)(uint32_t*));
+  // Drops one holder's reference; true for the last, who then destroys the
+  // events (through `destroyEvent`) and deletes the clique.
+  bool release(void (*destroyEvent)(void*));
 
  private:
   struct Call {

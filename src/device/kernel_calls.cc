@@ -280,8 +280,9 @@ ncclResult_t chooseDeviceExecutor(DeviceComm* comm, bool p2pToEveryPeer, const D
   }
   // Unmeasured: whether MPS makes kernels worth it there; forcing them is allowed.
   if (mode == "auto" && timeSliced) {
-    GYRE_INFO("INIT", "ranks of different processes share a GPU: staging collectives through host memory "
-                      "(GYRE_DEVICE_PATH=kernels forces kernels, which then take turns on the GPU without MPS)");
+    GYRE_INFO("INIT", "ranks of different processes share a GPU: no collective kernels (without MPS they take "
+                      "turns on the GPU; GYRE_DEVICE_PATH=kernels forces them); the direct executor takes them when "
+                      "every rank is in its own process on this GPU, else they stage through host memory");
     std::fill(able.begin(), able.end(), 0);
   }
   auto unable = std::find(able.begin(), able.end(), 0);
@@ -337,6 +338,11 @@ ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) 
   if (!capturing) GYRE_CHECK(order.followLast(lead.stream));
   GYRE_CHECK(deviceRuntime()->launchKernel(launch, lead.stream));
   if (!capturing) GYRE_CHECK(order.note(lead.stream));
+  const DeviceCall& last = launch.calls[launch.ncalls - 1];
+  KernelState& k = *lead.comm->kernels;
+  k.lastColl.store(last.coll, std::memory_order_relaxed);
+  k.lastOpCount.store(last.opCount, std::memory_order_relaxed);
+  k.lastCount.store(last.count, std::memory_order_relaxed);
   return ncclSuccess;
 }
 

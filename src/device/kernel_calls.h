@@ -61,6 +61,10 @@ struct KernelState {
   };
   std::vector<Chunk> arena;
   StreamCompletions lastLaunch;  // destroy waits for these; a fault shows here
+  // The last call launched (a fault's report names it: CUDA does not say
+  // which kernel faulted, and the fault shows at a later query).
+  std::atomic<uint8_t> lastColl{0};
+  std::atomic<uint64_t> lastOpCount{0}, lastCount{0};
   bool errorReported = false;
   std::atomic<bool> announced{false};  // a failure was announced to the peers
   std::atomic<bool> faulted{false};    // checkDeviceFault found a sticky CUDA error

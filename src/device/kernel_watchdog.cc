@@ -3,6 +3,7 @@
 #include <chrono>
 #include <string>
 
+#include "src/call/coll_kind.h"
 #include "src/device/device_comm.h"
 #include "src/device/kernel_calls.h"
 #include "src/debug/error.h"
@@ -61,8 +62,11 @@ void checkDeviceFault(DeviceComm* comm) {
   if (!k.lastLaunch.anyFailed() || k.faulted.exchange(true)) return;
   std::string why = lastErrorText();
   ncclResult_t r = fail(ncclUnhandledCudaError, "rank %d: the GPU (device %d) reports a sticky CUDA error after a "
-                        "collective kernel: %s; this process can no longer use it", comm->rank, comm->cudaDev,
-                        why.c_str());
+                        "collective kernel (the last this rank launched: %s #%llu, count %llu): %s; this process "
+                        "can no longer use it", comm->rank, comm->cudaDev,
+                        collName(static_cast<CollKind>(k.lastColl.load())),
+                        static_cast<unsigned long long>(k.lastOpCount.load()),
+                        static_cast<unsigned long long>(k.lastCount.load()), why.c_str());
   GYRE_WARN("%s", lastErrorText());
   failOnDeviceError(comm, r);
 }

@@ -75,8 +75,8 @@ ncclResult_t checkBuffer(const ncclComm* comm, const void* ptr, const char* name
   bool isDevice = false;
   GYRE_CHECK(rt->isDevicePointer(ptr, &isDevice));
   if (!comm->isHost && !isDevice)
-    return fail(ncclInvalidArgument, "%s: %s %p is not device memory (a host pointer on the communicator of device "
-                "%d; NCCL_CHECK_POINTERS=0 skips this check)", caller, name, ptr, comm->cudaDev);
+    return fail(ncclInvalidArgument, "%s: %s %p is not device memory (a host pointer, or device memory already "
+                "freed, on the communicator of device %d; NCCL_CHECK_POINTERS=0 skips this check)", caller, name, ptr, comm->cudaDev);
   if (comm->isHost && isDevice)
     return fail(ncclInvalidArgument, "%s: %s %p is device memory, but this is a host-memory communicator "
                 "(gyreCommInitRankHost); use ncclCommInitRank for device buffers", caller, name, ptr);
