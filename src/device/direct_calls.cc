@@ -15,7 +15,8 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/call_scalar.h"
-#include "src/device/direct_clique.h"
+#include "src/device/direct_inprocess.h"
+#include "src/device/direct_share.h"
 #include "src/device/ipc_registry.h"
 #include "src/call/datatypes.h"
 
@@ -24,180 +25,8 @@ namespace {
 
 constexpr int kReady = 0;
 constexpr int kDone = 1;
-constexpr size_t kMaxMappings = 128;  // peer blocks kept mapped; past this, calls stage
 constexpr auto kWatchInterval = std::chrono::milliseconds(100);
 constexpr uint32_t kReleaseAhead = 1u << 30;  // a generation every pending wait is satisfied by
-
-// What each rank says of a call before any rank runs it directly.
-struct CallInfo {
-  uint64_t callSeq = 0;
-  uint64_t count = 0;
-  int32_t root = 0;
-  uint8_t coll = 0, datatype = 0, redop = 0;
-  uint8_t usable = 0;  // this rank can run it directly
-  SharedAllocation input, output;  // the allocations holding the buffers (processes sharing a GPU)
-  uint64_t inputOffset = 0, outputOffset = 0;
-  const void* inputPtr = nullptr;  // the buffers themselves (ranks of one process)
-  void* outputPtr = nullptr;
-};
-
-bool sameCall(const CallInfo& a, const CallInfo& b) {
-  bool customA = a.redop >= ncclNumOps, customB = b.redop >= ncclNumOps;
-  return a.callSeq == b.callSeq && a.count == b.count && a.coll == b.coll && a.datatype == b.datatype &&
-         a.root == b.root && (customA ? customB : a.redop == b.redop);
-}
-
-// Which of a rank's buffers its peers read or write.
-bool inputShared(const DeviceRequest& c, int rank) {
-  switch (c.coll) {
-    case CollKind::AllReduce: case CollKind::Reduce: case CollKind::ReduceScatter: return true;
-    case CollKind::Broadcast: return rank == c.root;
-    default: return false;
-  }
-}
-bool outputShared(const DeviceRequest& c, int rank) {
-  switch (c.coll) {
-    case CollKind::AllReduce: case CollKind::Broadcast: case CollKind::AllGather: return true;
-    case CollKind::Reduce: return rank == c.root;
-    default: return false;
-  }
-}
-
-size_t inputBytes(const DeviceRequest& c) {
-  return c.count * datatypeSize(c.datatype) * inputBlocks(c.coll, c.comm->nranks);
-}
-size_t outputBytes(const DeviceRequest& c) {
-  return c.count * datatypeSize(c.datatype) * outputBlocks(c.coll, c.comm->nranks);
-}
-
-CallInfo describeCall(const DeviceRequest& c, bool capturing) {
-  DeviceComm* comm = c.comm;
-  CallInfo info;
-  info.callSeq = ++comm->direct->callSeq;
-  info.count = c.count;
-  info.root = c.root;
-  info.coll = static_cast<uint8_t>(c.coll);
-  info.datatype = static_cast<uint8_t>(c.datatype);
-  info.redop = static_cast<uint8_t>(c.op);
-  info.inputPtr = c.input;
-  info.outputPtr = c.output;
-  bool ok = !capturing && comm->direct->heldBlocks.size() < kMaxMappings;
-  if (comm->direct->clique) {
-    info.usable = ok ? 1 : 0;  // addresses of this process: nothing to map
-    return info;
-  }
-  if (ok && inputShared(c, comm->rank))
-    ok = describeOwnAllocation(c.input, inputBytes(c), &info.input, &info.inputOffset);
-  if (ok && outputShared(c, comm->rank))
-    ok = describeOwnAllocation(c.output, outputBytes(c), &info.output, &info.outputOffset);
-  info.usable = ok ? 1 : 0;
-  return info;
-}
-
-// A peer's buffer as this process addresses it.
-ncclResult_t peerPointer(DeviceComm* comm, int peer, const SharedAllocation& a, uint64_t offset, void** out) {
-  void* base = nullptr;
-  GYRE_CHECK(mapPeerAllocation(comm->bootstrap->peers()[peer].pid, a, &comm->direct->heldBlocks, &base));
-  *out = static_cast<char*>(base) + offset;
-  return ncclSuccess;
-}
-
-// Everyone's input (or output) as this rank addresses it, by rank.
-ncclResult_t buffersOf(DeviceComm* comm, const std::vector<CallInfo>& infos, const DeviceRequest& c, bool input,
-                       std::vector<char*>* out) {
-  out->assign(comm->nranks, nullptr);
-  for (int r = 0; r < comm->nranks; ++r) {
-    bool shared = input ? inputShared(c, r) : outputShared(c, r);
-    if (r == comm->rank) {
-      (*out)[r] = static_cast<char*>(input ? const_cast<void*>(c.input) : c.output);
-    } else if (shared && comm->direct->clique) {
-      (*out)[r] = static_cast<char*>(input ? const_cast<void*>(infos[r].inputPtr) : infos[r].outputPtr);
-    } else if (shared) {
-      void* p = nullptr;
-      GYRE_CHECK(peerPointer(comm, r, input ? infos[r].input : infos[r].output,
-                             input ? infos[r].inputOffset : infos[r].outputOffset, &p));
-      (*out)[r] = static_cast<char*>(p);
-    }
-  }
-  return ncclSuccess;
-}
-
-// This rank's share of [0, count): split in 16-byte units so shares of
-// aligned buffers stay aligned.
-void shareOf(size_t count, size_t elementSize, int rank, int nranks, size_t* first, size_t* n) {
-  size_t unit = std::max<size_t>(1, 16 / elementSize);
-  size_t units = (count + unit - 1) / unit;
-  size_t lo = units * rank / nranks * unit, hi = units * (rank + 1) / nranks * unit;
-  *first = std::min(lo, count);
-  *n = std::min(hi, count) - *first;
-}
-
-ncclResult_t buildDirectCall(const DeviceRequest& c, const std::vector<CallInfo>& infos, DirectCall* out) {
-  DeviceComm* comm = c.comm;
-  const int n = comm->nranks, me = comm->rank;
-  const size_t es = datatypeSize(c.datatype);
-  std::vector<char*> in, outs;
-  GYRE_CHECK(buffersOf(comm, infos, c, true, &in));
-  GYRE_CHECK(buffersOf(comm, infos, c, false, &outs));
-  DirectCall d;
-  d.datatype = static_cast<uint8_t>(c.datatype);
-  d.redop = static_cast<uint8_t>(c.op);
-  d.nranks = n;
-  d.abort = comm->direct->abortWord;
-  setCallScalar(c, &d);
-  size_t first = 0, count = 0;
-  switch (c.coll) {
-    case CollKind::AllReduce: case CollKind::Reduce: case CollKind::Broadcast: {
-      shareOf(c.count, es, me, n, &first, &count);
-      const size_t off = first * es;
-      if (c.coll == CollKind::Broadcast) {
-        d.src[d.nsrc++] = in[c.root] + off;
-      } else {
-        for (int r = 0; r < n; ++r) d.src[d.nsrc++] = in[r] + off;
-        d.reduce = 1;
-      }
-      if (c.coll == CollKind::Reduce) d.dst[d.ndst++] = outs[c.root] + off;
-      else for (int r = 0; r < n; ++r) d.dst[d.ndst++] = outs[r] + off;
-      break;
-    }
-    case CollKind::ReduceScatter:
-      count = c.count;
-      for (int r = 0; r < n; ++r) d.src[d.nsrc++] = in[r] + me * count * es;
-      d.dst[d.ndst++] = outs[me];
-      d.reduce = 1;
-      break;
-    case CollKind::AllGather:
-      count = c.count;
-      d.src[d.nsrc++] = in[me];
-      for (int r = 0; r < n; ++r) d.dst[d.ndst++] = outs[r] + me * count * es;
-      break;
-    default:
-      return fail(ncclInternalError, "direct executor: %s is not a collective it runs", collName(c.coll));
-  }
-  d.count = count;
-  *out = d;
-  return ncclSuccess;
-}
-
-std::string describeInfo(const CallInfo& i) {
-  char text[160];
-  snprintf(text, sizeof(text), "%s #%llu (count %llu, datatype %d, op %d, root %d)",
-           collName(static_cast<CollKind>(i.coll)), static_cast<unsigned long long>(i.callSeq),
-           static_cast<unsigned long long>(i.count), i.datatype, i.redop, i.root);
-  return text;
-}
-
-// Every rank sees the same table, so every rank reaches the same verdict.
-ncclResult_t checkAgreement(DeviceComm* comm, const std::vector<CallInfo>& infos) {
-  for (int r = 1; r < comm->nranks; ++r) {
-    if (sameCall(infos[0], infos[r])) continue;
-    ncclResult_t res = fail(ncclInvalidUsage, "mismatched calls: rank 0 made %s while rank %d made %s",
-                            describeInfo(infos[0]).c_str(), r, describeInfo(infos[r]).c_str());
-    comm->hooks->markFailed(res, -1);
-    return res;
-  }
-  return ncclSuccess;
-}
 
 // Stream order: ready to every peer, wait for theirs, this rank's share,
 // done to every peer, wait for theirs.
@@ -340,14 +169,6 @@ bool oneProcessPerRankOnThisGpu(const DeviceComm* comm) {
   return true;
 }
 
-bool allRanksInThisProcessOnThisGpu(const DeviceComm* comm) {
-  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
-  const PeerInfo& self = peers[comm->rank];
-  for (const PeerInfo& p : peers)
-    if (p.hostHash != self.hostHash || p.busId != self.busId || p.pid != self.pid) return false;
-  return true;
-}
-
 // The abort word the direct kernels read (set: skip the work).
 ncclResult_t allocateAbortWord(DeviceComm* comm) {
   DirectState& d = *comm->direct;
@@ -355,23 +176,6 @@ ncclResult_t allocateAbortWord(DeviceComm* comm) {
   GYRE_CHECK(deviceRuntime()->deviceAlloc(sizeof(uint32_t), &word));
   d.abortWord = static_cast<uint32_t*>(word);
   return deviceRuntime()->memsetSync(word, 0, sizeof(uint32_t));
-}
-
-void destroyEvent(void* e) { deviceRuntime()->eventDestroy(e); }
-
-// Ranks of one process: rank 0 makes the clique, each rank adds its events,
-// and every address is this process's own.
-ncclResult_t setupInProcess(DeviceComm* comm, const Deadline& deadline) {
-  DirectState& d = *comm->direct;
-  std::vector<uint64_t> hellos(comm->nranks, 0);
-  if (comm->rank == 0) hellos[0] = reinterpret_cast<uintptr_t>(new DirectClique(comm->nranks, sizeof(CallInfo)));
-  GYRE_CHECK(comm->bootstrap->allGather(hellos.data(), sizeof(uint64_t), deadline, &comm->abortFlag));
-  d.clique = reinterpret_cast<DirectClique*>(static_cast<uintptr_t>(hellos[0]));
-  // From here on the clique destroys them.
-  GYRE_CHECK(deviceRuntime()->eventCreate(&d.clique->readyEvents[comm->rank]));
-  GYRE_CHECK(deviceRuntime()->eventCreate(&d.clique->doneEvents[comm->rank]));
-  // Every rank's events exist before any rank's first call waits on them.
-  return comm->bootstrap->allGather(hellos.data(), sizeof(uint64_t), deadline, &comm->abortFlag);
 }
 
 // Ranks of different processes: the inbox this rank's peers signal into,
@@ -468,107 +272,12 @@ bool takesDirect(const DeviceRequest& c) {
 
 namespace {
 
-// What ranks of one process post to their clique per call: their CallInfo,
-// then that their share is queued (its done event recorded).
-enum class Meeting : uint64_t { kCall = 0, kShareQueued = 1 };
-uint64_t meetingKey(uint64_t callSeq, Meeting m) { return callSeq * 2 + static_cast<uint64_t>(m); }
-
-// Fails the communicator of `c`: some rank did not reach a meeting in time.
-ncclResult_t missedMeeting(const DeviceRequest& c, ncclResult_t r, const std::string& why) {
-  DeviceComm* comm = c.comm;
-  r = fail(r, "%s: the ranks did not all reach this call within GYRE_TIMEOUT (%.0f s): %s", collName(c.coll),
-           comm->collTimeoutSeconds, why.c_str());
-  comm->hooks->markFailed(r, -1);
-  return r;
-}
-
-// Every rank's record of meeting `m` of call `seq` (ranks of one process).
-ncclResult_t meet(const DeviceRequest& c, uint64_t seq, Meeting m, std::vector<CallInfo>* out) {
-  DeviceComm* comm = c.comm;
-  Deadline deadline = Deadline::afterSeconds(comm->collTimeoutSeconds);
-  int missing = -1;
-  if (comm->direct->clique->collect(meetingKey(seq, m), deadline, &comm->abortFlag, out->data(), &missing))
-    return ncclSuccess;
-  const bool aborted = comm->abortFlag.load();
-  char why[160];
-  snprintf(why, sizeof(why), "%s; rank %d (of this process) has not made it (a call of another size, which runs "
-           "as kernels, or none)", aborted ? "aborted" : "timed out", missing);
-  return missedMeeting(c, aborted ? ncclInvalidUsage : ncclRemoteError, why);
-}
-
 // Every rank's CallInfo of call `c` into `infos` (this rank's is in place).
 ncclResult_t gatherInfos(const DeviceRequest& c, std::vector<CallInfo>* infos) {
   DeviceComm* comm = c.comm;
-  if (comm->direct->clique) return meet(c, (*infos)[comm->rank].callSeq, Meeting::kCall, infos);
   Deadline deadline = Deadline::afterSeconds(comm->collTimeoutSeconds);
   ncclResult_t r = comm->bootstrap->allGather(infos->data(), sizeof(CallInfo), deadline, &comm->abortFlag);
   return r == ncclSuccess ? ncclSuccess : missedMeeting(c, r, lastErrorText());
-}
-
-// Ranks of one process order their streams by events, never by a wait on a
-// value some other stream writes later: such a wait blocks its hardware queue,
-// and a stream that shares the queue could never write it (the stream-flag
-// protocol hung on an H100 this way). An event is always recorded before any
-// stream waits on it, so each wait is for work already queued. Per call:
-//   1. each rank records `ready` where its stream stands and posts the call;
-//   2. after meeting, each waits for every peer's `ready`, queues its share,
-//      records `done` and posts that;
-//   3. after meeting again, each waits for every peer's `done`.
-// A rank re-records its events only after every peer's waits on them are
-// queued (the meetings order it), so one pair of events per rank serves every
-// call, as long as the calls go one round at a time: `round` holds one call
-// per communicator, the k-th direct call of each in the group.
-ncclResult_t runInProcessRound(const std::vector<const DeviceRequest*>& round) {
-  DeviceRuntime* rt = deviceRuntime();
-  std::vector<CallInfo> mine(round.size());
-  for (size_t k = 0; k < round.size(); ++k) {
-    const DeviceRequest& c = *round[k];
-    DirectState& d = *c.comm->direct;
-    mine[k] = describeCall(c, false);  // takesDirect kept captures away
-    GYRE_CHECK(d.lastCall.followLast(c.stream));
-    GYRE_CHECK(rt->eventRecord(d.clique->readyEvents[c.comm->rank], c.stream));
-    d.clique->post(c.comm->rank, meetingKey(mine[k].callSeq, Meeting::kCall), &mine[k]);
-  }
-  for (size_t k = 0; k < round.size(); ++k) {
-    const DeviceRequest& c = *round[k];
-    DeviceComm* comm = c.comm;
-    DirectState& d = *comm->direct;
-    std::vector<CallInfo> infos(comm->nranks);
-    GYRE_CHECK(meet(c, mine[k].callSeq, Meeting::kCall, &infos));
-    GYRE_CHECK(checkAgreement(comm, infos));
-    DirectCall call;
-    GYRE_CHECK(buildDirectCall(c, infos, &call));
-    for (int p = 0; p < comm->nranks; ++p)
-      if (p != comm->rank) GYRE_CHECK(rt->streamWaitEvent(c.stream, d.clique->readyEvents[p]));
-    GYRE_CHECK(rt->launchDirect(call, c.stream));
-    GYRE_CHECK(rt->eventRecord(d.clique->doneEvents[comm->rank], c.stream));
-    d.clique->post(comm->rank, meetingKey(mine[k].callSeq, Meeting::kShareQueued), &mine[k]);
-  }
-  for (size_t k = 0; k < round.size(); ++k) {
-    const DeviceRequest& c = *round[k];
-    DeviceComm* comm = c.comm;
-    DirectState& d = *comm->direct;
-    std::vector<CallInfo> infos(comm->nranks);
-    GYRE_CHECK(meet(c, mine[k].callSeq, Meeting::kShareQueued, &infos));
-    for (int p = 0; p < comm->nranks; ++p)
-      if (p != comm->rank) GYRE_CHECK(rt->streamWaitEvent(c.stream, d.clique->doneEvents[p]));
-    GYRE_CHECK(d.lastCall.note(c.stream));
-    d.callsRun.fetch_add(1);
-  }
-  return ncclSuccess;
-}
-
-ncclResult_t launchInProcess(const std::vector<const DeviceRequest*>& calls) {
-  // Round k: the k-th call of each communicator, in group order.
-  std::vector<std::vector<const DeviceRequest*>> rounds;
-  std::map<DeviceComm*, size_t> callsOf;
-  for (const DeviceRequest* c : calls) {
-    size_t k = callsOf[c->comm]++;
-    if (rounds.size() <= k) rounds.emplace_back();
-    rounds[k].push_back(c);
-  }
-  for (const std::vector<const DeviceRequest*>& round : rounds) GYRE_CHECK(runInProcessRound(round));
-  return ncclSuccess;
 }
 
 // Ranks of different processes: one call at a time, over the bootstrap ring
@@ -623,7 +332,7 @@ bool drainDirect(DeviceComm* comm, bool abort, double seconds) {
   // may destroy them one after the other, so they cannot meet here);
   // processes meet before freeing the inbox.
   if (d.clique) {
-    d.clique->release(destroyEvent);
+    releaseInProcess(comm);
   } else {
     if (!abort) {
       Deadline deadline = Deadline::afterSeconds(seconds);

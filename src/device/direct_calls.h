@@ -4,11 +4,13 @@
 //     mapped by CUDA IPC, calls exchanged over the bootstrap ring; every
 //     collective goes this way (or is staged, all ranks agreeing);
 //   - ranks of one process (GYRE_DEVICE_PATH=auto, calls of at least
-//     GYRE_DIRECT_MIN_BYTES; =direct, all calls): buffers are this process's
-//     addresses, calls exchanged through a DirectClique (direct_clique.h);
-//     smaller calls and CUDA-graph captures run as kernels over FIFOs, which
-//     move every byte through a FIFO slot and back (about twice the memory
-//     traffic) but wait less.
+//     GYRE_DIRECT_MIN_BYTES, default 0; =direct, all calls): buffers are this
+//     process's addresses, calls exchanged through a DirectClique and streams
+//     ordered by events (direct_inprocess.h); CUDA-graph captures (and calls
+//     under GYRE_DIRECT_MIN_BYTES) run as kernels over FIFOs, which move every
+//     byte through a FIFO slot and back (about twice the memory traffic).
+// What both share (CallInfo, the agreement check, a rank's share of a call)
+// is direct_share.h. The steps below are those of processes sharing a GPU.
 // Per call:
 //   1. the ranks exchange their call and buffers (so a mismatched call fails
 //      on every rank, naming it, and a call some rank cannot take directly —
@@ -29,9 +31,8 @@
 // Traffic: each rank reads its share of every input and writes it to every
 // output — 2·S per rank for AllReduce of S bytes, the minimum (ANCHORS.md).
 // Peers' buffers of other processes are mapped through
-// src/device/ipc_registry.h. Across processes measured on an H100
-// (docs/GPU-RESULTS.md) but not chosen by GYRE_DEVICE_PATH=auto: without MPS
-// the processes' contexts take turns on the GPU.
+// src/device/ipc_registry.h. Both flavours are the fastest paths measured on
+// an H100 for their case (docs/GPU-RESULTS.md), so auto picks them.
 #pragma once
 
 #include <atomic>

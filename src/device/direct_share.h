@@ -1,0 +1,53 @@
+// What the direct executor's two flavours (direct_calls.cc: processes
+// sharing a GPU; direct_inprocess.cc: ranks of one process) share: what each
+// rank says of a call (CallInfo), the agreement check, and the share of the
+// call each rank runs (kernels/direct_work.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "include/gyre.h"
+#include "kernels/direct_work.h"
+#include "src/device/device_comm.h"
+#include "src/device/ipc_registry.h"
+
+namespace gyre {
+
+// What each rank says of a call before any rank runs it directly.
+struct CallInfo {
+  uint64_t callSeq = 0;
+  uint64_t count = 0;
+  int32_t root = 0;
+  uint8_t coll = 0, datatype = 0, redop = 0;
+  uint8_t usable = 0;  // this rank can run it directly
+  SharedAllocation input, output;  // the allocations holding the buffers (processes sharing a GPU)
+  uint64_t inputOffset = 0, outputOffset = 0;
+  const void* inputPtr = nullptr;  // the buffers themselves (ranks of one process)
+  void* outputPtr = nullptr;
+};
+
+// Bytes of a rank's input and output for call `c`.
+size_t inputBytes(const DeviceRequest& c);
+size_t outputBytes(const DeviceRequest& c);
+
+// This rank's CallInfo of `c` (its next call sequence number); `usable`
+// says whether it can run the call directly.
+CallInfo describeCall(const DeviceRequest& c, bool capturing);
+
+// A peer's allocation (of another process) as this process addresses it,
+// mapped through the IPC registry and held by the communicator.
+ncclResult_t peerPointer(DeviceComm* comm, int peer, const SharedAllocation& a, uint64_t offset, void** out);
+
+// This rank's share of call `c`, given every rank's CallInfo.
+ncclResult_t buildDirectCall(const DeviceRequest& c, const std::vector<CallInfo>& infos, DirectCall* out);
+
+// Every rank sees the same table, so every rank reaches the same verdict: a
+// mismatch fails the communicator naming both calls.
+ncclResult_t checkAgreement(DeviceComm* comm, const std::vector<CallInfo>& infos);
+
+// Fails the communicator of `c`: some rank did not reach the call in time.
+ncclResult_t missedMeeting(const DeviceRequest& c, ncclResult_t r, const std::string& why);
+
+}  // namespace gyre
