@@ -29,7 +29,7 @@ const std::vector<VarSpec>& registry() {
        "from gyreMemAllocHost (Broadcast/AllGather from 8 KiB, ReduceScatter from 256 KiB, 2-rank AllReduce from "
        "1 MiB; heap buffers then go through the FIFO), always at every size and for heap buffers too "
        "(process_vm_readv), off never"},
-      {"NCCL_PROTO", Type::String, "", "Simple; ^ excludes", "force the protocol"},
+      {"NCCL_PROTO", Type::String, "", "Simple,LL; ^ excludes", "force the protocol"},
       {"NCCL_MIN_NCHANNELS", Type::Int, "1", "1..64", "fewest channels the planner may use", 1, 64},
       {"NCCL_MAX_NCHANNELS", Type::Int, "32", "1..64", "most channels the planner may use", 1, 64},
       {"NCCL_SOCKET_NTHREADS", Type::Int, "1", "1..16", "helper threads per socket connection", 1, 16},
