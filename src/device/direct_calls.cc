@@ -223,9 +223,10 @@ ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
   const bool inProcess = allRanksInThisProcessOnThisGpu(comm);
   size_t minBytes = 0;
   if (inProcess) {
-    // Waits are stream operations and the host meets its peers per call, so
-    // the ranks' launches must not block each other (CUDA_LAUNCH_BLOCKING):
-    // that is exactly when the kernel executor was not chosen.
+    // Captured calls (and calls under GYRE_DIRECT_MIN_BYTES) fall back to
+    // the kernels, so direct is set up only where they run. Under
+    // CUDA_LAUNCH_BLOCKING=1 or NCCL_P2P_DISABLE such ranks stage instead;
+    // direct there is untried on a GPU.
     if (!comm->deviceKernels) {
       if (!forced) return ncclSuccess;
       return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=direct: ranks of one process on one GPU run direct only "
@@ -246,17 +247,15 @@ ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
   GYRE_CHECK(allocateAbortWord(comm));
   if (inProcess) {
     GYRE_CHECK(setupInProcess(comm, deadline));
-  } else {
-    GYRE_CHECK(setupAcrossProcesses(comm, deadline));
-    // Stream waits on flags can wait forever on a peer process; events of
-    // ranks of one process wait only on work already queued.
-    comm->direct->watchdog = std::thread([comm] { watchPeers(comm); });
-  }
-  if (inProcess)
     GYRE_INFO("INIT", "device collectives of %zu bytes and more run direct: %d ranks of this process share this "
               "GPU", minBytes, comm->nranks);
-  else
-    GYRE_INFO("INIT", "device collectives run direct: %d processes share this GPU through CUDA IPC", comm->nranks);
+    return ncclSuccess;
+  }
+  GYRE_CHECK(setupAcrossProcesses(comm, deadline));
+  // Stream waits on flags can wait forever on a peer process; events of
+  // ranks of one process wait only on work already queued, so they need none.
+  comm->direct->watchdog = std::thread([comm] { watchPeers(comm); });
+  GYRE_INFO("INIT", "device collectives run direct: %d processes share this GPU through CUDA IPC", comm->nranks);
   return ncclSuccess;
 }
 
@@ -265,7 +264,7 @@ bool takesDirect(const DeviceRequest& c) {
   if (!d) return false;
   if (!d->clique) return true;  // processes sharing a GPU: every collective (some then staged, all agreeing)
   if (std::max(inputBytes(c), outputBytes(c)) < d->minBytes) return false;
-  // A captured call would replay its signals' generation numbers: kernels.
+  // A graph would freeze the meetings' decisions into every replay: kernels.
   bool capturing = false;
   return deviceRuntime()->isCapturing(c.stream, &capturing) == ncclSuccess && !capturing;
 }

@@ -45,8 +45,7 @@ bool DirectClique::collect(uint64_t seq, const Deadline& deadline, const std::at
     }
     auto slice = std::min<std::chrono::milliseconds>(kAbortCheckEvery,
                                                      std::chrono::milliseconds(deadline.remainingMs() + 1));
-    changed_.wait_for(lock, slice);
-    c = &callOf(seq);  // the map may have rebalanced; the node itself stays
+    changed_.wait_for(lock, slice);  // `c` stays valid: only the last collector erases it
   }
   memcpy(out, c->records.data(), c->records.size());
   if (++c->ncollected == nranks_) calls_.erase(seq);
