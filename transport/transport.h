@@ -24,6 +24,31 @@ namespace gyre {
 class Bootstrap;
 class Transport;
 
+// Payloads by pointer, for transports that move bytes with system calls
+// (sockets: Connection::byPointer). A step's payload may leave from the
+// user's buffer, and land in it, instead of the FIFO slot: the executor's
+// copy into the slot (sender) and out of it (receiver) go away, so over TCP
+// a byte is copied twice (into and out of the kernel) instead of four times.
+// Payloads below kByPointerMinBytes keep using the slot: a copy that small
+// costs less than the bookkeeping, and the socket's read-ahead already takes
+// header and payload in one recv().
+constexpr uint32_t kByPointerMinBytes = 4096;
+struct PayloadPointers {
+  // send, per slot: where the transport sends the step's payload from (null:
+  // the slot). The executor keeps that memory unchanged until head passes
+  // the step (src/host/send_from_user.h).
+  const char* sendFrom[kFifoSlots] = {};
+  // recv: a destination the executor offers for step `offerStep` while it
+  // waits on that step and would copy its payload there. The transport takes
+  // it only if no byte of that payload has been read yet and the payload has
+  // exactly `offerBytes`.
+  uint64_t offerStep = UINT64_MAX;
+  char* offerDst = nullptr;
+  uint32_t offerBytes = 0;
+  // recv, per slot: where the received payload is (null: the slot).
+  char* recvAt[kFifoSlots] = {};
+};
+
 // One direction of one connection, as the executor and the progress engine see it.
 struct Connection {
   Fifo fifo;
@@ -52,6 +77,9 @@ struct Connection {
   // progress() only before it sleeps, to learn whether the peer is alive or
   // has sent an abort notice.
   bool sharedCounters = false;
+  // The transport honours `pointers` (see PayloadPointers).
+  bool byPointer = false;
+  PayloadPointers pointers;
 };
 
 // Where a rank waiting on a sharedCounters connection can sleep: the FIFO

@@ -5,6 +5,7 @@ namespace gyre {
 
 Connection* Lane::blockingConnection() const {
   if (done() || waiting()) return nullptr;
+  if (heldBySend_) return heldBySend_;
   const Step& s = spec_.steps[next_];
   if (s.flags & kStepAllPeers)  // waits on every receive connection: name one that is behind
     for (size_t i = 0; i < spec_.nrecv; ++i)

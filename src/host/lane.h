@@ -19,6 +19,7 @@
 #include "src/host/host_comm.h"
 #include "src/host/peer_read.h"
 #include "src/host/shareable_memory.h"
+#include "src/host/user_payloads.h"
 #include "src/host/wait.h"
 #include "src/sched/lane_spec.h"
 #include "src/sched/slot_meta.h"
@@ -83,6 +84,12 @@ class Lane {
   // reference: no buffer was read in place, so there is nothing to wait for.
   uint64_t sentByReference_ = 0;
   uint64_t receivedByReference_ = 0;
+  // Some send connection takes payloads by pointer (user_payloads.h), so a
+  // step that writes its dst first checks that no send still reads there.
+  bool checkSendsFromUser_ = false;
+  // The send connection whose payload, still read from user memory, holds
+  // up the next step (it would overwrite it), or null.
+  Connection* heldBySend_ = nullptr;
 
  private:
   void bind(const LaneSpec& spec, HostComm* comm) {
@@ -92,12 +99,15 @@ class Lane {
       (spec_.single->isSend ? spec_.send : spec_.recv) = &spec_.single;
       (spec_.single->isSend ? spec_.nsend : spec_.nrecv) = 1;
     }
+    checkSendsFromUser_ = false;
+    for (size_t i = 0; i < spec_.nsend; ++i) checkSendsFromUser_ |= spec_.send[i]->byPointer;
   }
   // Back to the first step, with no lane to wait for.
   void rewind() {
     next_ = 0;
     before_.clear();
     sentByReference_ = receivedByReference_ = 0;
+    heldBySend_ = nullptr;
   }
 };
 
@@ -121,7 +131,17 @@ class TypedLane final : public Lane {
       }
       Connection* in = stepReceives(s.kind) ? spec_.recv[s.recvConn] : nullptr;
       Connection* out = stepSends(s.kind) ? spec_.send[s.sendConn] : nullptr;
-      if ((in && !recvDataReady(*in)) || (out && !sendSlotFree(*out, s.count * sizeof(T)))) return ncclSuccess;
+      const uint32_t bytes = static_cast<uint32_t>(s.count * sizeof(T));
+      char* dst = reinterpret_cast<char*>(spec_.buffers[s.dstBuffer]) + s.dstOffset * sizeof(T);
+      heldBySend_ = checkSendsFromUser_ && stepWritesDst(s.kind)
+                        ? pendingSendOverlapping(spec_.send, spec_.nsend, dst, dst + bytes)
+                        : nullptr;
+      if (heldBySend_) return ncclSuccess;
+      if (in && !recvDataReady(*in)) {
+        offerDestination(*in, s.kind, dst, bytes);
+        return ncclSuccess;
+      }
+      if (out && !sendSlotFree(*out, bytes)) return ncclSuccess;
       if ((s.flags & kStepAllPeers) && !allPeersReady()) return ncclSuccess;
       GYRE_CHECK(runStep(s, in, out));
       ++next_;
@@ -153,9 +173,22 @@ class TypedLane final : public Lane {
     if (s.flags & kStepAllPeers) return reduceAllPeers(pre, post, src, dst, s.count, bytes);
     if (in) {
       GYRE_CHECK(checkSlotMeta(spec_, comm_, *in, bytes));
-      received = reinterpret_cast<const T*>(in->fifo.payload(in->step, bytes));
+      received = static_cast<const T*>(receivedPayload(*in, bytes));
     }
-    if (out) outgoing = reinterpret_cast<T*>(out->fifo.payload(out->step, bytes));
+    if (out && out->byPointer) {
+      const T* fromUser = bytes < kByPointerMinBytes ? nullptr : sentElementsInUserMemory(s.kind, pre, post, src, dst);
+      out->pointers.sendFrom[out->step % kFifoSlots] = reinterpret_cast<const char*>(fromUser);
+      if (fromUser) {
+        runStepSendingFromUser(s, pre, post, received, src, dst);
+        return publishStep(bytes, in, out);
+      }
+    }
+    if (received == dst && (s.kind == StepKind::Recv || s.kind == StepKind::RecvCopySend)) {
+      // The transport read the payload into dst (offerDestination).
+      if (out) loops_.copyToSlot(false, false, dst, outgoingSlot(out, bytes), s.count);
+      return publishStep(bytes, in, out);
+    }
+    if (out) outgoing = outgoingSlot(out, bytes);
     switch (s.kind) {
       case StepKind::Copy: loops_.copyInto(pre, post, src, dst, s.count); break;
       case StepKind::Send: loops_.copyToSlot(pre, post, src, outgoing, s.count); break;
@@ -169,12 +202,33 @@ class TypedLane final : public Lane {
         else loops_.reduce(pre, post, received, src, dst, nullptr, s.count);
         break;
     }
+    return publishStep(bytes, in, out);
+  }
+
+  ncclResult_t publishStep(uint32_t bytes, Connection* in, Connection* out) {
     if (out) {
       out->fifo.metaOf(out->step) = makeSlotMeta(spec_, bytes);
       publishSent(*out);
     }
     if (in) publishConsumed(*in);
     return ncclSuccess;
+  }
+
+  static T* outgoingSlot(Connection* out, uint32_t bytes) { return reinterpret_cast<T*>(out->fifo.payload(out->step, bytes)); }
+
+  // A sending step whose sent elements the transport takes from user memory
+  // (sentElementsInUserMemory): only what lands in dst is written here.
+  void runStepSendingFromUser(const Step& s, bool pre, bool post, const T* received, const T* src, T* dst) {
+    switch (s.kind) {
+      case StepKind::CopySend:
+        if (dst != src) loops_.copyInto(false, false, src, dst, s.count);
+        break;
+      case StepKind::RecvCopySend:
+        if (dst != received) loops_.copyInto(false, false, received, dst, s.count);
+        break;
+      case StepKind::RecvReduceCopySend: loops_.reduce(pre, post, received, src, dst, nullptr, s.count); break;
+      default: break;  // Send: nothing to copy at all
+    }
   }
 
   bool allPeersReady() const {

@@ -24,9 +24,7 @@ DataPath::~DataPath() {
   if (epoll_ >= 0) ::close(epoll_);
 }
 
-ncclResult_t DataPath::init(char* slots, size_t slotBytes, int controlFd) {
-  slots_ = slots;
-  slotBytes_ = slotBytes;
+ncclResult_t DataPath::init(int controlFd) {
   controlFd_ = controlFd;
   doneEvent_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   epoll_ = epoll_create1(EPOLL_CLOEXEC);
@@ -44,10 +42,10 @@ ncclResult_t DataPath::init(char* slots, size_t slotBytes, int controlFd) {
   return ncclSuccess;
 }
 
-ncclResult_t DataPath::post(uint64_t step, uint32_t bytes, uint64_t* job) {
+ncclResult_t DataPath::post(uint32_t bytes, char* payload, uint64_t* job) {
   if (threads_.empty()) GYRE_CHECK(startHelpers());
   const uint64_t j = posted_.load(std::memory_order_relaxed);
-  jobs_[j % kFifoSlots] = {step, bytes};
+  jobs_[j % kFifoSlots] = {payload, bytes};
   remaining_[j % kFifoSlots].store(sockets(), std::memory_order_relaxed);
   posted_.store(j + 1, std::memory_order_release);
   for (int fd : wake_) poke(fd);
@@ -129,7 +127,7 @@ bool DataPath::movePieces(int k, bool* moved, bool* blocked) {
     const Job job = jobs_[j % kFifoSlots];
     size_t off, len;
     pieceRange(job.bytes, sockets(), k, &off, &len);
-    char* base = slots_ + (job.step % kFifoSlots) * slotBytes_ + off;
+    char* base = job.payload + off;
     while (partial_[ks] < len) {
       ssize_t n = isSend_ ? ::send(fd, base + partial_[ks], len - partial_[ks], MSG_NOSIGNAL | MSG_DONTWAIT)
                           : ::recv(fd, base + partial_[ks], len - partial_[ks], MSG_DONTWAIT);

@@ -57,13 +57,15 @@ class DataPath {
   int sockets() const { return static_cast<int>(socks_.size()); }
   Socket& socket(int i) { return socks_[static_cast<size_t>(i)]; }
 
-  // After the sockets are connected and the FIFO slots exist.
-  ncclResult_t init(char* slots, size_t slotBytes, int controlFd);
+  // After the sockets are connected.
+  ncclResult_t init(int controlFd);
 
-  // Hands the payload of the slot at `step` to the helpers; *job gets its number.
-  // Helpers start on the first job: connections that only ever carry small
-  // payloads (tree connections, for one) then cost no threads.
-  ncclResult_t post(uint64_t step, uint32_t bytes, uint64_t* job);
+  // Hands the next step's payload to the helpers; *job gets its number.
+  // `payload` is where its bytes are (send) or go (recv): the step's slot, or
+  // a user buffer (PayloadPointers). Helpers start on the first job:
+  // connections that only ever carry small payloads (tree connections, for
+  // one) then cost no threads.
+  ncclResult_t post(uint32_t bytes, char* payload, uint64_t* job);
 
   // Whether every piece of job `j` has moved. At most kFifoSlots jobs are ever
   // unretired (each holds a FIFO slot), so the job ring is never overrun.
@@ -79,7 +81,7 @@ class DataPath {
 
  private:
   struct Job {
-    uint64_t step;
+    char* payload;
     uint32_t bytes;
   };
 
@@ -105,8 +107,6 @@ class DataPath {
   const int peer_;
   const int helperNuma_;
   std::vector<Socket> socks_;
-  char* slots_ = nullptr;
-  size_t slotBytes_ = 0;
   int controlFd_ = -1;
   short controlEvents_ = 0;  // what the epoll set watches on the control socket
 

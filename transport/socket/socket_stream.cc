@@ -10,6 +10,22 @@
 #include "transport/abort_notice.h"
 
 namespace gyre::socket_detail {
+namespace {
+
+// Where step `step`'s payload leaves from: the user's buffer the executor
+// named, or the slot.
+char* payloadSource(Connection& conn, uint64_t step) {
+  const char* user = conn.pointers.sendFrom[step % kFifoSlots];
+  return user ? const_cast<char*>(user) : conn.fifo.slot(step);
+}
+
+// The user buffer the executor offered for step `step`'s payload of `bytes`, or null.
+char* offeredDestination(const Connection& conn, uint64_t step, uint32_t bytes) {
+  const PayloadPointers& p = conn.pointers;
+  return p.offerStep == step && p.offerBytes == bytes && bytes > 0 ? p.offerDst : nullptr;
+}
+
+}  // namespace
 
 // Sends as many control messages as the socket takes right now, then
 // publishes the steps that have wholly left.
@@ -26,7 +42,8 @@ ncclResult_t progressSend(SocketConn* s, Connection& conn, int* culprit) {
       iov[iovcnt++] = {const_cast<char*>(reinterpret_cast<const char*>(&m)) + s->partialBytes,
                        sizeof(SlotMeta) - s->partialBytes};
     size_t payloadDone = s->partialBytes > sizeof(SlotMeta) ? s->partialBytes - sizeof(SlotMeta) : 0;
-    if (payload > payloadDone) iov[iovcnt++] = {conn.fifo.slot(s->sent) + payloadDone, payload - payloadDone};
+    char* from = payloadSource(conn, s->sent);
+    if (payload > payloadDone) iov[iovcnt++] = {from + payloadDone, payload - payloadDone};
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = iovcnt;
@@ -41,7 +58,7 @@ ncclResult_t progressSend(SocketConn* s, Connection& conn, int* culprit) {
     if (s->partialBytes < sizeof(SlotMeta) + payload) break;
     s->partialBytes = 0;
     uint64_t job = 0;
-    if (split) GYRE_CHECK(s->data->post(s->sent, m.bytes, &job));
+    if (split) GYRE_CHECK(s->data->post(m.bytes, from, &job));
     s->stepJob[s->sent % kFifoSlots] = split ? job + 1 : 0;
     ++s->sent;
   }
@@ -60,13 +77,20 @@ void publishReceived(SocketConn* s, Connection& conn) {
   if (s->controlClosed && tail == s->recvd) conn.peerClosed = true;
 }
 
-// Claims the next slot for the message whose header is in s->incoming.
+// Claims the next slot for the message whose header is in s->incoming. A
+// payload the helpers carry lands where the executor offered (if it did) or
+// in the slot; one read inline is already where s->incomingDst says.
 ncclResult_t claimSlot(SocketConn* s, Connection& conn) {
   conn.fifo.metaOf(s->recvd) = s->incoming;
   uint64_t job = 0;
   const bool split = s->split(s->incoming.bytes);
-  if (split) GYRE_CHECK(s->data->post(s->recvd, s->incoming.bytes, &job));
+  if (split) {
+    s->incomingDst = offeredDestination(conn, s->recvd, s->incoming.bytes);
+    GYRE_CHECK(s->data->post(s->incoming.bytes, s->incomingDst ? s->incomingDst : conn.fifo.slot(s->recvd), &job));
+  }
   s->stepJob[s->recvd % kFifoSlots] = split ? job + 1 : 0;
+  conn.pointers.recvAt[s->recvd % kFifoSlots] = s->incomingDst;
+  s->incomingDst = nullptr;
   ++s->recvd;
   s->incomingBytes = 0;
   return ncclSuccess;
@@ -106,7 +130,9 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
         continue;
       }
       size_t done = s->incomingBytes - sizeof(SlotMeta);
-      dst = conn.fifo.slot(s->recvd) + done;
+      // Where the payload goes is decided before its first byte is read.
+      if (done == 0) s->incomingDst = offeredDestination(conn, s->recvd, s->incoming.bytes);
+      dst = (s->incomingDst ? s->incomingDst : conn.fifo.slot(s->recvd)) + done;
       want = s->incoming.bytes - done;
     }
     size_t got = 0;

@@ -37,6 +37,7 @@ struct SocketConn {
   size_t partialBytes = 0;       // send: bytes of the current control message already sent
   SlotMeta incoming{};           // recv: header of the message being received
   size_t incomingBytes = 0;      // recv: bytes of header+payload received so far
+  char* incomingDst = nullptr;   // recv: the user buffer its payload goes to (null: the slot)
   bool controlClosed = false;    // recv: the peer closed the control socket at a message boundary
   // recv: the rank an abort notice from the peer blamed (-1: none yet). The
   // notice is the peer's last message; it is reported again on every later

@@ -82,6 +82,7 @@ void initFifo(SocketConn* s, size_t slotBytes, Connection* out) {
   out->fifo.tail = &s->tail;
   out->fifo.head = &s->head;
   out->needsProgress = true;
+  out->byPointer = true;
   out->state = s;
 }
 
@@ -116,7 +117,7 @@ class SocketTransport final : public Transport {
       }
     }
     initFifo(s, ctx.slotBytes, out);
-    if (s->data) GYRE_CHECK(s->data->init(s->slots.data(), ctx.slotBytes, s->socket.fd()));
+    if (s->data) GYRE_CHECK(s->data->init(s->socket.fd()));
     return ncclSuccess;
   }
 
@@ -152,7 +153,7 @@ class SocketTransport final : public Transport {
       }
     }
     initFifo(s, ctx.slotBytes, out);
-    if (s->data) GYRE_CHECK(s->data->init(s->slots.data(), ctx.slotBytes, s->socket.fd()));
+    if (s->data) GYRE_CHECK(s->data->init(s->socket.fd()));
     return ncclSuccess;
   }
 
