@@ -289,6 +289,34 @@ TEST_CASE("without NCCL_ALGO allreduce over 3 ranks gives the one-shot's bits to
   }
 }
 
+// Over sockets a step's payload leaves from, and lands in, the user's buffers
+// (transport.h: PayloadPointers) from 4 KiB up. Recursive doubling (the
+// default to 64 KiB on 2 and 4 ranks) sends x[i] and then overwrites x[i]
+// with the reduced pair, so in place the write must wait for the send;
+// the ring's last steps receive straight into the output.
+TEST_CASE("without NCCL_ALGO allreduce over 2 and 4 ranks on sockets, payloads by pointer, matches the reference in "
+          "place and out of place",
+          "[allreduce][sockets][pointers]") {
+  std::vector<Case> cases;
+  uint64_t k = 0;
+  for (ncclDataType_t t : allTypes()) {
+    const size_t size = typeInfo(t).size;
+    for (size_t bytes : {size_t(4) << 10, size_t(40) << 10, size_t(64) << 10, size_t(200) << 10})
+      for (bool inPlace : {false, true}) {
+        const size_t count = bytes / size + (k % 3);  // some not a multiple of the ranks or of 16 bytes
+        const ncclRedOp_t op = builtinOps()[k % builtinOps().size()];
+        cases.push_back({caseId(0xB7F, {uint64_t(t), bytes, k}), t, op, count, inPlace, 0, false});
+        ++k;
+      }
+  }
+  for (int nranks : {2, 4}) {
+    RunConfig config;
+    config.nranks = nranks;
+    config.sockets = true;
+    checkRun(config, runCases(config, cases), cases.size(), true);
+  }
+}
+
 // NCCL_ALGO=Direct: one-shot AllReduce over the mesh (every rank sends its
 // input to every rank and reduces all n in rank order), at every size.
 TEST_CASE("direct (one-shot) allreduce over 3 ranks matches the reference and agrees bitwise on every rank",

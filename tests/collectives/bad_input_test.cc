@@ -842,3 +842,33 @@ TEST_CASE("a single-copy broadcast whose reader's output is partly unmapped fail
   CHECK(containsWord(root, "rank 1"));
   CHECK(containsNoCase(root, "ncclBroadcast"));
 }
+
+// Over sockets a step's payload leaves from the user's buffer (transport.h:
+// PayloadPointers), so an in-place Broadcast root's unmapped buffer reaches
+// only the kernel, which says EFAULT: the root must name its own buffer (not
+// blame its peer for a lost connection), the other rank must fail in time,
+// and nobody may die of a signal. (A receiver's unmapped output can still
+// crash it: up to 4 KiB of a payload come through the socket's read-ahead
+// buffer by memcpy.)
+TEST_CASE("a broadcast over sockets whose root's buffer is unmapped fails on every rank, the root naming its send buffer",
+          "[badinput][sockets][pointers]") {
+  if (testDeviceComms()) return;  // host communicators only
+  RunResult result = runFailing(
+      2, nullptr,
+      [](int rank, int, ncclComm_t comm) {
+        const size_t bytes = 1 << 20;
+        void* gone = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        std::vector<char> out(bytes);
+        if (rank == 0) munmap(gone, bytes);
+        void* buf = rank == 0 ? gone : out.data();
+        FailOutcome o = timed([&] { return ncclBroadcast(buf, buf, bytes, ncclUint8, 0, comm, nullptr); });
+        if (rank != 0) munmap(gone, bytes);
+        return o;
+      },
+      true);
+  expectEveryRankFailedInTime(result);
+  const std::string root = record(result.ranks[0], "error");
+  CHECK(containsNoCase(root, "send buffer"));
+  CHECK(containsNoCase(root, "not readable memory of this process"));
+  CHECK(record(result.ranks[0], "result") == std::to_string(int(ncclInvalidArgument)));
+}

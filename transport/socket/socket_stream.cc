@@ -25,7 +25,22 @@ char* offeredDestination(const Connection& conn, uint64_t step, uint32_t bytes) 
   return p.offerStep == step && p.offerBytes == bytes && bytes > 0 ? p.offerDst : nullptr;
 }
 
+// A payload taken from or read into a user buffer (PayloadPointers) that is
+// not this process's memory, or not writable: the kernel says EFAULT where a
+// copy by the executor would have crashed. The fault is this rank's.
+ncclResult_t unreadableBuffer(SocketConn* s, const Connection& conn, const char* at, uint32_t bytes, int* culprit) {
+  *culprit = s->rank;
+  return fail(ncclInvalidArgument, "%s: the %s buffer at %p (%u bytes of this step) is not %s memory of this process "
+              "(freed or unmapped during the call?)", s->what.c_str(), conn.isSend ? "send" : "receive",
+              static_cast<const void*>(at), bytes, conn.isSend ? "readable" : "writable");
+}
+
 }  // namespace
+
+bool payloadAwaitsOffer(const SocketConn* s, const Connection& conn) {
+  return conn.byPointer && s->incomingBytes == sizeof(SlotMeta) && s->incoming.bytes >= kByPointerMinBytes &&
+         !offeredDestination(conn, s->recvd, s->incoming.bytes) && loadAcquire(&s->head) < s->recvd;
+}
 
 // Sends as many control messages as the socket takes right now, then
 // publishes the steps that have wholly left.
@@ -50,6 +65,7 @@ ncclResult_t progressSend(SocketConn* s, Connection& conn, int* culprit) {
     ssize_t n = sendmsg(s->socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+      if (errno == EFAULT) return unreadableBuffer(s, conn, from, m.bytes, culprit);
       *culprit = conn.peer;
       return fail(ncclRemoteError, "%s: connection lost (%s): rank %d died or aborted", s->what.c_str(),
                   strerror(errno), conn.peer);
@@ -125,6 +141,7 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
       want = sizeof(SlotMeta) - s->incomingBytes;
     } else {
       if (s->recvd - loadAcquire(&s->head) >= kFifoSlots) break;  // no free slot yet
+      if (payloadAwaitsOffer(s, conn)) break;
       if (s->split(s->incoming.bytes)) {  // the payload comes through the helpers
         GYRE_CHECK(claimSlot(s, conn));
         continue;
@@ -149,6 +166,7 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
       }
       if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+        if (errno == EFAULT) return unreadableBuffer(s, conn, s->incomingDst, s->incoming.bytes, culprit);
         *culprit = conn.peer;
         return fail(ncclRemoteError, "%s: connection to rank %d lost (%s)", s->what.c_str(), conn.peer,
                     strerror(errno));

@@ -70,6 +70,15 @@ ncclResult_t claimSlot(SocketConn* s, Connection& conn);
 
 ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit);
 
+// Whether the payload of the message in s->incoming (none of it read yet)
+// stays in the kernel for now, because the executor may still offer where it
+// goes (PayloadPointers). It is read into the slot anyway once the executor
+// has consumed every earlier step (head == recvd) without an offer: a step
+// it reduces from the slot, or a later call's. Without this, a rank that woke
+// to several waiting steps read them all into slots before its lanes could
+// offer anything (4 ranks on 2 cores).
+bool payloadAwaitsOffer(const SocketConn* s, const Connection& conn);
+
 // Reads ahead of the message this much at most (a header and a payload that
 // fits here arrive in one system call; a larger payload goes straight to its slot).
 constexpr size_t kReadAheadBytes = 4096;

@@ -172,8 +172,10 @@ class SocketTransport final : public Transport {
       helpers = s->head != s->sent;
     } else {
       events = POLLIN;
+      // A payload held for an offer waits on the executor, not on the socket.
       control = !s->controlClosed &&
-                (s->incomingBytes < sizeof(SlotMeta) || s->recvd - loadAcquire(&s->head) < kFifoSlots);
+                (s->incomingBytes < sizeof(SlotMeta) ||
+                 (s->recvd - loadAcquire(&s->head) < kFifoSlots && !payloadAwaitsOffer(s, conn)));
       helpers = s->tail != s->recvd;
     }
     out->revents = 0;
