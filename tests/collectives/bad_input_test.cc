@@ -792,21 +792,24 @@ static void expectEveryRankFailedInTime(const RunResult& result) {
   }
 }
 
+// An in-place 1 MiB Broadcast from rank 0, whose buffer is unmapped before the call.
+static FailOutcome broadcastFromUnmappedRoot(int rank, int, ncclComm_t comm) {
+  const size_t bytes = 1 << 20;
+  void* gone = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  std::vector<char> out(bytes);
+  if (rank == 0) munmap(gone, bytes);
+  void* buf = rank == 0 ? gone : out.data();
+  FailOutcome o = timed([&] { return ncclBroadcast(buf, buf, bytes, ncclUint8, 0, comm, nullptr); });
+  if (rank != 0) munmap(gone, bytes);
+  return o;
+}
+
 TEST_CASE("a single-copy broadcast whose root passes an unmapped buffer fails on every rank naming the root and the read",
           "[badinput][singlecopy]") {
   if (testDeviceComms()) return;  // host communicators only
   RunResult result = runFailing(
       2, nullptr,
-      [](int rank, int, ncclComm_t comm) {
-        const size_t bytes = 1 << 20;
-        void* gone = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        std::vector<char> out(bytes);
-        if (rank == 0) munmap(gone, bytes);  // the root's buffer is gone before the call
-        void* in = rank == 0 ? gone : out.data();
-        FailOutcome o = timed([&] { return ncclBroadcast(in, in, bytes, ncclUint8, 0, comm, nullptr); });
-        if (rank != 0) munmap(gone, bytes);
-        return o;
-      },
+      broadcastFromUnmappedRoot,
       false, "always");
   expectEveryRankFailedInTime(result);
   const std::string reader = record(result.ranks[1], "error");
@@ -855,16 +858,7 @@ TEST_CASE("a broadcast over sockets whose root's buffer is unmapped fails on eve
   if (testDeviceComms()) return;  // host communicators only
   RunResult result = runFailing(
       2, nullptr,
-      [](int rank, int, ncclComm_t comm) {
-        const size_t bytes = 1 << 20;
-        void* gone = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        std::vector<char> out(bytes);
-        if (rank == 0) munmap(gone, bytes);
-        void* buf = rank == 0 ? gone : out.data();
-        FailOutcome o = timed([&] { return ncclBroadcast(buf, buf, bytes, ncclUint8, 0, comm, nullptr); });
-        if (rank != 0) munmap(gone, bytes);
-        return o;
-      },
+      broadcastFromUnmappedRoot,
       true);
   expectEveryRankFailedInTime(result);
   const std::string root = record(result.ranks[0], "error");
