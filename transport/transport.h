@@ -25,7 +25,7 @@ class Bootstrap;
 class Transport;
 
 // Payloads by pointer, for transports that move bytes with system calls
-// (sockets: Connection::byPointer). A step's payload may leave from the
+// (sockets: Connection::pointers). A step's payload may leave from the
 // user's buffer, and land in it, instead of the FIFO slot: the executor's
 // copy into the slot (sender) and out of it (receiver) go away, so over TCP
 // a byte is copied twice (into and out of the kernel) instead of four times.
@@ -77,9 +77,9 @@ struct Connection {
   // progress() only before it sleeps, to learn whether the peer is alive or
   // has sent an abort notice.
   bool sharedCounters = false;
-  // The transport honours `pointers` (see PayloadPointers).
-  bool byPointer = false;
-  PayloadPointers pointers;
+  // Set (and owned) by a transport that honours payloads by pointer (see
+  // PayloadPointers); null for the others.
+  PayloadPointers* pointers = nullptr;
 };
 
 // Where a rank waiting on a sharedCounters connection can sleep: the FIFO

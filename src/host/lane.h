@@ -100,7 +100,7 @@ class Lane {
       (spec_.single->isSend ? spec_.nsend : spec_.nrecv) = 1;
     }
     checkSendsFromUser_ = false;
-    for (size_t i = 0; i < spec_.nsend; ++i) checkSendsFromUser_ |= spec_.send[i]->byPointer;
+    for (size_t i = 0; i < spec_.nsend; ++i) checkSendsFromUser_ |= spec_.send[i]->pointers != nullptr;
   }
   // Back to the first step, with no lane to wait for.
   void rewind() {
@@ -175,9 +175,9 @@ class TypedLane final : public Lane {
       GYRE_CHECK(checkSlotMeta(spec_, comm_, *in, bytes));
       received = static_cast<const T*>(receivedPayload(*in, bytes));
     }
-    if (out && out->byPointer) {
+    if (out && out->pointers) {
       const T* fromUser = bytes < kByPointerMinBytes ? nullptr : sentElementsInUserMemory(s.kind, pre, post, src, dst);
-      out->pointers.sendFrom[out->step % kFifoSlots] = reinterpret_cast<const char*>(fromUser);
+      out->pointers->sendFrom[out->step % kFifoSlots] = reinterpret_cast<const char*>(fromUser);
       if (fromUser) {
         runStepSendingFromUser(s, pre, post, received, src, dst);
         return publishStep(bytes, in, out);

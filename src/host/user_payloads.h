@@ -42,9 +42,9 @@ const T* sentElementsInUserMemory(StepKind k, bool pre, bool post, const T* src,
 inline Connection* pendingSendOverlapping(Connection* const* conns, size_t n, const char* lo, const char* hi) {
   for (size_t i = 0; i < n; ++i) {
     Connection& c = *conns[i];
-    if (!c.byPointer) continue;
+    if (!c.pointers) continue;
     for (uint64_t step = loadAcquire(c.fifo.head); step < c.step; ++step) {
-      const char* from = c.pointers.sendFrom[step % kFifoSlots];
+      const char* from = c.pointers->sendFrom[step % kFifoSlots];
       if (from && from < hi && lo < from + c.fifo.metaOf(step).bytes) return &c;
     }
   }
@@ -54,17 +54,17 @@ inline Connection* pendingSendOverlapping(Connection* const* conns, size_t n, co
 // Offers `dst` for the payload of `in`'s next step, which a Recv or
 // RecvCopySend of `bytes` waits on and would copy there.
 inline void offerDestination(Connection& in, StepKind k, void* dst, uint32_t bytes) {
-  if (!in.byPointer || bytes < kByPointerMinBytes || (k != StepKind::Recv && k != StepKind::RecvCopySend)) return;
-  in.pointers.offerStep = in.step;
-  in.pointers.offerDst = static_cast<char*>(dst);
-  in.pointers.offerBytes = bytes;
+  if (!in.pointers || bytes < kByPointerMinBytes || (k != StepKind::Recv && k != StepKind::RecvCopySend)) return;
+  in.pointers->offerStep = in.step;
+  in.pointers->offerDst = static_cast<char*>(dst);
+  in.pointers->offerBytes = bytes;
 }
 
 // Where `in`'s next step's payload of `bytes` is: in user memory if the
 // transport took an offer, else in the FIFO.
 inline const void* receivedPayload(const Connection& in, uint32_t bytes) {
-  if (in.byPointer)
-    if (const char* at = in.pointers.recvAt[in.step % kFifoSlots]) return at;
+  if (in.pointers)
+    if (const char* at = in.pointers->recvAt[in.step % kFifoSlots]) return at;
   return in.fifo.payload(in.step, bytes);
 }
 

@@ -17,6 +17,7 @@ struct SendSide {
   std::vector<char> slots = std::vector<char>(kFifoSlots * 8192);
   SlotMeta meta[kFifoSlots]{};
   uint64_t tail = 0, head = 0;
+  PayloadPointers pointers;
   Connection conn;
   SendSide() {
     conn.fifo.slots = slots.data();
@@ -25,11 +26,11 @@ struct SendSide {
     conn.fifo.tail = &tail;
     conn.fifo.head = &head;
     conn.isSend = true;
-    conn.byPointer = true;
+    conn.pointers = &pointers;
   }
   // Posts a step whose payload of `bytes` the transport takes from `from` (null: the slot).
   void post(const char* from, uint32_t bytes) {
-    conn.pointers.sendFrom[conn.step % kFifoSlots] = from;
+    pointers.sendFrom[conn.step % kFifoSlots] = from;
     conn.fifo.metaOf(conn.step).bytes = bytes;
     tail = ++conn.step;
   }
@@ -75,7 +76,7 @@ TEST_CASE("a write waits only for sends that still read overlapping user memory"
   CHECK(pendingSendOverlapping(conns, 2, x, x + user.size()) == nullptr);
   // A connection whose transport copies (shared memory) never holds user memory.
   a.post(x, 4096);
-  a.conn.byPointer = false;
+  a.conn.pointers = nullptr;
   CHECK(pendingSendOverlapping(conns, 1, x, x + 4096) == nullptr);
 }
 
@@ -92,19 +93,20 @@ TEST_CASE("only a waiting Recv or RecvCopySend of 4 KiB or more offers its desti
   in.step = 3;
 
   offerDestination(in, StepKind::Recv, dst.data(), 8192);
-  CHECK(in.pointers.offerStep == UINT64_MAX);  // the transport copies: nothing offered
-  in.byPointer = true;
+  CHECK(in.pointers == nullptr);  // the transport copies: nothing to offer to
+  PayloadPointers pointers;
+  in.pointers = &pointers;
   offerDestination(in, StepKind::RecvReduceCopy, dst.data(), 8192);  // reduces from the slot
   offerDestination(in, StepKind::Recv, dst.data(), kByPointerMinBytes - 1);
-  CHECK(in.pointers.offerStep == UINT64_MAX);
+  CHECK(in.pointers->offerStep == UINT64_MAX);
   offerDestination(in, StepKind::RecvCopySend, dst.data(), 8192);
-  CHECK(in.pointers.offerStep == 3);
-  CHECK(in.pointers.offerDst == dst.data());
-  CHECK(in.pointers.offerBytes == 8192);
+  CHECK(in.pointers->offerStep == 3);
+  CHECK(in.pointers->offerDst == dst.data());
+  CHECK(in.pointers->offerBytes == 8192);
 
   // Where the executor finds the payload: the slot, unless the transport took the offer.
   CHECK(receivedPayload(in, 8192) == in.fifo.slot(3));
-  in.pointers.recvAt[3 % kFifoSlots] = dst.data();
+  in.pointers->recvAt[3 % kFifoSlots] = dst.data();
   CHECK(receivedPayload(in, 8192) == dst.data());
 }
 

@@ -15,13 +15,13 @@ namespace {
 // Where step `step`'s payload leaves from: the user's buffer the executor
 // named, or the slot.
 char* payloadSource(Connection& conn, uint64_t step) {
-  const char* user = conn.pointers.sendFrom[step % kFifoSlots];
+  const char* user = conn.pointers->sendFrom[step % kFifoSlots];
   return user ? const_cast<char*>(user) : conn.fifo.slot(step);
 }
 
 // The user buffer the executor offered for step `step`'s payload of `bytes`, or null.
 char* offeredDestination(const Connection& conn, uint64_t step, uint32_t bytes) {
-  const PayloadPointers& p = conn.pointers;
+  const PayloadPointers& p = *conn.pointers;
   return p.offerStep == step && p.offerBytes == bytes && bytes > 0 ? p.offerDst : nullptr;
 }
 
@@ -38,7 +38,7 @@ ncclResult_t unreadableBuffer(SocketConn* s, const Connection& conn, const char*
 }  // namespace
 
 bool payloadAwaitsOffer(const SocketConn* s, const Connection& conn) {
-  return conn.byPointer && s->incomingBytes == sizeof(SlotMeta) && s->incoming.bytes >= kByPointerMinBytes &&
+  return conn.pointers && s->incomingBytes == sizeof(SlotMeta) && s->incoming.bytes >= kByPointerMinBytes &&
          !offeredDestination(conn, s->recvd, s->incoming.bytes) && loadAcquire(&s->head) < s->recvd;
 }
 
@@ -105,7 +105,7 @@ ncclResult_t claimSlot(SocketConn* s, Connection& conn) {
     GYRE_CHECK(s->data->post(s->incoming.bytes, s->incomingDst ? s->incomingDst : conn.fifo.slot(s->recvd), &job));
   }
   s->stepJob[s->recvd % kFifoSlots] = split ? job + 1 : 0;
-  conn.pointers.recvAt[s->recvd % kFifoSlots] = s->incomingDst;
+  conn.pointers->recvAt[s->recvd % kFifoSlots] = s->incomingDst;
   s->incomingDst = nullptr;
   ++s->recvd;
   s->incomingBytes = 0;

@@ -82,7 +82,7 @@ void initFifo(SocketConn* s, size_t slotBytes, Connection* out) {
   out->fifo.tail = &s->tail;
   out->fifo.head = &s->head;
   out->needsProgress = true;
-  out->byPointer = true;
+  out->pointers = &s->pointers;
   out->state = s;
 }
 
@@ -206,6 +206,7 @@ class SocketTransport final : public Transport {
     if (s) s->data.reset();
     delete s;
     conn.state = nullptr;
+    conn.pointers = nullptr;
     conn.fifo = Fifo{};
   }
 };
