@@ -36,7 +36,7 @@ constexpr uint32_t kByPointerMinBytes = 4096;
 struct PayloadPointers {
   // send, per slot: where the transport sends the step's payload from (null:
   // the slot). The executor keeps that memory unchanged until head passes
-  // the step (src/host/send_from_user.h).
+  // the step (src/host/user_payloads.h).
   const char* sendFrom[kFifoSlots] = {};
   // recv: a destination the executor offers for step `offerStep` while it
   // waits on that step and would copy its payload there. The transport takes
