@@ -240,22 +240,32 @@ struct Waiter {
   // awaited.
   void sleep(const Lanes& lanes, const Deadline& deadline, bool draining, int round) {
     if (round == 0) idleSince = std::chrono::steady_clock::now();
-    progressEverything();  // what arrived on the other connections (abort notices) first
     collectBlocked(lanes, draining);
     if (blocked.empty()) {  // a peer moved since the lanes looked: go round again
       sched_yield();
       return;
     }
-    size_t shared = 0;
-    for (const Connection* c : blocked) shared += c->sharedCounters ? 1 : 0;
-    const bool onlyShared = shared > 0 && shared == blocked.size();
-    const auto yieldFor = spinsBeforeBlocking > 0 ? kYieldSpare
-                          : onlyShared            ? kYieldOversubscribed
-                                                  : kYieldOversubscribedSockets;
+    size_t shared = countShared();
+    const auto yieldFor = spinsBeforeBlocking > 0         ? kYieldSpare
+                          : shared == blocked.size()      ? kYieldOversubscribed
+                                                          : kYieldOversubscribedSockets;
     if (std::chrono::steady_clock::now() - idleSince < yieldFor) {
       sched_yield();
       return;
     }
+    // About to block: what arrived on the communicator's other connections
+    // (abort notices) first. While yielding, progress() sweeps them every
+    // kFullSweepEvery passes; a sweep on every round cost an oversubscribed
+    // socket rank a recv() on every idle socket of the communicator per pass
+    // (4 ranks, 8-byte AllReduce: ~23 system calls a call, most of them failed recvs).
+    progressEverything();
+    collectBlocked(lanes, draining);
+    if (blocked.empty()) {
+      sched_yield();
+      return;
+    }
+    shared = countShared();
+    const bool onlyShared = shared > 0 && shared == blocked.size();
     {
       QuietFailures quiet(held.held());
       for (HostComm* c : comms) {
@@ -278,6 +288,12 @@ struct Waiter {
   }
 
  private:
+  size_t countShared() const {
+    size_t n = 0;
+    for (const Connection* c : blocked) n += c->sharedCounters ? 1 : 0;
+    return n;
+  }
+
   // The connections the lanes wait on (Lane::blockingConnection), or while
   // draining the sends not yet consumed.
   void collectBlocked(const Lanes& lanes, bool draining) {
