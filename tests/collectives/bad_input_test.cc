@@ -68,8 +68,11 @@ struct FailOutcome {
 };
 using FailFn = std::function<FailOutcome(int rank, int nranks, ncclComm_t comm)>;
 
+using EnvList = std::vector<std::pair<std::string, std::optional<std::string>>>;
+
+// `extraEnv` is set after the defaults, so it may override them.
 RunResult runFailing(int nranks, const char* algo, const FailFn& fn, bool sockets = false,
-                     const char* singleCopy = nullptr, const char* proto = nullptr) {
+                     const char* singleCopy = nullptr, const char* proto = nullptr, const EnvList& extraEnv = {}) {
   SharedFlags flags;
   RankOptions options;
   options.timeout_s = 40;
@@ -80,6 +83,7 @@ RunResult runFailing(int nranks, const char* algo, const FailFn& fn, bool socket
                  {"NCCL_SHM_DISABLE", sockets ? std::optional<std::string>("1") : std::nullopt},
                  {"GYRE_SINGLE_COPY", singleCopy ? std::optional<std::string>(singleCopy) : std::nullopt},
                  {"NCCL_PROTO", proto ? std::optional<std::string>(proto) : std::nullopt}};
+  options.env.insert(options.env.end(), extraEnv.begin(), extraEnv.end());
   if (!flags.ok()) {
     RunResult r;
     r.setupError = "mmap of the shared flags failed";
@@ -862,6 +866,24 @@ TEST_CASE("a broadcast over sockets whose root's buffer is unmapped fails on eve
       true);
   expectEveryRankFailedInTime(result);
   const std::string root = record(result.ranks[0], "error");
+  CHECK(containsNoCase(root, "send buffer"));
+  CHECK(containsNoCase(root, "not readable memory of this process"));
+  CHECK(record(result.ranks[0], "result") == std::to_string(int(ncclInvalidArgument)));
+}
+
+// The same with two data sockets per connection: the 512 KiB steps of the
+// default NCCL_BUFFSIZE go through the helper threads (kSplitBytes), whose
+// send() gets the EFAULT; it must read as the root's bad send buffer too,
+// not as a connection lost to rank 1.
+TEST_CASE("a broadcast over socket helpers whose root's buffer is unmapped fails on every rank, the root naming its "
+          "send buffer",
+          "[badinput][sockets][pointers]") {
+  if (testDeviceComms()) return;  // host communicators only
+  RunResult result = runFailing(2, nullptr, broadcastFromUnmappedRoot, true, nullptr, nullptr,
+                                {{"NCCL_BUFFSIZE", std::nullopt}, {"NCCL_SOCKET_NTHREADS", "2"}});
+  expectEveryRankFailedInTime(result);
+  const std::string root = record(result.ranks[0], "error");
+  CHECK(containsNoCase(root, "data socket"));
   CHECK(containsNoCase(root, "send buffer"));
   CHECK(containsNoCase(root, "not readable memory of this process"));
   CHECK(record(result.ranks[0], "result") == std::to_string(int(ncclInvalidArgument)));

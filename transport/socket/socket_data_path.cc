@@ -55,8 +55,8 @@ ncclResult_t DataPath::post(uint32_t bytes, char* payload, uint64_t* job) {
 
 ncclResult_t DataPath::check(int* culprit) {
   if (failed_.load(std::memory_order_acquire)) {
-    *culprit = peer_;
-    return fail(ncclRemoteError, "%s", error_.c_str());
+    *culprit = errorCulprit_;
+    return fail(errorCode_, "%s", error_.c_str());
   }
   if (signaled_.exchange(false, std::memory_order_acq_rel)) {
     uint64_t v;
@@ -136,7 +136,7 @@ bool DataPath::movePieces(int k, bool* moved, bool* blocked) {
         return true;
       }
       if (n <= 0) {
-        recordError(k, n == 0 ? nullptr : strerror(errno));
+        recordError(k, n == 0 ? 0 : errno, base + partial_[ks], len - partial_[ks]);
         return false;
       }
       partial_[ks] += static_cast<size_t>(n);
@@ -153,18 +153,27 @@ bool DataPath::movePieces(int k, bool* moved, bool* blocked) {
   }
 }
 
-void DataPath::recordError(int k, const char* why) {
+void DataPath::recordError(int k, int err, const char* at, size_t bytes) {
   char text[512];
-  if (!why)
+  // EFAULT: the payload's user buffer (PayloadPointers) is not this
+  // process's memory; the same words as the control socket's report.
+  const bool badBuffer = err == EFAULT;
+  if (err == 0)
     snprintf(text, sizeof(text), "%s, data socket %d: rank %d closed the connection in the middle of a message "
              "(the process died or aborted)", what_.c_str(), k, peer_);
+  else if (badBuffer)
+    snprintf(text, sizeof(text), "%s, data socket %d: the %s buffer at %p (%zu bytes of this piece) is not %s memory "
+             "of this process (freed or unmapped during the call?)", what_.c_str(), k, isSend_ ? "send" : "receive",
+             static_cast<const void*>(at), bytes, isSend_ ? "readable" : "writable");
   else
     snprintf(text, sizeof(text), "%s, data socket %d: connection lost (%s): rank %d died or aborted", what_.c_str(),
-             k, why, peer_);
+             k, strerror(err), peer_);
   {
     std::lock_guard<std::mutex> lock(errorMu_);
     if (failed_.load(std::memory_order_relaxed)) return;
     error_ = text;
+    errorCode_ = badBuffer ? ncclInvalidArgument : ncclRemoteError;
+    errorCulprit_ = badBuffer ? rank_ : peer_;
     failed_.store(true, std::memory_order_release);
   }
   poke(doneEvent_);

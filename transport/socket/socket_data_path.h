@@ -45,8 +45,10 @@ constexpr int kHelperPollMs = 100;
 
 class DataPath {
  public:
-  DataPath(bool isSend, int nthreads, int nsocks, std::string what, int peer, int helperNuma)
-      : isSend_(isSend), nthreads_(nthreads), nsocks_(nsocks), what_(std::move(what)), peer_(peer),
+  // `rank`: this rank, blamed when a payload's user buffer is not this
+  // process's memory; `peer` is blamed for anything else.
+  DataPath(bool isSend, int nthreads, int nsocks, std::string what, int rank, int peer, int helperNuma)
+      : isSend_(isSend), nthreads_(nthreads), nsocks_(nsocks), what_(std::move(what)), rank_(rank), peer_(peer),
         helperNuma_(helperNuma),
         socks_(static_cast<size_t>(nthreads * nsocks)), done_(socks_.size(), 0), partial_(socks_.size(), 0) {}
   DataPath(const DataPath&) = delete;
@@ -72,7 +74,9 @@ class DataPath {
   bool jobDone(uint64_t j) const { return remaining_[j % kFifoSlots].load(std::memory_order_acquire) == 0; }
 
   // Called at the start of each progress(): consumes the helpers' wake-up so a
-  // later poll() sleeps again, and reports a helper's failure (which names the peer).
+  // later poll() sleeps again, and reports a helper's failure: a lost
+  // connection (the peer is the culprit) or a payload buffer the kernel
+  // could not read or write (EFAULT: this rank's bad buffer, ncclInvalidArgument).
   ncclResult_t check(int* culprit);
 
   // The descriptor the executor polls (POLLIN): ready when a job finishes, or
@@ -98,12 +102,14 @@ class DataPath {
   // False after a failure (recorded for the executor).
   bool movePieces(int k, bool* moved, bool* blocked);
 
-  // `why` null: the peer closed the socket in the middle of a piece.
-  void recordError(int k, const char* why);
+  // `err` 0: the peer closed the socket in the middle of a piece; else the
+  // errno of the failed send/recv of `bytes` at `at`.
+  void recordError(int k, int err, const char* at, size_t bytes);
 
   const bool isSend_;
   const int nthreads_, nsocks_;
   const std::string what_;
+  const int rank_;
   const int peer_;
   const int helperNuma_;
   std::vector<Socket> socks_;
@@ -125,6 +131,8 @@ class DataPath {
 
   std::mutex errorMu_;
   std::string error_;  // the first helper failure, written once before failed_
+  ncclResult_t errorCode_ = ncclRemoteError;  // with error_
+  int errorCulprit_ = -1;                     // with error_
   std::atomic<bool> failed_{false};
 };
 

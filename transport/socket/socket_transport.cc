@@ -109,7 +109,8 @@ class SocketTransport final : public Transport {
     SocketParams params{ctx.slotBytes, counts.nthreads, counts.nsocks};
     GYRE_CHECK(s->socket.sendAll(&params, sizeof(params), ctx.deadline, ctx.abort, s->what.c_str()));
     if (counts.total() > 1) {
-      s->data = std::make_unique<DataPath>(true, counts.nthreads, counts.nsocks, s->what, peer, ctx.helperNuma);
+      s->data = std::make_unique<DataPath>(true, counts.nthreads, counts.nsocks, s->what, ctx.rank, peer,
+                                         ctx.helperNuma);
       for (int i = 0; i < counts.total(); ++i) {
         GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->secret(), ctx.rank, dataTag(ctx.channel, i), ctx.deadline,
                                  ctx.abort, &s->data->socket(i), s->what.c_str()));
@@ -145,7 +146,8 @@ class SocketTransport final : public Transport {
                   s->what.c_str(), peer, theirs.nthreads, theirs.nsocks, theirs.total(), ctx.rank, counts.nthreads,
                   counts.nsocks, counts.total());
     if (counts.total() > 1) {
-      s->data = std::make_unique<DataPath>(false, counts.nthreads, counts.nsocks, s->what, peer, ctx.helperNuma);
+      s->data = std::make_unique<DataPath>(false, counts.nthreads, counts.nsocks, s->what, ctx.rank, peer,
+                                         ctx.helperNuma);
       for (int i = 0; i < counts.total(); ++i) {
         GYRE_CHECK(ctx.bootstrap->acceptor().acceptFrom(peer, dataTag(ctx.channel, i), ctx.deadline, ctx.abort,
                                                         &s->data->socket(i)));
