@@ -114,10 +114,19 @@ ncclResult_t claimSlot(SocketConn* s, Connection& conn) {
 
 ssize_t readControl(SocketConn* s, char* dst, size_t want) {
   if (s->aheadPos == s->aheadEnd) {
-    if (want >= kReadAheadBytes) return recv(s->socket.fd(), dst, want, MSG_DONTWAIT);
+    if (s->drainedThisPass) {
+      errno = EAGAIN;
+      return -1;
+    }
+    if (want >= kReadAheadBytes) {
+      ssize_t n = recv(s->socket.fd(), dst, want, MSG_DONTWAIT);
+      s->drainedThisPass = n > 0 && static_cast<size_t>(n) < want;
+      return n;
+    }
     if (s->ahead.empty()) s->ahead.resize(kReadAheadBytes);
     ssize_t n = recv(s->socket.fd(), s->ahead.data(), s->ahead.size(), MSG_DONTWAIT);
     if (n <= 0) return n;
+    s->drainedThisPass = static_cast<size_t>(n) < s->ahead.size();
     s->aheadPos = 0;
     s->aheadEnd = static_cast<size_t>(n);
   }
@@ -129,6 +138,7 @@ ssize_t readControl(SocketConn* s, char* dst, size_t want) {
 
 ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
   if (s->data) GYRE_CHECK(s->data->check(culprit));
+  s->drainedThisPass = false;
   // Nothing is read after an abort notice (the peer's last message); it is
   // reported again on every pass, after the steps the helpers finished.
   while (!s->controlClosed && s->noticeCulprit < 0) {

@@ -47,6 +47,10 @@ struct SocketConn {
   // received, so a header and a small payload cost one recv() between them.
   std::vector<char> ahead;
   size_t aheadPos = 0, aheadEnd = 0;
+  // recv: this progress pass's last recv() came back short of what it asked
+  // for, so the kernel had nothing more queued: the pass stops there instead
+  // of paying a recv() that finds nothing (the next pass reads what arrived).
+  bool drainedThisPass = false;
   std::string what;              // "socket to rank 3" for error messages
   int rank = -1;                 // this rank
   PayloadPointers pointers;      // Connection::pointers points here
