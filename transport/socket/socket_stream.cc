@@ -112,21 +112,21 @@ ncclResult_t claimSlot(SocketConn* s, Connection& conn) {
   return ncclSuccess;
 }
 
-ssize_t readControl(SocketConn* s, char* dst, size_t want) {
+ssize_t readControl(SocketConn* s, char* dst, size_t want, bool* drained) {
   if (s->aheadPos == s->aheadEnd) {
-    if (s->drainedThisPass) {
+    if (*drained) {
       errno = EAGAIN;
       return -1;
     }
     if (want >= kReadAheadBytes) {
       ssize_t n = recv(s->socket.fd(), dst, want, MSG_DONTWAIT);
-      s->drainedThisPass = n > 0 && static_cast<size_t>(n) < want;
+      *drained = n > 0 && static_cast<size_t>(n) < want;
       return n;
     }
     if (s->ahead.empty()) s->ahead.resize(kReadAheadBytes);
     ssize_t n = recv(s->socket.fd(), s->ahead.data(), s->ahead.size(), MSG_DONTWAIT);
     if (n <= 0) return n;
-    s->drainedThisPass = static_cast<size_t>(n) < s->ahead.size();
+    *drained = static_cast<size_t>(n) < s->ahead.size();
     s->aheadPos = 0;
     s->aheadEnd = static_cast<size_t>(n);
   }
@@ -138,7 +138,7 @@ ssize_t readControl(SocketConn* s, char* dst, size_t want) {
 
 ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
   if (s->data) GYRE_CHECK(s->data->check(culprit));
-  s->drainedThisPass = false;
+  bool drained = false;  // this pass's last recv() came back short (readControl)
   // Nothing is read after an abort notice (the peer's last message); it is
   // reported again on every pass, after the steps the helpers finished.
   while (!s->controlClosed && s->noticeCulprit < 0) {
@@ -164,7 +164,7 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
     }
     size_t got = 0;
     if (want > 0) {
-      ssize_t n = readControl(s, dst, want);
+      ssize_t n = readControl(s, dst, want, &drained);
       if (n == 0) {
         if (s->incomingBytes == 0) {
           s->controlClosed = true;  // at a message boundary: an error only if more data is awaited

@@ -47,10 +47,6 @@ struct SocketConn {
   // received, so a header and a small payload cost one recv() between them.
   std::vector<char> ahead;
   size_t aheadPos = 0, aheadEnd = 0;
-  // recv: this progress pass's last recv() came back short of what it asked
-  // for, so the kernel had nothing more queued: the pass stops there instead
-  // of paying a recv() that finds nothing (the next pass reads what arrived).
-  bool drainedThisPass = false;
   std::string what;              // "socket to rank 3" for error messages
   int rank = -1;                 // this rank
   PayloadPointers pointers;      // Connection::pointers points here
@@ -91,6 +87,10 @@ constexpr size_t kReadAheadBytes = 4096;
 // recv() through s->ahead: what was read ahead first, then one recv() into
 // s->ahead for a small request or straight into dst for a large one. Returns
 // as recv() does (0: the peer closed, -1 with errno).
-ssize_t readControl(SocketConn* s, char* dst, size_t want);
+// *drained (false at the start of each progress pass) is set when a recv()
+// comes back short of what it asked for: the kernel had nothing more queued,
+// so later calls in the same pass say EAGAIN instead of paying a recv() that
+// finds nothing (the next pass reads what arrived since).
+ssize_t readControl(SocketConn* s, char* dst, size_t want, bool* drained);
 
 }  // namespace gyre::socket_detail
