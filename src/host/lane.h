@@ -17,6 +17,7 @@
 #include "src/debug/error.h"
 #include "src/host/element_loops.h"
 #include "src/host/host_comm.h"
+#include "src/host/outbox.h"
 #include "src/host/peer_read.h"
 #include "src/host/shareable_memory.h"
 #include "src/host/user_payloads.h"
@@ -90,6 +91,8 @@ class Lane {
   // The send connection whose payload, still read from user memory, holds
   // up the next step (it would overwrite it), or null.
   Connection* heldBySend_ = nullptr;
+  // Private pieces announced to several peers, copied once (outbox.h).
+  Outbox outbox_;
 
  private:
   void bind(const LaneSpec& spec, HostComm* comm) {
@@ -108,6 +111,7 @@ class Lane {
     before_.clear();
     sentByReference_ = receivedByReference_ = 0;
     heldBySend_ = nullptr;
+    outbox_.rewind();
   }
 };
 
@@ -326,7 +330,10 @@ class TypedLane final : public Lane {
   ncclResult_t runSingleCopyStep(const Step& step, const T* src, T* dst, Connection* in, Connection* out, uint32_t bytes) {
     const bool byValue = step.flags & kStepByValueIfPrivate;
     if (out) {
-      if (announceElements(*out, src, bytes, byValue)) sentByReference_ |= uint64_t{1} << step.sendConn;
+      const void* from = src;
+      if (byValue && stagesInOutbox(step, src, bytes))
+        if (const void* staged = outbox_.stage(src, bytes)) from = staged;
+      if (announceElements(*out, from, bytes, byValue)) sentByReference_ |= uint64_t{1} << step.sendConn;
       out->fifo.metaOf(out->step) = makeSlotMeta(spec_, bytes);
       publishSent(*out);
     }
@@ -349,6 +356,15 @@ class TypedLane final : public Lane {
       publishConsumed(*in);
     }
     return ncclSuccess;
+  }
+
+  // A private piece that AllGather announces to every peer of 3+ ranks (by
+  // value it would be copied into each peer's FIFO; outbox.h).
+  bool stagesInOutbox(const Step& step, const T* src, uint32_t bytes) const {
+    if (!(step.flags & kStepPeerAddr) || spec_.nranks < 3 || bytes < kOutboxMinBytes) return false;
+    if (spec_.coll != CollKind::AllGather) return false;
+    ShareableRange range;
+    return !findShareable(src, bytes, &range);
   }
 
   ElementLoops<T, Op> loops_;

@@ -140,10 +140,9 @@ bool runReduceScatter(ncclComm_t comm, int rank, int nranks, const Case& c) {
   return true;
 }
 
-void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false,
-               const char* algo = nullptr, const char* singleCopy = nullptr, int callsPerCase = 1,
-               bool sharedBuffers = false) {
-  const std::vector<Case> cases = buildCases(buffSize);
+void runCases(const std::vector<Case>& cases, int nranks, size_t buffSize, IdMode mode = IdMode::kParent,
+              bool sockets = false, const char* algo = nullptr, const char* singleCopy = nullptr,
+              int callsPerCase = 1, bool sharedBuffers = false) {
   RunConfig config;
   config.nranks = nranks;
   config.buffSize = buffSize;
@@ -162,6 +161,12 @@ void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool 
     return 0;
   });
   checkRun(config, result, cases.size(), false);
+}
+
+void runMatrix(int nranks, size_t buffSize, IdMode mode = IdMode::kParent, bool sockets = false,
+               const char* algo = nullptr, const char* singleCopy = nullptr, int callsPerCase = 1,
+               bool sharedBuffers = false) {
+  runCases(buildCases(buffSize), nranks, buffSize, mode, sockets, algo, singleCopy, callsPerCase, sharedBuffers);
 }
 
 }  // namespace
@@ -269,6 +274,31 @@ TEST_CASE("allgather and reducescatter over 2 and 4 ranks on gyreMemAllocHost bu
   runMatrix(2, kDefaultBuffSize, IdMode::kParent, false, nullptr, nullptr, 1, true);
   runMatrix(2, kSmallBuffSize, IdMode::kParent, false, nullptr, nullptr, 1, true);
   runMatrix(4, kDefaultBuffSize, IdMode::kParent, false, nullptr, nullptr, 1, true);
+}
+
+// On 3+ ranks a heap piece of 128 KiB or more is copied once into the
+// owner's outbox (src/host/outbox.h), which every peer reads through its
+// mapping. Blocks of one and of several 512 KiB pieces, a 5 MiB block that
+// outgrows the first 4 MiB outbox in the middle of a call, then small ones
+// again, each called twice (the second reuses the lane and its outbox).
+TEST_CASE("allgather over 3 and 4 ranks of heap blocks staged once in an outbox the peers read matches the reference, "
+          "across outbox growth and reuse",
+          "[allgather][outbox]") {
+  if (testDeviceComms()) return;  // host communicators only
+  std::vector<Case> cases;
+  auto add = [&](ncclDataType_t t, size_t count, bool inPlace, size_t skew) {
+    cases.push_back({caseId(0xB0, {uint64_t(t), count, inPlace, cases.size()}), Coll::kAllGather, t, ncclSum, count,
+                     inPlace, skew ? typeInfo(t).size : 0, false});
+  };
+  add(ncclFloat32, 40000, false, 0);           // one 160 KB piece
+  add(ncclFloat64, 3 * 65536 + 5, true, 1);    // several pieces, the last short; misaligned
+  add(ncclUint8, (5 << 20) + 3, false, 0);     // more than the first outbox holds
+  add(ncclFloat32, 40000, true, 0);
+  add(ncclInt32, 1000, false, 0);              // below the outbox: by value in the FIFO
+  for (int nranks : {3, 4}) {
+    INFO(nranks << " ranks");
+    runCases(cases, nranks, kDefaultBuffSize, IdMode::kParent, false, nullptr, nullptr, 2);
+  }
 }
 
 // Every case twice in a row, on fresh buffers: the second call reuses the
