@@ -11,6 +11,7 @@
 
 #include "include/gyre.h"
 #include "src/bootstrap/wire.h"
+#include "src/host/outbox.h"
 #include "src/host/peer_mappings.h"
 #include "src/host/progress.h"
 
@@ -29,6 +30,7 @@ struct HostComm {
   const std::vector<PeerInfo>* peers = nullptr;  // host and pid of each rank, for messages
   ProgressEngine progress;                       // every connection of the communicator
   PeerMappings peerMappings;                     // peers' shareable buffers mapped by single-copy steps
+  Outboxes outboxes;                             // private pieces staged for several peers, per channel
   // Fails the communicator with `code`, telling its peers to blame `culprit`
   // (-1: nobody in particular), so every rank's error names the same rank.
   std::function<void(ncclResult_t code, int culprit)> markFailed;

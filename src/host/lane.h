@@ -91,8 +91,11 @@ class Lane {
   // The send connection whose payload, still read from user memory, holds
   // up the next step (it would overwrite it), or null.
   Connection* heldBySend_ = nullptr;
-  // Private pieces announced to several peers, copied once (outbox.h).
-  Outbox outbox_;
+  // The piece this call last staged in its channel's outbox (outbox.h) and
+  // the slot holding it, so announcing it to the next peer copies nothing.
+  const void* stagedSrc_ = nullptr;
+  uint32_t stagedBytes_ = 0;
+  int stagedSlot_ = -1;
 
  private:
   void bind(const LaneSpec& spec, HostComm* comm) {
@@ -111,7 +114,7 @@ class Lane {
     before_.clear();
     sentByReference_ = receivedByReference_ = 0;
     heldBySend_ = nullptr;
-    outbox_.rewind();
+    stagedSrc_ = nullptr;
   }
 };
 
@@ -330,9 +333,7 @@ class TypedLane final : public Lane {
   ncclResult_t runSingleCopyStep(const Step& step, const T* src, T* dst, Connection* in, Connection* out, uint32_t bytes) {
     const bool byValue = step.flags & kStepByValueIfPrivate;
     if (out) {
-      const void* from = src;
-      if (byValue && stagesInOutbox(step, src, bytes))
-        if (const void* staged = outbox_.stage(src, bytes)) from = staged;
+      const void* from = byValue && stagesInOutbox(step, src, bytes) ? stageInOutbox(src, bytes, *out) : src;
       if (announceElements(*out, from, bytes, byValue)) sentByReference_ |= uint64_t{1} << step.sendConn;
       out->fifo.metaOf(out->step) = makeSlotMeta(spec_, bytes);
       publishSent(*out);
@@ -365,6 +366,20 @@ class TypedLane final : public Lane {
     if (spec_.coll != CollKind::AllGather) return false;
     ShareableRange range;
     return !findShareable(src, bytes, &range);
+  }
+
+  // Where to announce a private piece from: its copy in the channel's
+  // outbox, made for the first peer it goes to, or `src` itself (by value)
+  // where the outbox has no free slot.
+  const void* stageInOutbox(const T* src, uint32_t bytes, const Connection& out) {
+    Outbox& box = comm_->outboxes.forChannel(spec_.channel);
+    if (src == stagedSrc_ && bytes == stagedBytes_) return box.share(stagedSlot_, out);
+    const int slot = box.stage(src, bytes, out);
+    if (slot < 0) return src;
+    stagedSrc_ = src;
+    stagedBytes_ = bytes;
+    stagedSlot_ = slot;
+    return box.slotData(slot);
   }
 
   ElementLoops<T, Op> loops_;

@@ -1,29 +1,37 @@
-// A lane's outbox: shareable memory (src/host/shareable_memory.h) where an
-// owner of private (heap) elements stages a piece it announces to several
-// peers (AllGather single copy by value on 3+ ranks), so the piece is copied
-// once and every peer reads it through its mapping, instead of being copied
-// into each peer's FIFO (n - 1 copies). The pieces of one call stay put
-// until the call ends; the schedules' closing acknowledgements (kept, since
-// the pieces went by reference) say every peer has read them, so the next
-// call may write over them. 4 ranks on 2 cores, interleaved A/B against the
-// FIFO: 1.2-1.9x at 1-64 MiB, 0.85-0.95x at 256 KiB (64 KiB pieces), hence
-// the threshold. Broadcast's root stays on the FIFO: in place at 64 MiB the
-// readers took 1.2-1.8x longer from a 64 MiB outbox than from FIFO slots
-// that stay in the caches.
+// An outbox: shareable memory (src/host/shareable_memory.h) where an owner
+// of private (heap) elements stages a piece it announces to several peers
+// (AllGather single copy by value on 3+ ranks), so the piece is copied once
+// and every peer reads it through its mapping, instead of being copied into
+// each peer's FIFO (n - 1 copies).
+//
+// A communicator keeps one per channel (HostComm::outboxFor): lanes come and
+// go with call shapes, the outbox stays, so its pages are faulted in once.
+// It holds kOutboxSlots pieces: bounded whatever the call's size, and small
+// enough to stay in the caches. A slot is written
+// again only once every peer it was announced to has consumed that
+// announcement (the connection's head passed its step), which holds across
+// calls too. Where the slot is still being read, or the piece does not fit
+// a slot, the announcement goes by value as before: the owner never waits
+// for the outbox. Lanes of one channel run one after another, so one lane
+// at a time uses a channel's outbox.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "transport/transport.h"
 
 namespace gyre {
 
 // Pieces from this size go through the outbox; smaller ones stay in the
 // FIFO, whose slots are warm in the caches.
 constexpr size_t kOutboxMinBytes = 128 << 10;
-// A lane stages at most this much per call; the rest goes by value.
-constexpr size_t kOutboxMaxBytes = 64 << 20;
-// The first outbox; it doubles when a call needs more.
-constexpr size_t kOutboxFirstBytes = 4 << 20;
+// Twice a FIFO's depth: an owner is at most kFifoSlots steps ahead on each
+// connection, so the slot it comes back to has been read by all but a
+// lagging peer.
+constexpr int kOutboxSlots = 2 * kFifoSlots;
 
 class Outbox {
  public:
@@ -32,26 +40,40 @@ class Outbox {
   Outbox& operator=(const Outbox&) = delete;
   ~Outbox();
 
-  // A new call: the last call's pieces have all been read.
-  void rewind();
-  // Where peers can read `bytes` at `src`: the copy made for the previous
-  // announcement when it was the same piece, else a new copy. Null when
-  // the outbox cannot hold it (the caller sends by value).
-  const void* stage(const void* src, size_t bytes);
+  // Copies `bytes` at `src` into the next slot for an announcement on
+  // `out`'s current step and returns the copy's slot, or -1 when that slot
+  // is still being read, the piece does not fit or no memory could be had
+  // (the caller sends by value).
+  int stage(const void* src, size_t bytes, const Connection& out);
+  // The same piece announced on another connection's current step.
+  const void* share(int slot, const Connection& out);
+  const void* slotData(int slot) const { return base_ + static_cast<size_t>(slot) * slotBytes_; }
 
  private:
-  bool grow(size_t need);
+  struct Reader {
+    const Connection* conn;
+    uint64_t step;  // the announcement's step on conn: read once head passes it
+  };
+  bool slotFree(int slot) const;
+  bool allocate(size_t slotBytes);
 
   char* base_ = nullptr;
-  size_t capacity_ = 0;
-  size_t used_ = 0;             // of the current buffer
-  size_t stagedThisCall_ = 0;   // over all buffers
-  const void* lastSrc_ = nullptr;
-  size_t lastBytes_ = 0;
-  const char* lastCopy_ = nullptr;
-  bool unavailable_ = false;  // an allocation failed: stop trying
-  // Outboxes outgrown during a call: peers may still read them until it ends.
-  std::vector<char*> retired_;
+  size_t slotBytes_ = 0;
+  bool unavailable_ = false;  // the allocation failed: stop trying
+  std::vector<Reader> readers_[kOutboxSlots];
+};
+
+// A communicator's outboxes, one per channel, made on first use.
+class Outboxes {
+ public:
+  Outbox& forChannel(int channel) {
+    if (static_cast<size_t>(channel) >= boxes_.size()) boxes_.resize(channel + 1);
+    if (!boxes_[channel]) boxes_[channel] = std::make_unique<Outbox>();
+    return *boxes_[channel];
+  }
+
+ private:
+  std::vector<std::unique_ptr<Outbox>> boxes_;
 };
 
 }  // namespace gyre

@@ -20,6 +20,7 @@ namespace {
 // buffers call after call would otherwise pile up peers' dead allocations,
 // whose pages a mapping keeps alive; the least recently used goes first.
 constexpr size_t kMaxMappings = 64;
+constexpr uint64_t kPopulateMaxBytes = 16 << 20;
 
 }  // namespace
 
@@ -84,7 +85,12 @@ char* PeerMappings::open(int peer, int pid, const PeerAddress& a) {
     close(fd);
     return nullptr;
   }
-  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Small allocations (outboxes, outbox.h) come with their page tables
+  // filled: a first touch costs far more than the copy on a VM, and each
+  // slot would pay it in its first timed call. Large user buffers are left
+  // to fault in as they are read.
+  const int populate = length <= kPopulateMaxBytes ? MAP_POPULATE : 0;
+  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | populate, fd, 0);
   close(fd);
   if (p == MAP_FAILED) return nullptr;
   if (maps_.size() >= kMaxMappings) {
