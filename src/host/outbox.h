@@ -4,7 +4,7 @@
 // and every peer reads it through its mapping, instead of being copied into
 // each peer's FIFO (n - 1 copies).
 //
-// A communicator keeps one per channel (HostComm::outboxFor): lanes come and
+// A communicator keeps one per channel (HostComm::outboxes): lanes come and
 // go with call shapes, the outbox stays, so its pages are faulted in once.
 // It holds kOutboxSlots pieces: bounded whatever the call's size, and small
 // enough to stay in the caches. A slot is written
@@ -40,10 +40,10 @@ class Outbox {
   Outbox& operator=(const Outbox&) = delete;
   ~Outbox();
 
-  // Copies `bytes` at `src` into the next slot for an announcement on
-  // `out`'s current step and returns the copy's slot, or -1 when that slot
-  // is still being read, the piece does not fit or no memory could be had
-  // (the caller sends by value).
+  // Copies `bytes` at `src` into the lowest free slot for an announcement on
+  // `out`'s current step and returns that slot, or -1 when every slot is
+  // still being read, the piece does not fit a slot or no memory could be
+  // had (the caller sends by value).
   int stage(const void* src, size_t bytes, const Connection& out);
   // The same piece announced on another connection's current step.
   const void* share(int slot, const Connection& out);

@@ -278,11 +278,11 @@ TEST_CASE("allgather and reducescatter over 2 and 4 ranks on gyreMemAllocHost bu
 
 // On 3+ ranks a heap piece of 128 KiB or more is copied once into the
 // owner's outbox (src/host/outbox.h), which every peer reads through its
-// mapping. Blocks of one and of several 512 KiB pieces, a 5 MiB block that
-// outgrows the first 4 MiB outbox in the middle of a call, then small ones
-// again, each called twice (the second reuses the lane and its outbox).
+// mapping. Blocks of one and of several 512 KiB pieces, a 5 MiB block whose
+// pieces reuse the outbox's slots within the call, then small ones again,
+// each called twice (the second call finds slots its peers read before).
 TEST_CASE("allgather over 3 and 4 ranks of heap blocks staged once in an outbox the peers read matches the reference, "
-          "across outbox growth and reuse",
+          "across slot reuse within and between calls",
           "[allgather][outbox]") {
   if (testDeviceComms()) return;  // host communicators only
   std::vector<Case> cases;
@@ -292,7 +292,7 @@ TEST_CASE("allgather over 3 and 4 ranks of heap blocks staged once in an outbox 
   };
   add(ncclFloat32, 40000, false, 0);           // one 160 KB piece
   add(ncclFloat64, 3 * 65536 + 5, true, 1);    // several pieces, the last short; misaligned
-  add(ncclUint8, (5 << 20) + 3, false, 0);     // more than the first outbox holds
+  add(ncclUint8, (5 << 20) + 3, false, 0);     // 11 pieces of up to 512 KiB
   add(ncclFloat32, 40000, true, 0);
   add(ncclInt32, 1000, false, 0);              // below the outbox: by value in the FIFO
   for (int nranks : {3, 4}) {
