@@ -32,6 +32,7 @@ struct DirectCall {
   unsigned char scalar[8] = {};
   const void* scalarPtr = nullptr;
   const volatile uint32_t* abort = nullptr;  // device memory: set when a peer died or on abort, skip the work
+  int32_t maxBlocks = 0;    // GYRE_DIRECT_BLOCKS: the grid's cap, 0 for the kernel's own
 };
 
 // Elements [first, count) stepping by `stride` (a thread's grid-stride slice).

@@ -5,7 +5,7 @@
 // Each rank gets its own stream; a group issues one call per rank.
 //
 //   initall_check [NRANKS=2] [MAX_COUNT=1048583]
-//   initall_check NRANKS --bench [MAX_BYTES=268435456]
+//   initall_check NRANKS --bench [MAX_BYTES=268435456 [MIN_BYTES=8 [FACTOR=4]]]
 //   initall_check NRANKS --graph
 // The second form times in-place float sum AllReduce from 8 B up (x4 each
 // row), all ranks issued in one group per iteration, and prints nccl-tests
@@ -169,11 +169,11 @@ void allReduceAll(std::vector<Rank>& ranks, size_t count) {
   ncclGroupEnd();
 }
 
-int bench(std::vector<Rank>& ranks, size_t maxBytes) {
+int bench(std::vector<Rank>& ranks, size_t minBytes, size_t maxBytes, size_t factor) {
   const int n = static_cast<int>(ranks.size());
   std::printf("# %d ranks on one device in one process, in-place float sum AllReduce\n", n);
   std::printf("#%11s %12s %10s %8s %8s\n", "size (B)", "count", "time (us)", "algbw", "busbw");
-  for (size_t bytes = 8; bytes <= maxBytes; bytes *= 4) {
+  for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
     const size_t count = bytes / 4;
     const int iters = bytes <= (1 << 20) ? 50 : 10;
     for (int w = 0; w < 3; ++w) allReduceAll(ranks, count);
@@ -253,6 +253,8 @@ int main(int argc, char** argv) {
   const bool timing = argc > 2 && std::strcmp(argv[2], "--bench") == 0;
   const bool graph = argc > 2 && std::strcmp(argv[2], "--graph") == 0;
   const size_t maxBytes = timing && argc > 3 ? std::strtoull(argv[3], nullptr, 10) : size_t(256) << 20;
+  const size_t minBytes = timing && argc > 4 ? std::max<size_t>(4, std::strtoull(argv[4], nullptr, 10)) : 8;
+  const size_t factor = timing && argc > 5 ? std::max<size_t>(2, std::strtoull(argv[5], nullptr, 10)) : 4;
   const size_t maxCount = timing ? maxBytes / 4 : argc > 2 && !graph ? std::strtoull(argv[2], nullptr, 10) : 1048583;
   std::vector<ncclComm_t> comms(n);
   std::vector<int> devs(n, 0);
@@ -277,7 +279,7 @@ int main(int argc, char** argv) {
       std::printf("initall_check --graph needs a CUDA device (the fake runtime does not capture)\n");
       return 2;
     }
-    int rc = graph ? graphCheck(ranks, maxCount) : bench(ranks, maxBytes);
+    int rc = graph ? graphCheck(ranks, maxCount) : bench(ranks, minBytes, maxBytes, factor);
     for (Rank& k : ranks) {
       freeBuffer(k.in);
       freeBuffer(k.out);

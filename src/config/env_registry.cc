@@ -86,6 +86,9 @@ const std::vector<VarSpec>& registry() {
        "(the larger of a rank's input and output) run as one pass over each other's buffers instead of kernels "
        "over FIFOs; 0 (all) measured fastest on an H100 but at 2 ranks below 8 KiB (same value on every rank)",
        0, 1099511627776LL},
+      {"GYRE_DIRECT_BLOCKS", Type::Int, "0", "0..65535",
+       "the direct path's kernel: at most this many blocks of 512 threads per rank and call (0: half the "
+       "GPU's SMs, 66 on an H100, which measured fastest there at 2 and 4 ranks; a tuning knob for other GPUs)", 0, 65535},
       {"GYRE_STAGING_PIECE_BYTES", Type::Int, "1048576", "1..1073741824",
        "staged device collectives: bytes of a rank's block per pipeline piece (larger calls overlap their host "
        "copies with the transfer; at most 64 pieces per call; same value on every rank)", 1, 1073741824},

@@ -69,6 +69,22 @@ class CudaRuntime final : public DeviceRuntime {
   ncclResult_t setDevice(int device) override { return check(cudaSetDevice(device), "cudaSetDevice"); }
 
   ncclResult_t isDevicePointer(const void* p, bool* isDevice) override {
+    // One driver attribute (the memory type) costs less than the runtime's
+    // query of every attribute, and this runs twice in each collective call.
+    // Managed memory may report either type, so "host" is asked again.
+    if (loadDriverCalls() == ncclSuccess) {
+      unsigned int type = 0;
+      CUresult r = driver_.pointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                               reinterpret_cast<CUdeviceptr>(p));
+      if (r == CUDA_ERROR_INVALID_VALUE) {  // not memory CUDA knows: plain host memory, or freed
+        *isDevice = false;
+        return ncclSuccess;
+      }
+      if (r == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE) {
+        *isDevice = true;
+        return ncclSuccess;
+      }
+    }
     cudaPointerAttributes attr{};
     cudaError_t err = cudaPointerGetAttributes(&attr, p);
     if (err != cudaSuccess) {
@@ -283,11 +299,12 @@ class CudaRuntime final : public DeviceRuntime {
     CUresult (*waitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
     CUresult (*writeValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
   } driver_;
-  bool driverLoaded_ = false;
+  std::atomic<bool> driverLoaded_{false};
 
   ncclResult_t loadDriverCalls() {
+    if (driverLoaded_.load(std::memory_order_acquire)) return ncclSuccess;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (driverLoaded_) return ncclSuccess;
+    if (driverLoaded_.load(std::memory_order_relaxed)) return ncclSuccess;
     auto find = [](const char* name, void** fn) {
       cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
       cudaError_t err = cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &found);
@@ -300,7 +317,7 @@ class CudaRuntime final : public DeviceRuntime {
     GYRE_CHECK(find("cuPointerGetAttribute", reinterpret_cast<void**>(&driver_.pointerGetAttribute)));
     GYRE_CHECK(find("cuStreamWaitValue32", reinterpret_cast<void**>(&driver_.waitValue32)));
     GYRE_CHECK(find("cuStreamWriteValue32", reinterpret_cast<void**>(&driver_.writeValue32)));
-    driverLoaded_ = true;
+    driverLoaded_.store(true, std::memory_order_release);
     return ncclSuccess;
   }
   static ncclResult_t driverFailure(CUresult r, const char* what) {

@@ -38,7 +38,11 @@ ncclResult_t launchDeviceCalls(const std::vector<DeviceRequest>& calls) {
   return r;
 }
 
-ncclResult_t pollDeviceStatus(DeviceComm* comm) { return comm ? pollKernelStatus(comm) : ncclSuccess; }
+ncclResult_t pollDeviceStatus(DeviceComm* comm) {
+  if (!comm) return ncclSuccess;
+  checkDirectFault(comm);
+  return pollKernelStatus(comm);
+}
 
 void abortDeviceWork(DeviceComm* comm) {
   if (comm) abortKernels(comm);

@@ -69,6 +69,29 @@ void failAndRelease(DeviceComm* comm, ncclResult_t r, int culprit) {
   releaseWaits(comm);
 }
 
+}  // namespace
+
+void noteDirectRun(DirectState& d, const CallInfo& info) {
+  std::lock_guard<std::mutex> lock(d.lastRunMutex);
+  d.lastRun = info;
+}
+
+void checkDirectFault(DeviceComm* comm) {
+  DirectState* d = comm->direct.get();
+  if (!d || d->faulted.load() || !d->lastCall.anyFailed() || d->faulted.exchange(true)) return;
+  CallInfo last;
+  {
+    std::lock_guard<std::mutex> lock(d->lastRunMutex);
+    last = d->lastRun;
+  }
+  std::string why = lastErrorText();
+  failAndRelease(comm, fail(ncclUnhandledCudaError, "rank %d: the GPU (device %d) reports a sticky CUDA error after "
+                            "a direct collective (the last this rank ran: %s): %s; this process can no longer use it",
+                            comm->rank, comm->cudaDev, describeInfo(last).c_str(), why.c_str()), comm->rank);
+}
+
+namespace {
+
 // Gone, or a zombie its parent has not reaped yet (kill(pid, 0) still works).
 bool processGone(int pid) {
   if (kill(pid, 0) != 0) return errno == ESRCH;
@@ -154,6 +177,7 @@ void watchPeers(DeviceComm* comm) {
       releaseWaits(comm);
       continue;
     }
+    checkDirectFault(comm);
     if (checkPeersAlive(comm)) checkStalled(comm, &clock);
   }
 }
@@ -244,6 +268,9 @@ ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
   }
   comm->direct = std::make_unique<DirectState>();
   comm->direct->minBytes = minBytes;
+  int64_t maxBlocks = 0;
+  GYRE_CHECK(env::getInt("GYRE_DIRECT_BLOCKS", &maxBlocks));
+  comm->direct->maxBlocks = static_cast<int32_t>(maxBlocks);
   GYRE_CHECK(allocateAbortWord(comm));
   if (inProcess) {
     GYRE_CHECK(setupInProcess(comm, deadline));
@@ -297,6 +324,7 @@ ncclResult_t launchAcrossProcesses(const DeviceRequest& c, std::vector<DeviceReq
   ncclResult_t r = buildDirectCall(c, infos, &call);
   if (r == ncclSuccess) r = enqueueDirect(comm, call, c.stream);
   if (r != ncclSuccess) failAndRelease(comm, r, comm->rank);  // peers may already wait on this rank's signals
+  else noteDirectRun(*comm->direct, infos[comm->rank]);
   return r;
 }
 

@@ -49,6 +49,7 @@
 #include "src/device/runtime.h"
 #include "src/device/stream_completions.h"
 #include "src/device/device_comm.h"
+#include "src/device/direct_share.h"
 
 
 namespace gyre {
@@ -68,10 +69,16 @@ struct DirectState {
   uint32_t* abortWord = nullptr;
   DirectClique* clique = nullptr;    // ranks of one process: where they meet (this rank holds a reference)
   size_t minBytes = 0;               // ranks of one process: smaller calls run as kernels
+  int32_t maxBlocks = 0;             // GYRE_DIRECT_BLOCKS: cap on the direct kernel's grid, 0 for its own
   // Peers' blocks this communicator holds mapped (src/device/ipc_registry.h).
   std::set<uint64_t> heldBlocks;
   StreamCompletions lastCall;  // destroy waits for these
   std::atomic<uint64_t> callsRun{0};  // for tests: calls that took the direct path
+  // The last call this rank ran direct, which a sticky CUDA error's report
+  // names, and whether that error was reported.
+  std::mutex lastRunMutex;
+  CallInfo lastRun;
+  std::atomic<bool> faulted{false};
   // Watchdog: a peer process that died releases this rank's waits.
   std::thread watchdog;
   std::mutex watchMutex;
@@ -93,6 +100,15 @@ bool takesDirect(const DeviceRequest& c);
 // Runs the collectives of a direct communicator (in group order); the ones
 // every rank agreed to stage are appended to `staged`.
 ncclResult_t launchDirectCalls(const std::vector<DeviceRequest>& calls, std::vector<DeviceRequest>* staged);
+
+// Records `info` as the last call this rank ran direct (after its launch).
+void noteDirectRun(DirectState& d, const CallInfo& info);
+
+// A sticky CUDA error since this rank's direct kernels (an illegal address
+// in one, say) fails the communicator, naming the last call it ran. Polled
+// by ncclCommGetAsyncError, each launch and the cross-process watchdog:
+// ranks of one process have no thread of their own watching.
+void checkDirectFault(DeviceComm* comm);
 
 // Destroy/abort: waits (up to `seconds`) for the last calls, stops the
 // watchdog, unmaps the peers and frees the inbox. Without abort, the ranks

@@ -71,6 +71,7 @@ ncclResult_t runInProcessRound(const std::vector<const DeviceRequest*>& round) {
     for (int p = 0; p < comm->nranks; ++p)
       if (p != comm->rank) GYRE_CHECK(rt->streamWaitEvent(c.stream, d.clique->readyEvents[p]));
     GYRE_CHECK(rt->launchDirect(call, c.stream));
+    noteDirectRun(d, mine[k]);
     GYRE_CHECK(rt->eventRecord(d.clique->doneEvents[comm->rank], c.stream));
     d.clique->post(comm->rank, meetingKey(mine[k].callSeq, Meeting::kShareQueued), &mine[k]);
   }

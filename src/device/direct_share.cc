@@ -67,6 +67,8 @@ void shareOf(size_t count, size_t elementSize, int rank, int nranks, size_t* fir
   *n = std::min(hi, count) - *first;
 }
 
+}  // namespace
+
 std::string describeInfo(const CallInfo& i) {
   char text[160];
   snprintf(text, sizeof(text), "%s #%llu (count %llu, datatype %d, op %d, root %d)",
@@ -74,8 +76,6 @@ std::string describeInfo(const CallInfo& i) {
            static_cast<unsigned long long>(i.count), i.datatype, i.redop, i.root);
   return text;
 }
-
-}  // namespace
 
 size_t inputBytes(const DeviceRequest& c) {
   return c.count * datatypeSize(c.datatype) * inputBlocks(c.coll, c.comm->nranks);
@@ -128,6 +128,7 @@ ncclResult_t buildDirectCall(const DeviceRequest& c, const std::vector<CallInfo>
   d.redop = static_cast<uint8_t>(c.op);
   d.nranks = n;
   d.abort = comm->direct->abortWord;
+  d.maxBlocks = comm->direct->maxBlocks;
   setCallScalar(c, &d);
   size_t first = 0, count = 0;
   switch (c.coll) {

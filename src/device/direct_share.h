@@ -36,6 +36,9 @@ size_t outputBytes(const DeviceRequest& c);
 // says whether it can run the call directly.
 CallInfo describeCall(const DeviceRequest& c, bool capturing);
 
+// "ncclAllReduce #3 (count 1024, datatype 7, op 0, root 0)": a call in errors.
+std::string describeInfo(const CallInfo& i);
+
 // A peer's allocation (of another process) as this process addresses it,
 // mapped through the IPC registry and held by the communicator.
 ncclResult_t peerPointer(DeviceComm* comm, int peer, const SharedAllocation& a, uint64_t offset, void** out);

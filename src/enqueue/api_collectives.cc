@@ -65,7 +65,7 @@ GYRE_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
   size_t size = datatypeSize(datatype);
   CHECK_ARG(checkRedOp(comm, op, datatype, fn));
   CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", count, size, fn));
-  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn));
+  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn, recvbuff == sendbuff));
   CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
   return enqueue(comm, makeCall(CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, false, stream));
 }
@@ -81,7 +81,7 @@ GYRE_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, siz
     CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", count, size, fn));
     CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
   }
-  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn));
+  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn, comm->rank == root && recvbuff == sendbuff));
   return enqueue(comm, makeCall(CollKind::Broadcast, sendbuff, recvbuff, count,
                                 datatype, ncclSum, root, false, stream));
 }
@@ -101,7 +101,7 @@ GYRE_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t
   CHECK_ARG(checkRoot(fn, comm, root, "root"));
   CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", count, size, fn));
   if (comm->rank == root) {
-    CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn));
+    CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn, recvbuff == sendbuff));
     CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
   }
   return enqueue(comm, makeCall(CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, false, stream));
@@ -114,9 +114,10 @@ GYRE_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, siz
   ScopedLogRank logRank(comm->rank);
   size_t size = datatypeSize(datatype);
   CHECK_ARG(checkCount(sendcount, size * comm->nranks, fn));
-  CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", sendcount, size, fn));
-  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", sendcount, size, fn));
   size_t bytes = sendcount * size;
+  const bool inPlace = sendbuff == static_cast<const char*>(recvbuff) + bytes * comm->rank;
+  CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", sendcount, size, fn));
+  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", sendcount, size, fn, inPlace));
   CHECK_ARG(checkBlockOverlap(fn, sendbuff, bytes, recvbuff, bytes * comm->nranks, bytes * comm->rank));
   return enqueue(comm, makeCall(CollKind::AllGather, sendbuff, recvbuff, sendcount,
                                 datatype, ncclSum, 0, false, stream));
@@ -131,9 +132,10 @@ GYRE_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
   size_t size = datatypeSize(datatype);
   CHECK_ARG(checkRedOp(comm, op, datatype, fn));
   CHECK_ARG(checkCount(recvcount, size * comm->nranks, fn));
-  CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", recvcount, size, fn));
-  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", recvcount, size, fn));
   size_t bytes = recvcount * size;
+  const bool inPlace = recvbuff == static_cast<const char*>(sendbuff) + bytes * comm->rank;
+  CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", recvcount, size, fn));
+  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", recvcount, size, fn, inPlace));
   // In place: recvbuff is this rank's block of sendbuff.
   CHECK_ARG(checkBlockOverlap(fn, recvbuff, bytes, sendbuff, bytes * comm->nranks, bytes * comm->rank));
   return enqueue(comm, makeCall(CollKind::ReduceScatter, sendbuff, recvbuff, recvcount,

@@ -54,7 +54,7 @@ bool argumentChecksDisabled() {
 }
 
 ncclResult_t checkBuffer(const ncclComm* comm, const void* ptr, const char* name, size_t count, size_t elementSize,
-                         const char* caller) {
+                         const char* caller, bool inCheckedBuffer) {
   if (count == 0) return ncclSuccess;
   if (!ptr) return fail(ncclInvalidArgument, "%s: %s is NULL (count %zu)", caller, name, count);
   if (argumentChecksDisabled()) return ncclSuccess;
@@ -69,7 +69,7 @@ ncclResult_t checkBuffer(const ncclComm* comm, const void* ptr, const char* name
     return env::getInt("NCCL_CHECK_POINTERS", &v) == ncclSuccess && v != 0;
   }();
   static const bool checkHost = checkDevice && env::lookup("NCCL_CHECK_POINTERS").source != env::Source::Default;
-  if (!(comm->isHost ? checkHost : checkDevice)) return ncclSuccess;
+  if (inCheckedBuffer || !(comm->isHost ? checkHost : checkDevice)) return ncclSuccess;
   DeviceRuntime* rt = deviceRuntime();
   if (!rt) return ncclSuccess;  // no CUDA: nothing can be device memory
   bool isDevice = false;

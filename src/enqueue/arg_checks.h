@@ -16,11 +16,13 @@ ncclResult_t checkRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t typ
 // count * elementSize must not overflow.
 ncclResult_t checkCount(size_t count, size_t elementSize, const char* caller);
 // Non-null (unless count is 0) and aligned to the element size; with
-// NCCL_CHECK_POINTERS=1 on a device communicator, also device memory.
+// NCCL_CHECK_POINTERS=1 on a device communicator, also device memory
+// (unless `inCheckedBuffer`: an in-place call's second pointer, inside the
+// buffer just checked — each query costs about a microsecond on a GPU).
 // NCCL_CHECKS_DISABLE=1 skips the alignment and overlap checks (never the
 // NULL check, which guards against a crash rather than a wrong answer).
 ncclResult_t checkBuffer(const ncclComm* comm, const void* ptr, const char* name, size_t count, size_t elementSize,
-                         const char* caller);
+                         const char* caller, bool inCheckedBuffer = false);
 // Send and receive ranges must be identical (in place) or disjoint.
 ncclResult_t checkOverlap(const void* send, size_t sendBytes, const void* recv, size_t recvBytes, const char* caller);
 // NCCL_CHECKS_DISABLE=1 (read once).

@@ -13,6 +13,7 @@
 #include "src/comm/comm.h"
 #include "src/device/device_comm.h"
 #include "src/device/direct_calls.h"
+#include "src/device/fake_capture.h"
 #include "src/device/runtime.h"
 
 namespace {
@@ -202,6 +203,46 @@ TEST_CASE("ranks of one process, direct: a call no peer makes fails after GYRE_T
         return 0;
       },
       o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+// On an H100 a direct kernel reading address 0x10 left the stream saying
+// "illegal memory access" while ncclCommGetAsyncError said ncclSuccess (no
+// watchdog thread polls ranks of one process): gpu_bad_input's kernel_fault.
+TEST_CASE("ranks of one process, direct: a sticky CUDA error after a call shows in ncclCommGetAsyncError, naming "
+          "the call", "[device][inprocess][faults]") {
+  RunResult result = runRanks(
+      1,
+      [](int, int, const ncclUniqueId&) {
+        ncclComm_t comms[kRanks] = {};
+        if (initAll(comms) != 0) return 1;
+        std::vector<std::vector<float>> bufs(kRanks, std::vector<float>(1 << 16, 1.f));
+        RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+        for (int r = 0; r < kRanks; ++r)
+          ncclAllReduce(bufs[r].data(), bufs[r].data(), bufs[r].size(), ncclFloat32, ncclSum, comms[r],
+                        fakeStream(50 + r));
+        RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+        for (int r = 0; r < kRanks; ++r) gyre::deviceRuntime()->streamSynchronize(fakeStream(50 + r));
+        RANK_CHECK(directCalls(comms[0]) == 1, "the AllReduce did not run direct");
+        ncclResult_t before = ncclInProgress;
+        ncclCommGetAsyncError(comms[0], &before);
+        RANK_CHECK(before == ncclSuccess, "before the fault ncclCommGetAsyncError says %d", int(before));
+        gyre::fakeBreakContext("an illegal memory access was encountered (cudaErrorIllegalAddress)");
+        for (int r = 0; r < kRanks; ++r) {
+          ncclResult_t async = ncclSuccess;
+          ncclCommGetAsyncError(comms[r], &async);
+          std::string text = ncclGetLastError(comms[r]);
+          RANK_CHECK(async == ncclUnhandledCudaError, "rank %d: ncclCommGetAsyncError says %d (%s)", r, int(async),
+                     text.c_str());
+          RANK_CHECK(text.find("AllReduce #1") != std::string::npos &&
+                         text.find("illegal memory access") != std::string::npos,
+                     "rank %d: the error names neither the call nor CUDA's text: %s", r, text.c_str());
+        }
+        for (ncclComm_t c : comms) RANK_CHECK(ncclCommAbort(c) == ncclSuccess, "abort: %s", lastError().c_str());
+        return 0;
+      },
+      inProcessOptions("direct"));
   INFO(result.describe());
   CHECK(result.allOk());
 }
