@@ -303,7 +303,7 @@ ncclResult_t gatherInfos(const DeviceRequest& c, std::vector<CallInfo>* infos) {
   DeviceComm* comm = c.comm;
   Deadline deadline = Deadline::afterSeconds(comm->collTimeoutSeconds);
   ncclResult_t r = comm->bootstrap->allGather(infos->data(), sizeof(CallInfo), deadline, &comm->abortFlag);
-  return r == ncclSuccess ? ncclSuccess : missedMeeting(c, r, lastErrorText());
+  return r == ncclSuccess ? ncclSuccess : missedMeeting(c, r, lastErrorText(), deadline.expired());
 }
 
 // Ranks of different processes: one call at a time, over the bootstrap ring

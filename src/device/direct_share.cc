@@ -177,10 +177,14 @@ ncclResult_t checkAgreement(DeviceComm* comm, const std::vector<CallInfo>& infos
 }
 
 // Fails the communicator of `c`: some rank did not reach a meeting in time.
-ncclResult_t missedMeeting(const DeviceRequest& c, ncclResult_t r, const std::string& why) {
+ncclResult_t missedMeeting(const DeviceRequest& c, ncclResult_t r, const std::string& why, bool timedOut) {
   DeviceComm* comm = c.comm;
-  r = fail(r, "%s: the ranks did not all reach this call within GYRE_TIMEOUT (%.0f s): %s", collName(c.coll),
-           comm->collTimeoutSeconds, why.c_str());
+  if (timedOut)
+    r = fail(r, "%s: the ranks did not all reach this call within GYRE_TIMEOUT (%.0f s): %s", collName(c.coll),
+             comm->collTimeoutSeconds, why.c_str());
+  else
+    r = fail(r, "%s: the ranks' meeting before this call broke (a rank that died or aborted closes its "
+             "connections): %s", collName(c.coll), why.c_str());
   comm->hooks->markFailed(r, -1);
   return r;
 }

@@ -50,7 +50,9 @@ ncclResult_t buildDirectCall(const DeviceRequest& c, const std::vector<CallInfo>
 // mismatch fails the communicator naming both calls.
 ncclResult_t checkAgreement(DeviceComm* comm, const std::vector<CallInfo>& infos);
 
-// Fails the communicator of `c`: some rank did not reach the call in time.
-ncclResult_t missedMeeting(const DeviceRequest& c, ncclResult_t r, const std::string& why);
+// Fails the communicator of `c`: some rank did not reach the call in time
+// (`timedOut`), or the meeting broke before that (a peer process closed its
+// connections: it died or aborted).
+ncclResult_t missedMeeting(const DeviceRequest& c, ncclResult_t r, const std::string& why, bool timedOut = true);
 
 }  // namespace gyre

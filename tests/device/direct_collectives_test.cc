@@ -343,3 +343,48 @@ TEST_CASE("direct: a peer whose stream never reaches the call fails both ranks a
   INFO(result.describe());
   CHECK(result.allOk());
 }
+
+// On an H100 a rank killed between calls left its peer with "did not all
+// reach this call within GYRE_TIMEOUT" at once, long before the timeout:
+// the meeting broke, and the error now says so (or, when the watchdog saw
+// the process gone first, that it died).
+TEST_CASE("direct: a peer killed between calls fails the next call at once, naming it and what happened",
+          "[direct][faults]") {
+  RankOptions o = directOptions(60);
+  o.env.push_back({"GYRE_TIMEOUT", "30"});
+  o.killRank = 1;
+  o.killDelay_s = 0.2;
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initDirectComm(&comm, rank, n, id) != 0) return 1;
+        void* buf = nullptr;
+        RANK_CHECK(ncclMemAlloc(&buf, 4096) == ncclSuccess, "rank %d: ncclMemAlloc: %s", rank, lastError().c_str());
+        cudaStream_t stream = fakeStream(60 + rank);
+        RANK_CHECK(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, stream) == ncclSuccess,
+                   "rank %d: first call: %s", rank, lastError().c_str());
+        gyre::deviceRuntime()->streamSynchronize(stream);
+        if (rank == 1) {
+          rankMark();  // SIGKILLed 0.2 s from now
+          std::this_thread::sleep_for(std::chrono::seconds(30));
+          return 1;
+        }
+        double start = monotonicSeconds();
+        ncclResult_t r = ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, stream);
+        double waited = monotonicSeconds() - start;
+        std::string text = ncclGetLastError(comm);
+        RANK_CHECK(r != ncclSuccess, "rank 0: the call after the peer died succeeded");
+        const bool says = text.find("meeting before this call broke") != std::string::npos ||
+                          text.find("died") != std::string::npos;
+        RANK_CHECK(says && text.find("rank 1") != std::string::npos && text.find("GYRE_TIMEOUT") == std::string::npos,
+                   "rank 0: the error says neither what happened nor which rank: %s", text.c_str());
+        RANK_CHECK(waited < 10, "rank 0: took %.1f s (GYRE_TIMEOUT is 30)", waited);
+        ncclCommAbort(comm);
+        ncclMemFree(buf);
+        return 0;
+      },
+      o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
