@@ -38,10 +38,10 @@ ncclResult_t launchDeviceCalls(const std::vector<DeviceRequest>& calls) {
   return r;
 }
 
-ncclResult_t pollDeviceStatus(DeviceComm* comm) {
+ncclResult_t pollDeviceStatus(DeviceComm* comm, bool queryStreams) {
   if (!comm) return ncclSuccess;
-  checkDirectFault(comm);
-  return pollKernelStatus(comm);
+  if (queryStreams) checkDirectFault(comm);
+  return pollKernelStatus(comm, queryStreams);
 }
 
 void abortDeviceWork(DeviceComm* comm) {

@@ -34,8 +34,12 @@ void startDeviceWatchdog(DeviceComm* comm);
 ncclResult_t launchDeviceCalls(const std::vector<DeviceRequest>& calls);
 
 // Turns a failure the kernels reported since the last look into the
-// communicator's async error; returns it, or ncclSuccess.
-ncclResult_t pollDeviceStatus(DeviceComm* comm);
+// communicator's async error; returns it, or ncclSuccess. With
+// `queryStreams`, also asks CUDA whether the last calls' streams hold a
+// sticky error (an event query per stream, ~1 µs on an H100). A launch
+// passes false: a broken context fails the launch itself, and the watchdogs
+// and ncclCommGetAsyncError ask between calls.
+ncclResult_t pollDeviceStatus(DeviceComm* comm, bool queryStreams = true);
 
 // Makes running and future kernels stop at their next wait (abort, shrink).
 void abortDeviceWork(DeviceComm* comm);

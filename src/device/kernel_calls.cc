@@ -407,9 +407,9 @@ ncclResult_t launchKernelCalls(const std::vector<DeviceRequest>& calls) {
   return ncclSuccess;
 }
 
-ncclResult_t pollKernelStatus(DeviceComm* comm) {
+ncclResult_t pollKernelStatus(DeviceComm* comm, bool queryStreams) {
   if (!comm->kernels || !comm->kernels->statusHost) return ncclSuccess;
-  checkDeviceFault(comm);
+  if (queryStreams) checkDeviceFault(comm);
   const DeviceStatus& st = *comm->kernels->statusHost;
   int32_t kind = __atomic_load_n(&st.error, __ATOMIC_ACQUIRE);
   if (kind == kDeviceOk) return ncclSuccess;

@@ -84,7 +84,7 @@ ncclResult_t launchKernelCalls(const std::vector<DeviceRequest>& calls);
 
 // Turns an error the kernel reported into the communicator's async error
 // (once); returns it, or ncclSuccess.
-ncclResult_t pollKernelStatus(DeviceComm* comm);
+ncclResult_t pollKernelStatus(DeviceComm* comm, bool queryStreams = true);
 
 // Makes the communicator's running and future kernels stop at their next
 // wait (ncclCommAbort, ncclCommRevoke, ncclCommShrink's abort).

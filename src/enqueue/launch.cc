@@ -49,7 +49,7 @@ class ActiveCalls {
 };
 
 ncclResult_t checkUsable(ncclComm* comm, CollKind coll) {
-  pollDeviceStatus(comm->device.get());  // a kernel that failed since the last call
+  pollDeviceStatus(comm->device.get(), /*queryStreams=*/false);  // a kernel that reported a failure since the last call
   if (comm->abortFlag.load()) return fail(ncclInvalidUsage, "%s: the communicator was aborted", collName(coll));
   if (comm->finalized.load())
     return fail(ncclInvalidUsage, "%s: the communicator was finalized (ncclCommFinalize); only ncclCommDestroy "
