@@ -106,7 +106,7 @@ void noteDirectRun(DirectState& d, const CallInfo& info);
 
 // A sticky CUDA error since this rank's direct kernels (an illegal address
 // in one, say) fails the communicator, naming the last call it ran. Polled
-// by ncclCommGetAsyncError, each launch and the cross-process watchdog:
+// by ncclCommGetAsyncError and the cross-process watchdog (not at launch):
 // ranks of one process have no thread of their own watching.
 void checkDirectFault(DeviceComm* comm);
 
