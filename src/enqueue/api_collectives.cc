@@ -42,12 +42,18 @@ ncclResult_t checkRoot(const char* fn, const ncclComm* comm, int root, const cha
   return ncclSuccess;
 }
 
+// Whether `block` is this rank's block of `whole`, `offset` bytes in: an
+// in-place AllGather (sendbuff in recvbuff) or ReduceScatter (the reverse).
+bool isOwnBlock(const void* block, const void* whole, size_t offset) {
+  return static_cast<const char*>(block) == static_cast<const char*>(whole) + offset;
+}
+
 // The small range (one rank's block) must be exactly this rank's block of the
 // large one (in place) or disjoint from it.
 ncclResult_t checkBlockOverlap(const char* fn, const void* block, size_t blockBytes, const void* whole,
                                size_t wholeBytes, size_t inPlaceOffset) {
   auto b = reinterpret_cast<uintptr_t>(block), w = reinterpret_cast<uintptr_t>(whole);
-  if (b == w + inPlaceOffset || blockBytes == 0 || argumentChecksDisabled()) return ncclSuccess;
+  if (isOwnBlock(block, whole, inPlaceOffset) || blockBytes == 0 || argumentChecksDisabled()) return ncclSuccess;
   if (b < w + wholeBytes && w < b + blockBytes)
     return fail(ncclInvalidArgument,
                 "%s: sendbuff and recvbuff overlap without being in place (in place means this rank's block, "
@@ -115,9 +121,9 @@ GYRE_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, siz
   size_t size = datatypeSize(datatype);
   CHECK_ARG(checkCount(sendcount, size * comm->nranks, fn));
   size_t bytes = sendcount * size;
-  const bool inPlace = sendbuff == static_cast<const char*>(recvbuff) + bytes * comm->rank;
   CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", sendcount, size, fn));
-  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", sendcount, size, fn, inPlace));
+  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", sendcount, size, fn,
+                        isOwnBlock(sendbuff, recvbuff, bytes * comm->rank)));
   CHECK_ARG(checkBlockOverlap(fn, sendbuff, bytes, recvbuff, bytes * comm->nranks, bytes * comm->rank));
   return enqueue(comm, makeCall(CollKind::AllGather, sendbuff, recvbuff, sendcount,
                                 datatype, ncclSum, 0, false, stream));
@@ -133,9 +139,9 @@ GYRE_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
   CHECK_ARG(checkRedOp(comm, op, datatype, fn));
   CHECK_ARG(checkCount(recvcount, size * comm->nranks, fn));
   size_t bytes = recvcount * size;
-  const bool inPlace = recvbuff == static_cast<const char*>(sendbuff) + bytes * comm->rank;
   CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", recvcount, size, fn));
-  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", recvcount, size, fn, inPlace));
+  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", recvcount, size, fn,
+                        isOwnBlock(recvbuff, sendbuff, bytes * comm->rank)));
   // In place: recvbuff is this rank's block of sendbuff.
   CHECK_ARG(checkBlockOverlap(fn, recvbuff, bytes, sendbuff, bytes * comm->nranks, bytes * comm->rank));
   return enqueue(comm, makeCall(CollKind::ReduceScatter, sendbuff, recvbuff, recvcount,

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <bitset>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -144,14 +145,16 @@ class HeldFailure {
   uint64_t consumed_ = 0;
 };
 
-// Which of the lane's send and receive connections its steps use.
-void markUsedConnections(const LaneSpec& s, std::vector<bool>* send, std::vector<bool>* recv) {
+// Which of the lane's send and receive connections its steps use, by the
+// steps' connection indices (uint8_t, so 256 bits hold any of them).
+using ConnectionSet = std::bitset<256>;
+void markUsedConnections(const LaneSpec& s, ConnectionSet* send, ConnectionSet* recv) {
   for (size_t k = 0; k < s.nsteps; ++k) {
     const Step& st = s.steps[k];
-    if (stepSends(st.kind) && st.sendConn < send->size()) (*send)[st.sendConn] = true;
+    if (stepSends(st.kind)) send->set(st.sendConn);
     if (!stepReceives(st.kind)) continue;
-    if (st.flags & kStepAllPeers) std::fill(recv->begin(), recv->end(), true);  // a slot from every connection
-    else if (st.recvConn < recv->size()) (*recv)[st.recvConn] = true;
+    if (st.flags & kStepAllPeers) recv->set();  // a slot from every connection
+    else recv->set(st.recvConn);
   }
 }
 
@@ -203,11 +206,11 @@ struct Waiter {
       // its channel's, and a Broadcast root never receives (a recv() per
       // pass on that idle socket was one system call per 2-rank call, ~1 µs
       // of ~7 over TCP). Idle ones are still swept (progressEverything).
-      std::vector<bool> usedSend(s.nsend, false), usedRecv(s.nrecv, false);
+      ConnectionSet usedSend, usedRecv;
       markUsedConnections(s, &usedSend, &usedRecv);
       for (auto [list, n, used] : {std::tuple{s.send, s.nsend, &usedSend}, std::tuple{s.recv, s.nrecv, &usedRecv}})
         for (size_t i = 0; i < n; ++i) {
-          if (!(*used)[i]) continue;
+          if (i < used->size() && !used->test(i)) continue;  // past 256: a mesh's, counted as used
           Connection* c = list[i];
           if (c->needsProgress &&
               std::find_if(active.begin(), active.end(), [&](const auto& a) { return a.first == c; }) == active.end())
