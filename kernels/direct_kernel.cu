@@ -17,29 +17,31 @@ namespace {
 
 constexpr int kDirectThreads = 512;
 
-// The grid's default cap: half the SMs. Ranks of one process run their
-// kernels side by side, and on an H100 66 blocks a rank beat 132, 264 and
-// more at 2 and 4 ranks from 32 MiB up (64 MiB, 2 ranks: 105.8 us against
-// 111.6 at 132 and 119.6 at 264; docs/GPU-RESULTS.md, session s21).
-int defaultDirectBlocks() {
+// The current GPU's SM count, cached per device.
+int smCount() {
   constexpr int kDevices = 64;
   static std::atomic<int> cached[kDevices];
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) {
     cudaGetLastError();
-    return 66;
+    return 132;
   }
-  int blocks = cached[device].load(std::memory_order_relaxed);
-  if (blocks > 0) return blocks;
-  int sms = 0;
+  int sms = cached[device].load(std::memory_order_relaxed);
+  if (sms > 0) return sms;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) {
     cudaGetLastError();
     sms = 132;
   }
-  blocks = std::max(1, sms / 2);
-  cached[device].store(blocks, std::memory_order_relaxed);
-  return blocks;
+  cached[device].store(sms, std::memory_order_relaxed);
+  return sms;
 }
+
+// The grid's default cap: half the SMs. Ranks of one process run their
+// kernels side by side, and on an H100 66 blocks a rank beat 132, 264 and
+// more at 2 and 4 ranks from 32 MiB up (64 MiB, 2 ranks: 105.8 us against
+// 111.6 at 132 and 119.6 at 264; docs/GPU-RESULTS.md, session s21). A
+// kernel that runs alone (one process runs every rank's share) gets every SM.
+int defaultDirectBlocks(bool wholeGpu) { return wholeGpu ? smCount() : std::max(1, smCount() / 2); }
 
 template <typename T>
 struct alignas(16) Pack {
@@ -129,7 +131,7 @@ int launchDirectKernel(const DirectCall& call, cudaStream_t stream) {
     using Op = decltype(op);
     using T = typename Op::Elem;
     size_t packs = (call.count * sizeof(T) + 15) / 16;
-    const size_t cap = static_cast<size_t>(call.maxBlocks > 0 ? call.maxBlocks : defaultDirectBlocks());
+    const size_t cap = static_cast<size_t>(call.maxBlocks > 0 ? call.maxBlocks : defaultDirectBlocks(call.wholeGpu));
     size_t blocks = std::min<size_t>(cap, (packs + kDirectThreads - 1) / kDirectThreads);
     unsigned grid = static_cast<unsigned>(std::max<size_t>(blocks, 1));
     // This launch's own status (see launchCollectiveKernel).

@@ -33,6 +33,7 @@ struct DirectCall {
   const void* scalarPtr = nullptr;
   const volatile uint32_t* abort = nullptr;  // device memory: set when a peer died or on abort, skip the work
   int32_t maxBlocks = 0;    // GYRE_DIRECT_BLOCKS: the grid's cap, 0 for the kernel's own
+  uint8_t wholeGpu = 0;     // no other rank's kernel runs beside this one: the default cap is every SM
 };
 
 // Elements [first, count) stepping by `stride` (a thread's grid-stride slice).

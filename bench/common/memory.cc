@@ -98,12 +98,22 @@ class DeviceMemory final : public BenchMemory {
     return synchronize() && (!bytes || check(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost)));
   }
   cudaStream_t stream() const override { return stream_; }
-  void startTimer() override { check(cudaEventRecord(start_, stream_)); }
+  // CUDA events by default; GYRE_BENCH_HOST_TIMER=1 times by the host clock
+  // from the (synchronized) start to the stop event's completion, as
+  // nccl-tests does: on an H100, ranks of different processes sharing the GPU
+  // read 0 us from their events at some sizes (session s22), which halved
+  // the mean over ranks.
+  void startTimer() override {
+    hostStart_ = std::chrono::steady_clock::now();
+    check(cudaEventRecord(start_, stream_));
+  }
   double stopTimerUs() override {
     float ms = 0;
-    if (!check(cudaEventRecord(stop_, stream_)) || !check(cudaEventSynchronize(stop_)) ||
-        !check(cudaEventElapsedTime(&ms, start_, stop_)))
+    if (!check(cudaEventRecord(stop_, stream_)) || !check(cudaEventSynchronize(stop_)))
       return -1;
+    if (hostTimer_)
+      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - hostStart_).count();
+    if (!check(cudaEventElapsedTime(&ms, start_, stop_))) return -1;
     return ms * 1000.0;
   }
   bool synchronize() override { return check(cudaStreamSynchronize(stream_)); }
@@ -119,6 +129,11 @@ class DeviceMemory final : public BenchMemory {
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  const bool hostTimer_ = [] {
+    const char* v = std::getenv("GYRE_BENCH_HOST_TIMER");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  std::chrono::steady_clock::time_point hostStart_;
   std::string error_;
 };
 #endif

@@ -1,5 +1,7 @@
 #include "stats.h"
 
+#include <cstdio>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +28,13 @@ ncclResult_t gatherTimes(const HostAllReduceFn& allReduce, int rank, int nranks,
   slots[2 * rank + 1] = mine.inPlaceUs;
   ncclResult_t r = allReduce(slots.data(), slots.size(), ncclFloat64);
   if (r != ncclSuccess) return r;
+  // Every other rank adds zeros to this rank's slots: they come back as sent
+  // unless the library's AllReduce is wrong.
+  if (slots[2 * rank] != mine.outOfPlaceUs || slots[2 * rank + 1] != mine.inPlaceUs) {
+    std::fprintf(stderr, "gyre bench: rank %d: the AllReduce gathering times returned %g/%g for this rank's "
+                 "%g/%g\n", rank, slots[2 * rank], slots[2 * rank + 1], mine.outOfPlaceUs, mine.inPlaceUs);
+    return ncclInternalError;
+  }
   all->resize(nranks);
   for (int i = 0; i < nranks; ++i) (*all)[i] = {slots[2 * i], slots[2 * i + 1]};
   return ncclSuccess;

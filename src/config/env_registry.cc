@@ -89,6 +89,10 @@ const std::vector<VarSpec>& registry() {
       {"GYRE_DIRECT_BLOCKS", Type::Int, "0", "0..65535",
        "the direct path's kernel: at most this many blocks of 512 threads per rank and call (0: half the "
        "GPU's SMs, 66 on an H100, which measured fastest there at 2 and 4 ranks; a tuning knob for other GPUs)", 0, 65535},
+      {"GYRE_DIRECT_LEADER", Type::Int, "1", "0..1",
+       "ranks sharing one GPU on the direct path: 1 = rank 0 runs every rank's share with the whole GPU (the "
+       "others launch no kernels, only signal; fastest measured on an H100, in one process and across "
+       "processes), 0 = each rank runs its own share (same value on every rank)", 0, 1},
       {"GYRE_STAGING_PIECE_BYTES", Type::Int, "1048576", "1..1073741824",
        "staged device collectives: bytes of a rank's block per pipeline piece (larger calls overlap their host "
        "copies with the transfer; at most 64 pieces per call; same value on every rank)", 1, 1073741824},

@@ -28,9 +28,10 @@ constexpr int kDone = 1;
 constexpr auto kWatchInterval = std::chrono::milliseconds(100);
 constexpr uint32_t kReleaseAhead = 1u << 30;  // a generation every pending wait is satisfied by
 
-// Stream order: ready to every peer, wait for theirs, this rank's share,
-// done to every peer, wait for theirs.
-ncclResult_t enqueueDirect(DeviceComm* comm, const DirectCall& call, StreamHandle stream) {
+// Stream order: ready to every peer, wait for theirs, this rank's share
+// (every share on the leader, none on the others), done to every peer, wait
+// for theirs.
+ncclResult_t enqueueDirect(DeviceComm* comm, const std::vector<DirectCall>& calls, StreamHandle stream) {
   DeviceRuntime* rt = deviceRuntime();
   DirectState& d = *comm->direct;
   const int n = comm->nranks, me = comm->rank;
@@ -40,7 +41,8 @@ ncclResult_t enqueueDirect(DeviceComm* comm, const DirectCall& call, StreamHandl
   // the peers this rank is ready for both. So calls follow each other.
   GYRE_CHECK(d.lastCall.followLast(stream));
   for (int phase : {kReady, kDone}) {
-    if (phase == kDone) GYRE_CHECK(rt->launchDirect(call, stream));
+    if (phase == kDone)
+      for (const DirectCall& call : calls) GYRE_CHECK(rt->launchDirect(call, stream));
     for (int p = 0; p < n; ++p)
       if (p != me) GYRE_CHECK(rt->streamWriteFlag(stream, d.peerInbox[p] + phase * n + me, g));
     for (int p = 0; p < n; ++p)
@@ -202,8 +204,30 @@ ncclResult_t allocateAbortWord(DeviceComm* comm) {
   return deviceRuntime()->memsetSync(word, 0, sizeof(uint32_t));
 }
 
+// GYRE_DIRECT_LEADER: whether rank 0 runs every rank's share (default
+// yes). For processes, their contexts time-slice the GPU without MPS, and
+// one context running kernels (the others' streams only signal and wait,
+// which the GPU's front end does without an SM) cut 2 processes' 32 B
+// AllReduce from 153 to 33 us on an H100; in one process, one full-GPU
+// kernel beat one half-GPU kernel per rank at every size (2 ranks: 8 KiB
+// 16-18 -> 7.5-12 us, 64 MiB 106 -> 105.3 us; 4 ranks 64 MiB 210 -> 201 us;
+// session s22, docs/GPU-RESULTS.md).
+ncclResult_t leaderChoice(bool* leader) {
+  int64_t v = 1;
+  GYRE_CHECK(env::getInt("GYRE_DIRECT_LEADER", &v));
+  *leader = v != 0;
+  return ncclSuccess;
+}
+
+// What each process says of itself at setup.
+struct ProcessSetup {
+  SharedAllocation inbox;
+  int32_t leaderRunsAll = 0;  // its GYRE_DIRECT_LEADER
+};
+
 // Ranks of different processes: the inbox this rank's peers signal into,
-// and the peers' inboxes, which travel as CUDA IPC handles.
+// and the peers' inboxes, which travel as CUDA IPC handles; all ranks must
+// agree on GYRE_DIRECT_LEADER.
 ncclResult_t setupAcrossProcesses(DeviceComm* comm, const Deadline& deadline) {
   DirectState& d = *comm->direct;
   DeviceRuntime* rt = deviceRuntime();
@@ -214,12 +238,20 @@ ncclResult_t setupAcrossProcesses(DeviceComm* comm, const Deadline& deadline) {
   GYRE_CHECK(rt->memsetSync(d.inbox, 0, inboxBytes));
   // Through the registry like any buffer: the inbox may share a block with
   // the application's small buffers.
-  std::vector<SharedAllocation> inboxes(comm->nranks);
+  std::vector<ProcessSetup> setups(comm->nranks);
   uint64_t offset = 0;
-  if (!describeOwnAllocation(d.inbox, inboxBytes, &inboxes[comm->rank], &offset))
+  if (!describeOwnAllocation(d.inbox, inboxBytes, &setups[comm->rank].inbox, &offset))
     return fail(ncclUnhandledCudaError, "direct executor: cannot share this rank's inbox by CUDA IPC: %s",
                 lastErrorText());
-  GYRE_CHECK(comm->bootstrap->allGather(inboxes.data(), sizeof(SharedAllocation), deadline, &comm->abortFlag));
+  bool leader = true;
+  GYRE_CHECK(leaderChoice(&leader));
+  setups[comm->rank].leaderRunsAll = leader ? 1 : 0;
+  GYRE_CHECK(comm->bootstrap->allGather(setups.data(), sizeof(ProcessSetup), deadline, &comm->abortFlag));
+  for (int p = 0; p < comm->nranks; ++p)
+    if (setups[p].leaderRunsAll != setups[0].leaderRunsAll)
+      return fail(ncclInvalidUsage, "GYRE_DIRECT_LEADER differs between ranks (rank 0: %d, rank %d: %d); set it "
+                  "alike on every rank", setups[0].leaderRunsAll, p, setups[p].leaderRunsAll);
+  d.leaderRunsAll = setups[0].leaderRunsAll != 0;
   d.peerInbox.assign(comm->nranks, nullptr);
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) {
@@ -227,7 +259,7 @@ ncclResult_t setupAcrossProcesses(DeviceComm* comm, const Deadline& deadline) {
       continue;
     }
     void* mapped = nullptr;
-    GYRE_CHECK(peerPointer(comm, p, inboxes[p], 0, &mapped));
+    GYRE_CHECK(peerPointer(comm, p, setups[p].inbox, 0, &mapped));
     d.peerInbox[p] = static_cast<uint32_t*>(mapped);
   }
   return ncclSuccess;
@@ -273,6 +305,7 @@ ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
   comm->direct->maxBlocks = static_cast<int32_t>(maxBlocks);
   GYRE_CHECK(allocateAbortWord(comm));
   if (inProcess) {
+    GYRE_CHECK(leaderChoice(&comm->direct->leaderRunsAll));
     GYRE_CHECK(setupInProcess(comm, deadline));
     GYRE_INFO("INIT", "device collectives of %zu bytes and more run direct: %d ranks of this process share this "
               "GPU", minBytes, comm->nranks);
@@ -282,7 +315,8 @@ ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
   // Stream waits on flags can wait forever on a peer process; events of
   // ranks of one process wait only on work already queued, so they need none.
   comm->direct->watchdog = std::thread([comm] { watchPeers(comm); });
-  GYRE_INFO("INIT", "device collectives run direct: %d processes share this GPU through CUDA IPC", comm->nranks);
+  GYRE_INFO("INIT", "device collectives run direct: %d processes share this GPU through CUDA IPC%s", comm->nranks,
+            comm->direct->leaderRunsAll ? "; rank 0 runs every rank's share" : "");
   return ncclSuccess;
 }
 
@@ -320,9 +354,9 @@ ncclResult_t launchAcrossProcesses(const DeviceRequest& c, std::vector<DeviceReq
     staged->push_back(c);
     return ncclSuccess;
   }
-  DirectCall call;
-  ncclResult_t r = buildDirectCall(c, infos, &call);
-  if (r == ncclSuccess) r = enqueueDirect(comm, call, c.stream);
+  std::vector<DirectCall> calls;
+  ncclResult_t r = buildDirectCalls(c, infos, &calls);
+  if (r == ncclSuccess) r = enqueueDirect(comm, calls, c.stream);
   if (r != ncclSuccess) failAndRelease(comm, r, comm->rank);  // peers may already wait on this rank's signals
   else noteDirectRun(*comm->direct, infos[comm->rank]);
   return r;

@@ -70,6 +70,9 @@ struct DirectState {
   DirectClique* clique = nullptr;    // ranks of one process: where they meet (this rank holds a reference)
   size_t minBytes = 0;               // ranks of one process: smaller calls run as kernels
   int32_t maxBlocks = 0;             // GYRE_DIRECT_BLOCKS: cap on the direct kernel's grid, 0 for its own
+  // Processes sharing a GPU (GYRE_DIRECT_LEADER): rank 0 runs every rank's
+  // share and the others only signal, so one context runs kernels.
+  bool leaderRunsAll = false;
   // Peers' blocks this communicator holds mapped (src/device/ipc_registry.h).
   std::set<uint64_t> heldBlocks;
   StreamCompletions lastCall;  // destroy waits for these

@@ -66,11 +66,11 @@ ncclResult_t runInProcessRound(const std::vector<const DeviceRequest*>& round) {
     std::vector<CallInfo> infos(comm->nranks);
     GYRE_CHECK(meet(c, mine[k].callSeq, Meeting::kCall, &infos));
     GYRE_CHECK(checkAgreement(comm, infos));
-    DirectCall call;
-    GYRE_CHECK(buildDirectCall(c, infos, &call));
+    std::vector<DirectCall> calls;
+    GYRE_CHECK(buildDirectCalls(c, infos, &calls));
     for (int p = 0; p < comm->nranks; ++p)
       if (p != comm->rank) GYRE_CHECK(rt->streamWaitEvent(c.stream, d.clique->readyEvents[p]));
-    GYRE_CHECK(rt->launchDirect(call, c.stream));
+    for (const DirectCall& call : calls) GYRE_CHECK(rt->launchDirect(call, c.stream));
     noteDirectRun(d, mine[k]);
     GYRE_CHECK(rt->eventRecord(d.clique->doneEvents[comm->rank], c.stream));
     d.clique->post(comm->rank, meetingKey(mine[k].callSeq, Meeting::kShareQueued), &mine[k]);

@@ -21,11 +21,14 @@ bool sameCall(const CallInfo& a, const CallInfo& b) {
          a.root == b.root && (customA ? customB : a.redop == b.redop);
 }
 
-// Which of a rank's buffers its peers read or write.
+// Which of a rank's buffers its peers read or write. When one rank runs
+// every share (DirectState::leaderRunsAll) it touches every buffer.
+bool leaderRunsAll(const DeviceRequest& c) { return c.comm->direct->leaderRunsAll; }
 bool inputShared(const DeviceRequest& c, int rank) {
   switch (c.coll) {
     case CollKind::AllReduce: case CollKind::Reduce: case CollKind::ReduceScatter: return true;
     case CollKind::Broadcast: return rank == c.root;
+    case CollKind::AllGather: return leaderRunsAll(c);
     default: return false;
   }
 }
@@ -33,6 +36,7 @@ bool outputShared(const DeviceRequest& c, int rank) {
   switch (c.coll) {
     case CollKind::AllReduce: case CollKind::Broadcast: case CollKind::AllGather: return true;
     case CollKind::Reduce: return rank == c.root;
+    case CollKind::ReduceScatter: return leaderRunsAll(c);
     default: return false;
   }
 }
@@ -57,14 +61,67 @@ ncclResult_t buffersOf(DeviceComm* comm, const std::vector<CallInfo>& infos, con
   return ncclSuccess;
 }
 
-// This rank's share of [0, count): split in 16-byte units so shares of
-// aligned buffers stay aligned.
-void shareOf(size_t count, size_t elementSize, int rank, int nranks, size_t* first, size_t* n) {
+// Shares [first, first + shares) of [0, count) among `nranks`: split in
+// 16-byte units so shares of aligned buffers stay aligned.
+void sharesOf(size_t count, size_t elementSize, int first, int shares, int nranks, size_t* begin, size_t* n) {
   size_t unit = std::max<size_t>(1, 16 / elementSize);
   size_t units = (count + unit - 1) / unit;
-  size_t lo = units * rank / nranks * unit, hi = units * (rank + 1) / nranks * unit;
-  *first = std::min(lo, count);
-  *n = std::min(hi, count) - *first;
+  size_t lo = units * first / nranks * unit, hi = units * (first + shares) / nranks * unit;
+  *begin = std::min(lo, count);
+  *n = std::min(hi, count) - *begin;
+}
+
+// The call that runs shares [rank, rank + shares) of `c` (shares > 1 only
+// for the collectives whose shares are one range of the same buffers).
+DirectCall shareCall(const DeviceRequest& c, const std::vector<char*>& in, const std::vector<char*>& outs, int rank,
+                     int shares) {
+  DeviceComm* comm = c.comm;
+  const int n = comm->nranks;
+  const size_t es = datatypeSize(c.datatype);
+  DirectCall d;
+  d.datatype = static_cast<uint8_t>(c.datatype);
+  d.redop = static_cast<uint8_t>(c.op);
+  d.nranks = n;
+  d.abort = comm->direct->abortWord;
+  d.maxBlocks = comm->direct->maxBlocks;
+  setCallScalar(c, &d);
+  size_t first = 0, count = 0;
+  switch (c.coll) {
+    case CollKind::AllReduce: case CollKind::Reduce: case CollKind::Broadcast: {
+      sharesOf(c.count, es, rank, shares, n, &first, &count);
+      const size_t off = first * es;
+      if (c.coll == CollKind::Broadcast) {
+        d.src[d.nsrc++] = in[c.root] + off;
+      } else {
+        for (int r = 0; r < n; ++r) d.src[d.nsrc++] = in[r] + off;
+        d.reduce = 1;
+      }
+      if (c.coll == CollKind::Reduce) d.dst[d.ndst++] = outs[c.root] + off;
+      else for (int r = 0; r < n; ++r) d.dst[d.ndst++] = outs[r] + off;
+      break;
+    }
+    case CollKind::ReduceScatter:
+      count = c.count;
+      for (int r = 0; r < n; ++r) d.src[d.nsrc++] = in[r] + rank * count * es;
+      d.dst[d.ndst++] = outs[rank];
+      d.reduce = 1;
+      break;
+    default:  // AllGather (the caller checked)
+      count = c.count;
+      d.src[d.nsrc++] = in[rank];
+      for (int r = 0; r < n; ++r) d.dst[d.ndst++] = outs[r] + rank * count * es;
+      break;
+  }
+  d.count = count;
+  return d;
+}
+
+bool runsDirect(CollKind coll) {
+  switch (coll) {
+    case CollKind::AllReduce: case CollKind::Reduce: case CollKind::Broadcast: case CollKind::ReduceScatter:
+    case CollKind::AllGather: return true;
+    default: return false;
+  }
 }
 
 }  // namespace
@@ -116,51 +173,25 @@ ncclResult_t peerPointer(DeviceComm* comm, int peer, const SharedAllocation& a, 
   return ncclSuccess;
 }
 
-ncclResult_t buildDirectCall(const DeviceRequest& c, const std::vector<CallInfo>& infos, DirectCall* out) {
+ncclResult_t buildDirectCalls(const DeviceRequest& c, const std::vector<CallInfo>& infos,
+                              std::vector<DirectCall>* out) {
   DeviceComm* comm = c.comm;
-  const int n = comm->nranks, me = comm->rank;
-  const size_t es = datatypeSize(c.datatype);
+  out->clear();
+  if (!runsDirect(c.coll))
+    return fail(ncclInternalError, "direct executor: %s is not a collective it runs", collName(c.coll));
+  const bool leader = comm->direct->leaderRunsAll;
+  if (leader && comm->rank != 0) return ncclSuccess;  // rank 0 runs this rank's share
   std::vector<char*> in, outs;
   GYRE_CHECK(buffersOf(comm, infos, c, true, &in));
   GYRE_CHECK(buffersOf(comm, infos, c, false, &outs));
-  DirectCall d;
-  d.datatype = static_cast<uint8_t>(c.datatype);
-  d.redop = static_cast<uint8_t>(c.op);
-  d.nranks = n;
-  d.abort = comm->direct->abortWord;
-  d.maxBlocks = comm->direct->maxBlocks;
-  setCallScalar(c, &d);
-  size_t first = 0, count = 0;
-  switch (c.coll) {
-    case CollKind::AllReduce: case CollKind::Reduce: case CollKind::Broadcast: {
-      shareOf(c.count, es, me, n, &first, &count);
-      const size_t off = first * es;
-      if (c.coll == CollKind::Broadcast) {
-        d.src[d.nsrc++] = in[c.root] + off;
-      } else {
-        for (int r = 0; r < n; ++r) d.src[d.nsrc++] = in[r] + off;
-        d.reduce = 1;
-      }
-      if (c.coll == CollKind::Reduce) d.dst[d.ndst++] = outs[c.root] + off;
-      else for (int r = 0; r < n; ++r) d.dst[d.ndst++] = outs[r] + off;
-      break;
-    }
-    case CollKind::ReduceScatter:
-      count = c.count;
-      for (int r = 0; r < n; ++r) d.src[d.nsrc++] = in[r] + me * count * es;
-      d.dst[d.ndst++] = outs[me];
-      d.reduce = 1;
-      break;
-    case CollKind::AllGather:
-      count = c.count;
-      d.src[d.nsrc++] = in[me];
-      for (int r = 0; r < n; ++r) d.dst[d.ndst++] = outs[r] + me * count * es;
-      break;
-    default:
-      return fail(ncclInternalError, "direct executor: %s is not a collective it runs", collName(c.coll));
+  if (!leader) {
+    out->push_back(shareCall(c, in, outs, comm->rank, 1));
+  } else if (c.coll == CollKind::ReduceScatter || c.coll == CollKind::AllGather) {
+    for (int r = 0; r < comm->nranks; ++r) out->push_back(shareCall(c, in, outs, r, 1));
+  } else {
+    out->push_back(shareCall(c, in, outs, 0, comm->nranks));  // the shares are one range: the whole buffers
   }
-  d.count = count;
-  *out = d;
+  for (DirectCall& d : *out) d.wholeGpu = leader ? 1 : 0;
   return ncclSuccess;
 }
 

@@ -43,8 +43,11 @@ std::string describeInfo(const CallInfo& i);
 // mapped through the IPC registry and held by the communicator.
 ncclResult_t peerPointer(DeviceComm* comm, int peer, const SharedAllocation& a, uint64_t offset, void** out);
 
-// This rank's share of call `c`, given every rank's CallInfo.
-ncclResult_t buildDirectCall(const DeviceRequest& c, const std::vector<CallInfo>& infos, DirectCall* out);
+// What this rank runs of call `c`, given every rank's CallInfo: its own
+// share, or, where one rank runs every share (DirectState::leaderRunsAll),
+// every share on rank 0 and nothing on the others.
+ncclResult_t buildDirectCalls(const DeviceRequest& c, const std::vector<CallInfo>& infos,
+                              std::vector<DirectCall>* out);
 
 // Every rank sees the same table, so every rank reaches the same verdict: a
 // mismatch fails the communicator naming both calls.

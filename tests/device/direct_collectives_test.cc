@@ -14,6 +14,7 @@
 #include "../support/stream_gate.h"
 #include "coll_common.h"
 #include "src/comm/comm.h"
+#include "src/config/env.h"
 #include "src/device/device_comm.h"
 #include "src/device/direct_calls.h"
 #include "src/device/runtime.h"
@@ -143,14 +144,15 @@ int enqueueWithHeldRank(int rank, int nranks, const ncclUniqueId& id, int heldRa
 
 bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
 
-}  // namespace
-
-TEST_CASE("direct collectives between processes sharing a fake GPU: every collective, types, ops, counts, "
-          "in and out of place", "[direct]") {
+// Every collective, types, ops, counts, in and out of place, on `nranks`
+// processes; `leader`: GYRE_DIRECT_LEADER (rank 0 runs every share).
+void checkEveryCollective(int nranks, bool leader) {
   const std::vector<ncclDataType_t> types = {ncclInt8, ncclUint32, ncclInt64, ncclFloat16, ncclBfloat16,
                                              ncclFloat32, ncclFloat64, ncclFloat8e5m2};
   const std::vector<size_t> counts = {1, 2, 13, 1021, 20011};
-  for (int nranks : {2, 3}) {
+  RankOptions options = directOptions(300);
+  options.env.push_back({"GYRE_DIRECT_LEADER", leader ? "1" : "0"});
+  {
     RunResult result = runRanks(
         nranks,
         [&](int rank, int n, const ncclUniqueId& id) {
@@ -180,15 +182,51 @@ TEST_CASE("direct collectives between processes sharing a fake GPU: every collec
               }
           RANK_CHECK(comm->device->direct->callsRun.load() == cases, "rank %d: %llu of %zu calls ran direct", rank,
                      (unsigned long long)comm->device->direct->callsRun.load(), cases);
+          RANK_CHECK(comm->device->direct->leaderRunsAll == leader, "rank %d: GYRE_DIRECT_LEADER=%d not in effect",
+                     rank, int(leader));
           ncclMemFree(b.in);
           ncclMemFree(b.out);
           RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
           return 0;
         },
-        directOptions(300));
-    INFO(nranks << " ranks: " << result.describe());
+        options);
+    INFO(nranks << " ranks, GYRE_DIRECT_LEADER=" << leader << ": " << result.describe());
     CHECK(result.allOk());
   }
+}
+
+}  // namespace
+
+TEST_CASE("direct collectives between processes sharing a fake GPU: every collective, types, ops, counts, "
+          "in and out of place", "[direct]") {
+  checkEveryCollective(2, false);
+  checkEveryCollective(3, false);
+}
+
+TEST_CASE("direct with GYRE_DIRECT_LEADER=1: rank 0 runs every rank's share, the others only signal",
+          "[direct][leader]") {
+  checkEveryCollective(3, true);
+}
+
+TEST_CASE("direct: GYRE_DIRECT_LEADER set differently on the ranks fails init on every rank, naming it",
+          "[direct][leader]") {
+  RankOptions options = directOptions(60);
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        setenv("GYRE_DIRECT_LEADER", rank == 0 ? "1" : "0", 1);
+        gyre::env::reloadForTesting("/etc/nccl.conf");  // the launcher read the environment before the fork
+        ncclComm_t comm = nullptr;
+        ncclResult_t r = ncclCommInitRank(&comm, n, id, rank);
+        RANK_CHECK(r == ncclInvalidUsage, "rank %d: init returned %d, not ncclInvalidUsage", rank, int(r));
+        std::string text = lastError();
+        RANK_CHECK(text.find("GYRE_DIRECT_LEADER differs") != std::string::npos, "rank %d: unclear error: %s",
+                   rank, text.c_str());
+        return 0;
+      },
+      options);
+  INFO(result.describe());
+  CHECK(result.allOk());
 }
 
 TEST_CASE("direct: a call on another stream waits for the previous call, whose input a held stream still writes",
