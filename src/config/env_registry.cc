@@ -87,8 +87,9 @@ const std::vector<VarSpec>& registry() {
        "over FIFOs; 0 (all) measured fastest on an H100 but at 2 ranks below 8 KiB (same value on every rank)",
        0, 1099511627776LL},
       {"GYRE_DIRECT_BLOCKS", Type::Int, "0", "0..65535",
-       "the direct path's kernel: at most this many blocks of 512 threads per rank and call (0: half the "
-       "GPU's SMs, 66 on an H100, which measured fastest there at 2 and 4 ranks; a tuning knob for other GPUs)", 0, 65535},
+       "the direct path's kernel: at most this many blocks of 512 threads per launch (0: every SM for the "
+       "leader's launches, half the SMs per rank under GYRE_DIRECT_LEADER=0, which measured fastest on an H100 "
+       "at 2 and 4 ranks; a tuning knob for other GPUs)", 0, 65535},
       {"GYRE_DIRECT_LEADER", Type::Int, "1", "0..1",
        "ranks sharing one GPU on the direct path: 1 = rank 0 runs every rank's share with the whole GPU (the "
        "others launch no kernels, only signal; fastest measured on an H100, in one process and across "
