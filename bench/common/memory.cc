@@ -84,7 +84,13 @@ class DeviceMemory final : public BenchMemory {
   void* alloc(size_t bytes) override {
     void* p = nullptr;
     if (!check(cudaMalloc(&p, bytes ? bytes : 1))) return nullptr;
-    if (!check(cudaMemset(p, 0, bytes ? bytes : 1))) return nullptr;
+    // On the benchmark's stream: a cudaMemset (legacy default stream) is not
+    // ordered before uploads on this non-blocking stream, and could zero a
+    // buffer after its data landed. The AllReduce that gathers the ranks'
+    // times uploads into a fresh buffer, and on an H100 shared by processes
+    // one rank's times came back 0 in several runs (s21, s22), which this
+    // race explains.
+    if (!check(cudaMemsetAsync(p, 0, bytes ? bytes : 1, stream_)) || !synchronize()) return nullptr;
     return p;
   }
   void release(void* p) override { cudaFree(p); }

@@ -99,6 +99,9 @@ int main(int argc, char** argv) {
   std::vector<float> host(maxBytes / sizeof(float));
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i % 1000);
   CUDA_OK(cudaMemcpy(send, host.data(), maxBytes, cudaMemcpyHostToDevice));
+  // From pageable memory the copy may return before the device is written,
+  // and the non-blocking stream below does not wait for the legacy stream.
+  CUDA_OK(cudaDeviceSynchronize());
 
   std::printf("#%11s %10s %8s %10s %10s %8s %8s\n", "size (B)", "oop (us)", "algbw", "ip (us)", "copy (us)", "copybw",
               "#wrong");
