@@ -69,18 +69,20 @@ __device__ __forceinline__ void passOfPacks(const DirectCall& c, const Op& op, s
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) v[u] = reinterpret_cast<const P*>(c.src[0])[base + u * stride];
   if (c.reduce) {
+    const Op first = sourceOp(op, c, 0);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-      for (int j = 0; j < P::kElems; ++j) v[u].e[j] = op.pre(v[u].e[j]);
+      for (int j = 0; j < P::kElems; ++j) v[u].e[j] = first.pre(v[u].e[j]);
     for (int k = 1; k < c.nsrc; ++k) {
+      const Op source = sourceOp(op, c, k);
       P w[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) w[u] = reinterpret_cast<const P*>(c.src[k])[base + u * stride];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-        for (int j = 0; j < P::kElems; ++j) v[u].e[j] = op.apply(v[u].e[j], op.pre(w[u].e[j]));
+        for (int j = 0; j < P::kElems; ++j) v[u].e[j] = op.apply(v[u].e[j], source.pre(w[u].e[j]));
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
@@ -100,7 +102,6 @@ __global__ void __launch_bounds__(kDirectThreads) directKernel(DirectCall c, Op 
   if (threadIdx.x == 0) skip = c.abort && *c.abort;
   __syncthreads();
   if (skip) return;
-  loadScalar(op, c.scalarPtr);
   const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   size_t done = 0;

@@ -12,8 +12,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/primitives/host_device.h"
+#include "kernels/primitives/reduce_op.h"
 
 namespace gyre {
 
@@ -28,13 +30,33 @@ struct DirectCall {
   uint8_t datatype = 0, redop = 0;
   uint8_t reduce = 0;       // 0: copy src[0] as is
   int32_t nranks = 1;       // for avg
-  int32_t hasScalar = 0;    // PreMulSum: scalar below, or read from scalarPtr
+  // PreMulSum: every rank multiplies its own input by its own scalar, so
+  // source k (rank k's input) has its rank's scalar: by value, or where it
+  // lives in device memory (ncclScalarDevice, read when the kernel runs).
+  // `scalar` only picks the operator's type (visitCallOp).
+  int32_t hasScalar = 0;
   unsigned char scalar[8] = {};
-  const void* scalarPtr = nullptr;
+  unsigned char sourceScalar[kMaxDirectRanks][8] = {};
+  const void* sourceScalarPtr[kMaxDirectRanks] = {};
   const volatile uint32_t* abort = nullptr;  // device memory: set when a peer died or on abort, skip the work
   int32_t maxBlocks = 0;    // GYRE_DIRECT_BLOCKS: the grid's cap, 0 for the kernel's own
   uint8_t wholeGpu = 0;     // no other rank's kernel runs beside this one: the default cap is every SM
 };
+
+// The operator for source k: a user's PreMulSum with that source's scalar;
+// any other operator (a float average is a PreMulSum by 1/n) as it is.
+template <typename Op>
+GYRE_HOST_DEVICE Op sourceOp(const Op& op, const DirectCall&, int) {
+  return op;
+}
+template <typename T>
+GYRE_HOST_DEVICE OpPreMulSum<T> sourceOp(const OpPreMulSum<T>& op, const DirectCall& c, int k) {
+  if (!c.hasScalar) return op;
+  OpPreMulSum<T> o = op;
+  if (c.sourceScalarPtr[k]) o.scalar = *static_cast<const T*>(c.sourceScalarPtr[k]);
+  else memcpy(&o.scalar, c.sourceScalar[k], sizeof(T));
+  return o;
+}
 
 // Elements [first, count) stepping by `stride` (a thread's grid-stride slice).
 template <typename T, typename Op>
@@ -44,8 +66,8 @@ GYRE_HOST_DEVICE void directElements(const DirectCall& c, const Op& op, size_t f
   for (size_t i = first; i < c.count; i += stride) {
     T v = src[0][i];
     if (c.reduce) {
-      v = op.pre(v);
-      for (int k = 1; k < c.nsrc; ++k) v = op.apply(v, op.pre(src[k][i]));
+      v = sourceOp(op, c, 0).pre(v);
+      for (int k = 1; k < c.nsrc; ++k) v = op.apply(v, sourceOp(op, c, k).pre(src[k][i]));
       v = op.post(v);
     }
     for (int k = 0; k < c.ndst; ++k) dst[k][i] = v;

@@ -153,7 +153,6 @@ ncclResult_t runDirectOnHost(const DirectCall& call) {
   if (call.abort && *call.abort) return ncclSuccess;
   return visitCallOp(call, [&](auto op) {
     using Op = decltype(op);
-    loadScalar(op, call.scalarPtr);
     directElements<typename Op::Elem, Op>(call, op, 0, 1);
     return ncclSuccess;
   });

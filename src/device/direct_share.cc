@@ -3,11 +3,11 @@
 #include <stdio.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "src/bootstrap/bootstrap.h"
 #include "src/call/datatypes.h"
 #include "src/debug/error.h"
-#include "src/device/call_scalar.h"
 #include "src/device/direct_calls.h"
 
 namespace gyre {
@@ -73,8 +73,8 @@ void sharesOf(size_t count, size_t elementSize, int first, int shares, int nrank
 
 // The call that runs shares [rank, rank + shares) of `c` (shares > 1 only
 // for the collectives whose shares are one range of the same buffers).
-DirectCall shareCall(const DeviceRequest& c, const std::vector<char*>& in, const std::vector<char*>& outs, int rank,
-                     int shares) {
+DirectCall shareCall(const DeviceRequest& c, const std::vector<CallInfo>& infos, const std::vector<char*>& in,
+                     const std::vector<char*>& outs, int rank, int shares) {
   DeviceComm* comm = c.comm;
   const int n = comm->nranks;
   const size_t es = datatypeSize(c.datatype);
@@ -84,7 +84,15 @@ DirectCall shareCall(const DeviceRequest& c, const std::vector<char*>& in, const
   d.nranks = n;
   d.abort = comm->direct->abortWord;
   d.maxBlocks = comm->direct->maxBlocks;
-  setCallScalar(c, &d);
+  if (c.scalar.present) {
+    // Sources are inputs in rank order: source r takes rank r's scalar.
+    d.hasScalar = 1;
+    memcpy(d.scalar, c.scalar.value, sizeof(d.scalar));
+    for (int r = 0; r < n; ++r) {
+      memcpy(d.sourceScalar[r], infos[r].scalar, sizeof(d.sourceScalar[r]));
+      d.sourceScalarPtr[r] = infos[r].scalarPtr;
+    }
+  }
   size_t first = 0, count = 0;
   switch (c.coll) {
     case CollKind::AllReduce: case CollKind::Reduce: case CollKind::Broadcast: {
@@ -152,11 +160,16 @@ CallInfo describeCall(const DeviceRequest& c, bool capturing) {
   info.redop = static_cast<uint8_t>(c.op);
   info.inputPtr = c.input;
   info.outputPtr = c.output;
+  memcpy(info.scalar, c.scalar.value, sizeof(info.scalar));
+  info.scalarPtr = c.scalar.devicePtr;
   bool ok = !capturing && comm->direct->heldBlocks.size() < kMaxMappings;
   if (comm->direct->clique) {
     info.usable = ok ? 1 : 0;  // addresses of this process: nothing to map
     return info;
   }
+  // Peers apply this rank's scalar to its input; one in device memory of
+  // this process they cannot read: stage.
+  if (c.scalar.devicePtr) ok = false;
   if (ok && inputShared(c, comm->rank))
     ok = describeOwnAllocation(c.input, inputBytes(c), &info.input, &info.inputOffset);
   if (ok && outputShared(c, comm->rank))
@@ -185,11 +198,11 @@ ncclResult_t buildDirectCalls(const DeviceRequest& c, const std::vector<CallInfo
   GYRE_CHECK(buffersOf(comm, infos, c, true, &in));
   GYRE_CHECK(buffersOf(comm, infos, c, false, &outs));
   if (!leader) {
-    out->push_back(shareCall(c, in, outs, comm->rank, 1));
+    out->push_back(shareCall(c, infos, in, outs, comm->rank, 1));
   } else if (c.coll == CollKind::ReduceScatter || c.coll == CollKind::AllGather) {
-    for (int r = 0; r < comm->nranks; ++r) out->push_back(shareCall(c, in, outs, r, 1));
+    for (int r = 0; r < comm->nranks; ++r) out->push_back(shareCall(c, infos, in, outs, r, 1));
   } else {
-    out->push_back(shareCall(c, in, outs, 0, comm->nranks));  // the shares are one range: the whole buffers
+    out->push_back(shareCall(c, infos, in, outs, 0, comm->nranks));  // the shares are one range: the whole buffers
   }
   for (DirectCall& d : *out) d.wholeGpu = leader ? 1 : 0;
   return ncclSuccess;

@@ -26,6 +26,10 @@ struct CallInfo {
   uint64_t inputOffset = 0, outputOffset = 0;
   const void* inputPtr = nullptr;  // the buffers themselves (ranks of one process)
   void* outputPtr = nullptr;
+  // A PreMulSum's scalar, which applies to this rank's input only: its value,
+  // or its device pointer (ncclScalarDevice; ranks of one process only).
+  unsigned char scalar[8] = {};
+  const void* scalarPtr = nullptr;
 };
 
 // Bytes of a rank's input and output for call `c`.

@@ -229,6 +229,105 @@ TEST_CASE("direct: GYRE_DIRECT_LEADER set differently on the ranks fails init on
   CHECK(result.allOk());
 }
 
+namespace {
+
+// Rank r's PreMulSum scalar: a different one on every rank, exact in every
+// format (floats) or using several bits (integers).
+void rankScalar(const TypeInfo& t, int rank, void* out) {
+  static const long double kFloatScalars[] = {0.5L, 1.5L, -2, 3};
+  memset(out, 0, 8);
+  if (t.kind == Kind::kFloat) t.store(kFloatScalars[rank % 4], out);
+  else storeBits(t, uint64_t(rank) * 0x9d + 3, out);
+}
+
+// One PreMulSum case: each rank's own scalar (by value, or in device memory
+// for ncclScalarDevice), checked against sum over r of scalar_r * input_r.
+bool checkPreMulSumCase(ncclComm_t comm, int rank, int nranks, const DeviceBuffers& b, Coll coll,
+                        ncclDataType_t type, size_t count, ncclScalarResidence_t residence, cudaStream_t stream,
+                        uint64_t id) {
+  const TypeInfo& t = typeInfo(type);
+  const size_t bytes = count * t.size;
+  const int root = 1;
+  std::string what = caseName(name(coll), type, residence == ncclScalarDevice ? "premulsum(device)" : "premulsum",
+                              count, root, false, id);
+  Inputs in = makeInputs(t, ncclSum, nranks, id, count * nranks);
+  std::vector<std::vector<unsigned char>> scalars(size_t(nranks), std::vector<unsigned char>(8));
+  std::vector<const void*> scalarPtrs;
+  for (int r = 0; r < nranks; ++r) {
+    rankScalar(t, r, scalars[size_t(r)].data());
+    scalarPtrs.push_back(scalars[size_t(r)].data());
+  }
+  // The device scalar sits past the buffers' data (the fake's device memory).
+  void* scalarHome = b.in + b.bytes - 8;
+  memcpy(scalarHome, scalars[size_t(rank)].data(), 8);
+  ncclRedOp_t op;
+  if (!callOk(ncclRedOpCreatePreMulSum(&op, residence == ncclScalarDevice ? scalarHome : scalars[size_t(rank)].data(),
+                                       type, residence, comm),
+              rank, what, "ncclRedOpCreatePreMulSum"))
+    return false;
+  char* out = b.out + t.size;
+  char* send = b.in + 3 * t.size;
+  memset(b.out, kUnwrittenByte, b.bytes - 8);
+  memcpy(send, in.rank(rank), coll == Coll::ReduceScatter ? bytes * nranks : bytes);
+  ncclResult_t r = ncclSuccess;
+  const uint64_t directBefore = comm->device->direct->callsRun.load();
+  switch (coll) {
+    case Coll::AllReduce: r = ncclAllReduce(send, out, count, type, op, comm, stream); break;
+    case Coll::Reduce: r = ncclReduce(send, out, count, type, op, root, comm, stream); break;
+    default: r = ncclReduceScatter(send, out, count, type, op, comm, stream); break;
+  }
+  if (!callOk(r, rank, what, name(coll))) return false;
+  // Scalars by value run direct; one in a process's device memory, which
+  // its peers cannot read, is staged by every rank.
+  const bool ranDirect = comm->device->direct->callsRun.load() > directBefore;
+  if (ranDirect != (residence == ncclScalarHostImmediate))
+    caseFail("rank %d: %s: %s", rank, what.c_str(), ranDirect ? "ran direct" : "did not run direct");
+  gyre::deviceRuntime()->streamSynchronize(stream);
+  if (!callOk(ncclRedOpDestroy(op, comm), rank, what, "ncclRedOpDestroy")) return false;
+  if (coll != Coll::Reduce || rank == root) {
+    const size_t offset = coll == Coll::ReduceScatter ? size_t(rank) * count : 0;
+    std::string wrong = compareToPreMulSumReference(t, scalarPtrs, in.at(offset, t.size), out, count);
+    if (!wrong.empty()) caseFail("rank %d: %s: %s", rank, what.c_str(), wrong.c_str());
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("direct: PreMulSum multiplies each rank's input by that rank's own scalar, by value or in device memory",
+          "[direct][premulsum]") {
+  for (const char* leader : {"1", "0"}) {
+    RankOptions options = directOptions(120);
+    options.env.push_back({"GYRE_DIRECT_LEADER", leader});
+    RunResult result = runRanks(
+        3,
+        [](int rank, int n, const ncclUniqueId& id) {
+          ncclComm_t comm = nullptr;
+          if (initDirectComm(&comm, rank, n, id) != 0) return 1;
+          DeviceBuffers b;
+          b.bytes = 1021 * 8 * size_t(n) + 128;
+          RANK_CHECK(ncclMemAlloc(reinterpret_cast<void**>(&b.in), b.bytes) == ncclSuccess &&
+                         ncclMemAlloc(reinterpret_cast<void**>(&b.out), b.bytes) == ncclSuccess,
+                     "ncclMemAlloc: %s", lastError().c_str());
+          cudaStream_t stream = fakeStream(90 + rank);
+          for (Coll coll : {Coll::AllReduce, Coll::Reduce, Coll::ReduceScatter})
+            for (ncclDataType_t type : {ncclFloat32, ncclFloat64, ncclBfloat16, ncclInt32, ncclUint64})
+              for (size_t count : {size_t(1), size_t(13), size_t(1021)})
+                for (ncclScalarResidence_t residence : {ncclScalarHostImmediate, ncclScalarDevice}) {
+                  uint64_t id = caseId(0x9e1d, {uint64_t(coll), uint64_t(type), count, uint64_t(residence)});
+                  if (!checkPreMulSumCase(comm, rank, n, b, coll, type, count, residence, stream, id)) return 1;
+                }
+          ncclMemFree(b.in);
+          ncclMemFree(b.out);
+          RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+          return 0;
+        },
+        options);
+    INFO("GYRE_DIRECT_LEADER=" << leader << ": " << result.describe());
+    CHECK(result.allOk());
+  }
+}
+
 TEST_CASE("direct: a call on another stream waits for the previous call, whose input a held stream still writes",
           "[direct][streams]") {
   RunResult result = runRanks(

@@ -266,3 +266,56 @@ TEST_CASE("GYRE_DEVICE_PATH=direct for ranks of one process under CUDA_LAUNCH_BL
   INFO(result.describe());
   CHECK(result.allOk());
 }
+
+TEST_CASE("ranks of one process, direct: PreMulSum multiplies each rank's input by that rank's own scalar, by "
+          "value or in device memory", "[device][inprocess][premulsum]") {
+  for (const char* leader : {"1", "0"}) {
+    RankOptions options = inProcessOptions("auto");
+    options.env.push_back({"GYRE_DIRECT_LEADER", leader});
+    RunResult result = runRanks(
+        1,
+        [](int, int, const ncclUniqueId&) {
+          ncclComm_t comms[kRanks] = {};
+          if (initAll(comms) != 0) return 1;
+          const size_t count = 20011;  // 80 KB: direct at GYRE_DIRECT_MIN_BYTES=64K
+          // Products and sums of these are exact in float.
+          float scalars[kRanks] = {0.5f, 1.5f, -2.0f};
+          for (ncclScalarResidence_t residence : {ncclScalarHostImmediate, ncclScalarDevice}) {
+            std::vector<RankBuffers> bufs;
+            ncclRedOp_t ops[kRanks];
+            uint64_t before[kRanks];
+            for (int r = 0; r < kRanks; ++r) {
+              bufs.emplace_back(r, count);
+              before[r] = directCalls(comms[r]);
+              RANK_CHECK(ncclRedOpCreatePreMulSum(&ops[r], &scalars[r], ncclFloat32, residence, comms[r]) ==
+                             ncclSuccess,
+                         "ncclRedOpCreatePreMulSum: %s", lastError().c_str());
+            }
+            RANK_CHECK(ncclGroupStart() == ncclSuccess, "ncclGroupStart");
+            for (int r = 0; r < kRanks; ++r)
+              RANK_CHECK(ncclAllReduce(bufs[r].in.data(), bufs[r].allreduce.data(), count, ncclFloat32, ops[r],
+                                       comms[r], fakeStream(40 + r)) == ncclSuccess,
+                         "rank %d: ncclAllReduce: %s", r, lastError().c_str());
+            RANK_CHECK(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd: %s", lastError().c_str());
+            for (int r = 0; r < kRanks; ++r) {
+              gyre::deviceRuntime()->streamSynchronize(fakeStream(40 + r));
+              RANK_CHECK(directCalls(comms[r]) == before[r] + 1, "rank %d: the PreMulSum AllReduce did not run "
+                         "direct", r);
+              RANK_CHECK(ncclRedOpDestroy(ops[r], comms[r]) == ncclSuccess, "ncclRedOpDestroy");
+            }
+            for (int r = 0; r < kRanks; ++r)
+              for (size_t i = 0; i < count; ++i) {
+                float want = 0;
+                for (int p = 0; p < kRanks; ++p) want += scalars[p] * inputAt(p, i);
+                RANK_CHECK(bufs[r].allreduce[i] == want, "rank %d, %s scalars: element %zu is %g, expected %g", r,
+                           residence == ncclScalarDevice ? "device" : "host", i, bufs[r].allreduce[i], want);
+              }
+          }
+          for (ncclComm_t c : comms) RANK_CHECK(ncclCommDestroy(c) == ncclSuccess, "destroy: %s", lastError().c_str());
+          return 0;
+        },
+        options);
+    INFO("GYRE_DIRECT_LEADER=" << leader << ": " << result.describe());
+    CHECK(result.allOk());
+  }
+}
