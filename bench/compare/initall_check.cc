@@ -1,6 +1,6 @@
 // Several ranks in one process on one GPU (ncclCommInitAll with a repeated
-// device, which NCCL refuses): every collective, datatype and op, in and out
-// of place, at counts that are 1, prime, span pipeline chunks and are not
+// device, which NCCL refuses): every collective, datatype and op (and a
+// PreMulSum with each rank's own scalar), in and out of place, at counts that are 1, prime, span pipeline chunks and are not
 // divisible by the rank count, checked against bench/common's exact patterns.
 // Each rank gets its own stream; a group issues one call per rank.
 //
@@ -87,13 +87,61 @@ void synchronize(cudaStream_t s) {
   if (!fake()) CUDA_OK(cudaStreamSynchronize(s));
 }
 
-// Runs one case on every rank; returns the wrong elements (or 1 for a failed call).
-size_t runCase(std::vector<Rank>& ranks, Coll coll, ncclDataType_t type, ncclRedOp_t op, size_t count, bool inPlace) {
+// A PreMulSum per rank (ncclRedOpCreatePreMulSum): rank r multiplies its
+// input by its own scalar r + 1, so the sum of the products stays an exact
+// integer for the types checked. Scalars by value or in device memory.
+struct PreMulSums {
+  std::vector<ncclRedOp_t> ops;
+  std::vector<int64_t> scalars;
+  std::vector<void*> deviceScalars;
+  const char* name = "";
+};
+
+bool makePreMulSums(std::vector<Rank>& ranks, ncclDataType_t type, ncclScalarResidence_t residence,
+                    PreMulSums* out) {
+  const int n = static_cast<int>(ranks.size());
+  out->name = residence == ncclScalarDevice ? "premulsum(device scalar)" : "premulsum(host scalar)";
+  for (int r = 0; r < n; ++r) {
+    const int64_t s = r + 1;
+    unsigned char bytes[8] = {};
+    storeInteger(bytes, 0, type, s);
+    void* where = bytes;
+    if (residence == ncclScalarDevice) {
+      where = deviceBuffer(8);
+      copyTo(where, bytes, 8);
+      out->deviceScalars.push_back(where);
+    }
+    ncclRedOp_t op;
+    if (ncclRedOpCreatePreMulSum(&op, where, type, residence, ranks[r].comm) != ncclSuccess) {
+      std::printf("FAIL ncclRedOpCreatePreMulSum: %s\n", ncclGetLastError(ranks[r].comm));
+      return false;
+    }
+    out->ops.push_back(op);
+    out->scalars.push_back(s);
+  }
+  return true;
+}
+
+void destroyPreMulSums(std::vector<Rank>& ranks, PreMulSums* p) {
+  for (size_t r = 0; r < p->ops.size(); ++r) ncclRedOpDestroy(p->ops[r], ranks[r].comm);
+  for (void* d : p->deviceScalars) freeBuffer(d);
+}
+
+// Runs one case on every rank; returns the wrong elements (or 1 for a failed
+// call). With `pms`, every rank reduces with its own PreMulSum instead of `op`.
+size_t runCase(std::vector<Rank>& ranks, Coll coll, ncclDataType_t type, ncclRedOp_t op, size_t count, bool inPlace,
+               const PreMulSums* pms = nullptr) {
   const int n = static_cast<int>(ranks.size());
   const size_t es = typeSize(type), root = static_cast<size_t>(n - 1);
   const size_t inCount = coll == Coll::ReduceScatter ? count * n : count;
   const size_t outCount = coll == Coll::AllGather ? count * n : count;
-  CheckPattern p(type, reduces(coll) ? op : ncclSum, n);
+  CheckPattern p(type, reduces(coll) && !pms ? op : ncclSum, n);
+  auto reducedAt = [&](size_t i) -> int64_t {
+    if (!pms) return p.reduced(i);
+    int64_t sum = 0;
+    for (int r = 0; r < n; ++r) sum += pms->scalars[r] * p.input(r, i);
+    return sum;
+  };
   std::vector<char> host(std::max(inCount, outCount) * es);
   for (int r = 0; r < n; ++r) {
     Rank& k = ranks[r];
@@ -107,6 +155,7 @@ size_t runCase(std::vector<Rank>& ranks, Coll coll, ncclDataType_t type, ncclRed
   ncclGroupStart();
   for (int r = 0; r < n; ++r) {
     Rank& k = ranks[r];
+    if (pms) op = pms->ops[r];
     char* in = static_cast<char*>(inPlace ? k.out : k.in);
     if (inPlace && coll == Coll::AllGather) in += r * count * es;
     char* out = static_cast<char*>(k.out);
@@ -140,7 +189,7 @@ size_t runCase(std::vector<Rank>& ranks, Coll coll, ncclDataType_t type, ncclRed
     copyTo(host.data(), out, outCount * es);
     switch (coll) {
       case Coll::AllReduce:
-      case Coll::Reduce: wrong += countWrong(host.data(), count, p, [&](size_t i) { return p.reduced(i); }); break;
+      case Coll::Reduce: wrong += countWrong(host.data(), count, p, reducedAt); break;
       case Coll::Broadcast:
         wrong += countWrong(host.data(), count, p, [&](size_t i) { return p.input(int(root), i); });
         break;
@@ -148,13 +197,13 @@ size_t runCase(std::vector<Rank>& ranks, Coll coll, ncclDataType_t type, ncclRed
         wrong += countWrong(host.data(), outCount, p, [&](size_t i) { return p.input(int(i / count), i % count); });
         break;
       case Coll::ReduceScatter:
-        wrong += countWrong(host.data(), count, p, [&](size_t i) { return p.reduced(r * count + i); });
+        wrong += countWrong(host.data(), count, p, [&](size_t i) { return reducedAt(r * count + i); });
         break;
     }
   }
   if (wrong)
-    std::printf("WRONG %s %s %s count %zu %s: %zu elements\n", collName(coll), typeName(type), opName(op), count,
-                inPlace ? "in place" : "out of place", wrong);
+    std::printf("WRONG %s %s %s count %zu %s: %zu elements\n", collName(coll), typeName(type),
+                pms ? pms->name : opName(op), count, inPlace ? "in place" : "out of place", wrong);
   return wrong;
 }
 
@@ -298,6 +347,20 @@ int main(int argc, char** argv) {
             if (runCase(ranks, coll, type, op, count, inPlace)) ++failed;
           }
       }
+  // PreMulSum with a different scalar on every rank, by value and in device
+  // memory.
+  for (ncclScalarResidence_t residence : {ncclScalarHostImmediate, ncclScalarDevice})
+    for (ncclDataType_t type : {ncclFloat32, ncclFloat64, ncclFloat16, ncclInt32}) {
+      PreMulSums pms;
+      if (!makePreMulSums(ranks, type, residence, &pms)) return 1;
+      for (Coll coll : {Coll::AllReduce, Coll::Reduce, Coll::ReduceScatter})
+        for (size_t count : counts)
+          for (bool inPlace : {false, true}) {
+            ++cases;
+            if (runCase(ranks, coll, type, ncclSum, count, inPlace, &pms)) ++failed;
+          }
+      destroyPreMulSums(ranks, &pms);
+    }
   for (Rank& k : ranks) {
     freeBuffer(k.in);
     freeBuffer(k.out);
