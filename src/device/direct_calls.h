@@ -17,9 +17,10 @@
 //      graph capture, memory that is not cudaMalloc'd — is staged by all);
 //   2. on the user's stream: tell every peer "ready" (my earlier work on
 //      this stream is done), wait for every peer's ready, run this rank's
-//      share (kernels/direct_work.h), tell every peer "done", wait for
-//      every peer's done — so no rank's later work touches its buffers
-//      while a peer still reads or writes them.
+//      share (kernels/direct_work.h; by default rank 0 runs every share and
+//      the others none), tell every peer "done", wait for every peer's done
+//      — so no rank's later work touches its buffers while a peer still
+//      reads or writes them.
 // The signals are 32-bit generation numbers written by stream memory
 // operations into each rank's inbox (device memory every peer maps), and
 // each rank waits only on its own inbox, so a watchdog can release this
@@ -70,8 +71,9 @@ struct DirectState {
   DirectClique* clique = nullptr;    // ranks of one process: where they meet (this rank holds a reference)
   size_t minBytes = 0;               // ranks of one process: smaller calls run as kernels
   int32_t maxBlocks = 0;             // GYRE_DIRECT_BLOCKS: cap on the direct kernel's grid, 0 for its own
-  // Processes sharing a GPU (GYRE_DIRECT_LEADER): rank 0 runs every rank's
-  // share and the others only signal, so one context runs kernels.
+  // GYRE_DIRECT_LEADER (default): rank 0 runs every rank's share with the
+  // whole GPU and the others only signal (for processes: one context runs
+  // kernels); otherwise each rank runs its own share.
   bool leaderRunsAll = false;
   // Peers' blocks this communicator holds mapped (src/device/ipc_registry.h).
   std::set<uint64_t> heldBlocks;
