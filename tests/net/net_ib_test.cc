@@ -329,13 +329,18 @@ TEST_CASE("a QP that enters the error state mid-collective fails every rank with
   }
   const std::string e1 = r.ranks[1].records["error"];
   INFO(e1);
-  CHECK(e1.find("transport retry counter exceeded") != std::string::npos);
+  // The QP in error completes the failing write with a retry error and flushes
+  // every other posted request; which completion rank 1 polls first is a
+  // race (a flushed receive came first in one CI run).
+  CHECK((e1.find("transport retry counter exceeded") != std::string::npos ||
+         e1.find("work request flushed") != std::string::npos));
   CHECK(e1.find("fake_ib0") != std::string::npos);
   // From 256 KiB a 3-rank AllReduce runs two rings, the second reversed:
-  // whichever QP hits the failing write, the error names its channel's peer.
-  const bool channel0 = e1.find("NET/IB/0 to rank 2") != std::string::npos;
-  const bool channel1 = e1.find("NET/IB/1 to rank 0") != std::string::npos;
-  CHECK((channel0 || channel1));
+  // whichever QP reports first, the error names its channel and peer.
+  bool named = false;
+  for (const char* link : {"NET/IB/0 to rank 2", "NET/IB/1 to rank 0", "NET/IB/0 from rank 0", "NET/IB/1 from rank 2"})
+    named |= e1.find(link) != std::string::npos;
+  CHECK(named);
 }
 
 TEST_CASE("ports going down mid-collective fail every rank within the timeout, the rank that lost them naming the "
