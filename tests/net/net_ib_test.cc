@@ -362,11 +362,15 @@ TEST_CASE("ports going down mid-collective fail every rank within the timeout, t
   // The send that hit the dead port completes with "retry counter exceeded";
   // the QP then flushes its other requests. A rank waiting on a receive at
   // that moment reports the flushed receive first (seen once under load).
+  // And a peer that saw the link drop may give up on rank 2 before rank 2's
+  // own completion error surfaces (seen in the fault matrix's twin of this
+  // case): then rank 2 names that peer.
   const std::string e2 = r.ranks[2].records["error"];
   INFO(e2);
-  CHECK((e2.find("transport retry counter exceeded") != std::string::npos ||
+  const bool toldFirst = e2.find("gave up on this rank") != std::string::npos;
+  CHECK((toldFirst || e2.find("transport retry counter exceeded") != std::string::npos ||
          e2.find("work request flushed") != std::string::npos));
-  CHECK(e2.find("fake_ib0") != std::string::npos);
+  CHECK((toldFirst || e2.find("fake_ib0") != std::string::npos));
 }
 
 TEST_CASE("slow completions (300 us each) still give exact collectives over 3 ranks", "[ib]") {
