@@ -63,19 +63,20 @@ __device__ bool allAligned16(const DirectCall& c) {
 constexpr int kPassUnroll = 4;
 
 template <typename T, typename Op, int kUnroll>
-__device__ __forceinline__ void passOfPacks(const DirectCall& c, const Op& op, size_t base, size_t stride) {
+__device__ __forceinline__ void passOfPacks(const DirectCall& c, const Op& op, const SourceScalars& scalars,
+                                            size_t base, size_t stride) {
   using P = Pack<T>;
   P v[kUnroll];
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) v[u] = reinterpret_cast<const P*>(c.src[0])[base + u * stride];
   if (c.reduce) {
-    const Op first = sourceOp(op, c, 0);
+    const Op first = sourceOp(op, c, scalars, 0);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
       for (int j = 0; j < P::kElems; ++j) v[u].e[j] = first.pre(v[u].e[j]);
     for (int k = 1; k < c.nsrc; ++k) {
-      const Op source = sourceOp(op, c, k);
+      const Op source = sourceOp(op, c, scalars, k);
       P w[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) w[u] = reinterpret_cast<const P*>(c.src[k])[base + u * stride];
@@ -97,9 +98,12 @@ __device__ __forceinline__ void passOfPacks(const DirectCall& c, const Op& op, s
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kDirectThreads) directKernel(DirectCall c, Op op) {
   // A peer died (its mappings may be gone) or the call was aborted. One read
-  // per block, not per thread: reads of one word by 135k threads queue.
+  // per block, not per thread: reads of one word by 135k threads queue. The
+  // sources' PreMulSum scalars likewise: thread k reads source k's.
   __shared__ bool skip;
+  __shared__ SourceScalars scalars;
   if (threadIdx.x == 0) skip = c.abort && *c.abort;
+  if (static_cast<int>(threadIdx.x) < c.nsrc) resolveSourceScalar(op, c, static_cast<int>(threadIdx.x), scalars);
   __syncthreads();
   if (skip) return;
   const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
@@ -111,8 +115,8 @@ __global__ void __launch_bounds__(kDirectThreads) directKernel(DirectCall c, Op 
     // Whole passes of stride * kPassUnroll packs, then single packs.
     const size_t wide = packs / (stride * kPassUnroll) * (stride * kPassUnroll);
     for (size_t base = first; base < wide; base += stride * kPassUnroll)
-      passOfPacks<T, Op, kPassUnroll>(c, op, base, stride);
-    for (size_t i = wide + first; i < packs; i += stride) passOfPacks<T, Op, 1>(c, op, i, stride);
+      passOfPacks<T, Op, kPassUnroll>(c, op, scalars, base, stride);
+    for (size_t i = wide + first; i < packs; i += stride) passOfPacks<T, Op, 1>(c, op, scalars, i, stride);
     done = packs * P::kElems;
   }
   // The tail (or everything, unaligned): element by element.
@@ -120,7 +124,7 @@ __global__ void __launch_bounds__(kDirectThreads) directKernel(DirectCall c, Op 
   for (int k = 0; k < c.nsrc; ++k) tail.src[k] = static_cast<const T*>(c.src[k]) + done;
   for (int k = 0; k < c.ndst; ++k) tail.dst[k] = static_cast<T*>(c.dst[k]) + done;
   tail.count = c.count - done;
-  directElements<T, Op>(tail, op, first, stride);
+  directElements<T, Op>(tail, op, scalars, first, stride);
 }
 
 }  // namespace

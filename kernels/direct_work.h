@@ -43,31 +43,54 @@ struct DirectCall {
   uint8_t wholeGpu = 0;     // no other rank's kernel runs beside this one: the default cap is every SM
 };
 
-// The operator for source k: a user's PreMulSum with that source's scalar;
-// any other operator (a float average is a PreMulSum by 1/n) as it is.
+// Every source's PreMulSum scalar as raw bytes, resolved once per launch
+// before any element (a scalar in device memory is read by one thread, not
+// once per pass or element). Plain bytes, so it can live in shared memory.
+struct SourceScalars {
+  alignas(8) unsigned char bytes[kMaxDirectRanks][8];
+};
+
+// Fills source k's entry: nothing to do for operators without a per-rank
+// scalar; a PreMulSum's scalar from the device pointer or the bytes passed.
 template <typename Op>
-GYRE_HOST_DEVICE Op sourceOp(const Op& op, const DirectCall&, int) {
+GYRE_HOST_DEVICE void resolveSourceScalar(const Op&, const DirectCall&, int, SourceScalars&) {}
+template <typename T>
+GYRE_HOST_DEVICE void resolveSourceScalar(const OpPreMulSum<T>&, const DirectCall& c, int k, SourceScalars& s) {
+  if (!c.hasScalar) return;
+  if (c.sourceScalarPtr[k]) {
+    const T value = *static_cast<const T*>(c.sourceScalarPtr[k]);
+    memcpy(s.bytes[k], &value, sizeof(T));
+  } else {
+    memcpy(s.bytes[k], c.sourceScalar[k], sizeof(T));
+  }
+}
+
+// The operator for source k: a user's PreMulSum with that source's resolved
+// scalar; any other operator (a float average is a PreMulSum by 1/n) as it is.
+template <typename Op>
+GYRE_HOST_DEVICE Op sourceOp(const Op& op, const DirectCall&, const SourceScalars&, int) {
   return op;
 }
 template <typename T>
-GYRE_HOST_DEVICE OpPreMulSum<T> sourceOp(const OpPreMulSum<T>& op, const DirectCall& c, int k) {
+GYRE_HOST_DEVICE OpPreMulSum<T> sourceOp(const OpPreMulSum<T>& op, const DirectCall& c, const SourceScalars& s,
+                                         int k) {
   if (!c.hasScalar) return op;
   OpPreMulSum<T> o = op;
-  if (c.sourceScalarPtr[k]) o.scalar = *static_cast<const T*>(c.sourceScalarPtr[k]);
-  else memcpy(&o.scalar, c.sourceScalar[k], sizeof(T));
+  memcpy(&o.scalar, s.bytes[k], sizeof(T));
   return o;
 }
 
 // Elements [first, count) stepping by `stride` (a thread's grid-stride slice).
 template <typename T, typename Op>
-GYRE_HOST_DEVICE void directElements(const DirectCall& c, const Op& op, size_t first, size_t stride) {
+GYRE_HOST_DEVICE void directElements(const DirectCall& c, const Op& op, const SourceScalars& scalars, size_t first,
+                                     size_t stride) {
   const T* const* src = reinterpret_cast<const T* const*>(c.src);
   T* const* dst = reinterpret_cast<T* const*>(c.dst);
   for (size_t i = first; i < c.count; i += stride) {
     T v = src[0][i];
     if (c.reduce) {
-      v = sourceOp(op, c, 0).pre(v);
-      for (int k = 1; k < c.nsrc; ++k) v = op.apply(v, sourceOp(op, c, k).pre(src[k][i]));
+      v = sourceOp(op, c, scalars, 0).pre(v);
+      for (int k = 1; k < c.nsrc; ++k) v = op.apply(v, sourceOp(op, c, scalars, k).pre(src[k][i]));
       v = op.post(v);
     }
     for (int k = 0; k < c.ndst; ++k) dst[k][i] = v;

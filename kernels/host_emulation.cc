@@ -153,7 +153,9 @@ ncclResult_t runDirectOnHost(const DirectCall& call) {
   if (call.abort && *call.abort) return ncclSuccess;
   return visitCallOp(call, [&](auto op) {
     using Op = decltype(op);
-    directElements<typename Op::Elem, Op>(call, op, 0, 1);
+    SourceScalars scalars;
+    for (int k = 0; k < call.nsrc; ++k) resolveSourceScalar(op, call, k, scalars);
+    directElements<typename Op::Elem, Op>(call, op, scalars, 0, 1);
     return ncclSuccess;
   });
 }
