@@ -3,6 +3,12 @@
 // AllGather that memcpy through the peers' mappings instead of
 // process_vm_readv (src/host/peer_mappings.h), ranks that mix such buffers
 // with heap ones, and that ncclCommDestroy unmaps every peer's buffer.
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -56,6 +62,21 @@ size_t peerMappings(const std::set<uintptr_t>& own) {
   return n;
 }
 
+// Makes process_vm_readv and process_vm_writev fail with EPERM in this
+// process, as a kernel with ptrace_scope 3 or a container's seccomp profile
+// does.
+bool forbidCrossMemoryAttach() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 1, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_writev, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
 unsigned char patternByte(int rank, size_t i) { return static_cast<unsigned char>(rank * 37 + i * 11 + (i >> 9)); }
 
 RankOptions singleCopyOptions(const char* mode = "always") {
@@ -84,6 +105,27 @@ struct Buffer {
   std::vector<unsigned char> heap;
   unsigned char* data = nullptr;
 };
+
+// An AllGather of each rank's pattern, then a Broadcast of rank 1's in
+// place, on buffers of `count` floats (gathered: n times that); 0 when both
+// match, else 1 after a RANK_CHECK names the first wrong byte.
+int allGatherThenBroadcast(ncclComm_t comm, int rank, int n, size_t count, Buffer& send, Buffer& gathered,
+                           Buffer& bcast) {
+  const size_t bytes = count * sizeof(float);
+  for (size_t i = 0; i < bytes; ++i) send.data[i] = patternByte(rank, i);
+  if (rank == 1) memcpy(bcast.data, send.data, bytes);
+  rankProgress("allgather");
+  RANK_CHECK(ncclAllGather(send.data, gathered.data, count, ncclFloat, comm, nullptr) == ncclSuccess,
+             "ncclAllGather: %s", lastError().c_str());
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < bytes; ++i)
+      RANK_CHECK(gathered.data[r * bytes + i] == patternByte(r, i), "allgather: byte %zu of rank %d's block", i, r);
+  rankProgress("broadcast from rank 1");
+  RANK_CHECK(ncclBroadcast(bcast.data, bcast.data, count, ncclFloat, 1, comm, nullptr) == ncclSuccess,
+             "ncclBroadcast: %s", lastError().c_str());
+  for (size_t i = 0; i < bytes; ++i) RANK_CHECK(bcast.data[i] == patternByte(1, i), "broadcast: byte %zu", i);
+  return 0;
+}
 
 }  // namespace
 
@@ -143,21 +185,7 @@ TEST_CASE("single-copy allgather and broadcast over 2 and 3 ranks on gyreMemAllo
           Buffer send(bytes, true), gathered(bytes * n, true), bcast(bytes, true);
           RANK_CHECK(send.data && gathered.data && bcast.data, "gyreMemAllocHost: %s", lastError().c_str());
           const std::set<uintptr_t> own = gyreMemMappings();
-          for (size_t i = 0; i < bytes; ++i) send.data[i] = patternByte(rank, i);
-          if (rank == 1) memcpy(bcast.data, send.data, bytes);
-
-          rankProgress("allgather");
-          RANK_CHECK(ncclAllGather(send.data, gathered.data, count, ncclFloat, comm, nullptr) == ncclSuccess,
-                     "ncclAllGather: %s", lastError().c_str());
-          for (int r = 0; r < n; ++r)
-            for (size_t i = 0; i < bytes; ++i)
-              RANK_CHECK(gathered.data[r * bytes + i] == patternByte(r, i), "allgather: byte %zu of rank %d's block",
-                         i, r);
-          rankProgress("broadcast from rank 1");
-          RANK_CHECK(ncclBroadcast(bcast.data, bcast.data, count, ncclFloat, 1, comm, nullptr) == ncclSuccess,
-                     "ncclBroadcast: %s", lastError().c_str());
-          for (size_t i = 0; i < bytes; ++i)
-            RANK_CHECK(bcast.data[i] == patternByte(1, i), "broadcast: byte %zu", i);
+          if (allGatherThenBroadcast(comm, rank, n, count, send, gathered, bcast) != 0) return 1;
 
           // AllGather reads every peer's input: n - 1 mappings at least.
           const size_t mapped = peerMappings(own);
@@ -214,4 +242,54 @@ TEST_CASE("single-copy broadcast and allgather over 2 ranks where only one rank'
     INFO(result.describe());
     CHECK(result.allOk());
   }
+}
+
+// The issue's "a kernel that forbids cross-memory attach": the probe at init
+// finds process_vm_readv refused, rank 0 says why in one INFO line, and
+// GYRE_SINGLE_COPY=always then runs the two-copy schedules (a read by
+// reference would fail the call with EPERM instead).
+TEST_CASE("where the kernel refuses process_vm_readv (seccomp), single copy falls back to two copies, says why "
+          "once, and broadcast and allgather of heap buffers match the inputs",
+          "[sharedbuffers][singlecopy]") {
+  const std::string logDir = "/tmp/gyre_no_cma_" + std::to_string(getpid());
+  for (int nranks : {2, 3}) {
+    INFO(nranks << " ranks");
+    REQUIRE(system(("rm -rf " + logDir + " && mkdir -p " + logDir).c_str()) == 0);
+    RankOptions options = singleCopyOptions("always");
+    // The launcher opens the file before it forks the ranks: one file, every rank's lines.
+    options.env.push_back({"NCCL_DEBUG", "INFO"});
+    options.env.push_back({"NCCL_DEBUG_SUBSYS", "INIT"});
+    options.env.push_back({"NCCL_DEBUG_FILE", logDir + "/log.%p"});
+    RunResult result = runRanks(
+        nranks,
+        [](int rank, int n, const ncclUniqueId& id) {
+          RANK_CHECK(forbidCrossMemoryAttach(), "seccomp: %s", strerror(errno));
+          ncclComm_t comm = nullptr;
+          RANK_CHECK(gyreCommInitRankHost(&comm, n, id, rank, nullptr) == ncclSuccess, "init: %s",
+                     lastError().c_str());
+          // Heap buffers, a prime count spanning several pieces.
+          const size_t count = 300007, bytes = count * sizeof(float);
+          Buffer send(bytes, false), gathered(bytes * n, false), bcast(bytes, false);
+          if (allGatherThenBroadcast(comm, rank, n, count, send, gathered, bcast) != 0) return 1;
+          RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+          return 0;
+        },
+        options);
+    INFO(result.describe());
+    CHECK(result.allOk());
+    FILE* cat = popen(("cat " + logDir + "/log.* 2>/dev/null").c_str(), "r");
+    REQUIRE(cat != nullptr);
+    std::string log;
+    char chunk[4096];
+    for (size_t got; (got = fread(chunk, 1, sizeof chunk, cat)) > 0;) log.append(chunk, got);
+    pclose(cat);
+    INFO("the ranks' log:\n" << log);
+    const std::string why =
+        "single-copy transfers off: process_vm_readv by rank 0 from rank 1 failed: " + std::string(strerror(EPERM));
+    const size_t first = log.find(why);
+    CHECK(first != std::string::npos);
+    CHECK(log.find(why, first + 1) == std::string::npos);  // once, by rank 0
+    CHECK(log.find("single-copy transfers on") == std::string::npos);
+  }
+  REQUIRE(system(("rm -rf " + logDir).c_str()) == 0);
 }
