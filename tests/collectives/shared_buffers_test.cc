@@ -4,10 +4,6 @@
 // process_vm_readv (src/host/peer_mappings.h), ranks that mix such buffers
 // with heap ones, and that ncclCommDestroy unmaps every peer's buffer.
 #include <errno.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -17,6 +13,8 @@
 #include <set>
 #include <sstream>
 
+#include "../support/deny_syscalls.h"
+#include "../support/log_dir.h"
 #include "coll_common.h"
 
 using namespace gyre::test;
@@ -60,21 +58,6 @@ size_t peerMappings(const std::set<uintptr_t>& own) {
   size_t n = 0;
   for (uintptr_t start : gyreMemMappings()) n += own.count(start) == 0;
   return n;
-}
-
-// Makes process_vm_readv and process_vm_writev fail with EPERM in this
-// process, as a kernel with ptrace_scope 3 or a container's seccomp profile
-// does.
-bool forbidCrossMemoryAttach() {
-  sock_filter filter[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 1, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_writev, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog prog{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
-  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
 }
 
 unsigned char patternByte(int rank, size_t i) { return static_cast<unsigned char>(rank * 37 + i * 11 + (i >> 9)); }
@@ -251,19 +234,20 @@ TEST_CASE("single-copy broadcast and allgather over 2 ranks where only one rank'
 TEST_CASE("where the kernel refuses process_vm_readv (seccomp), single copy falls back to two copies, says why "
           "once, and broadcast and allgather of heap buffers match the inputs",
           "[sharedbuffers][singlecopy]") {
-  const std::string logDir = "/tmp/gyre_no_cma_" + std::to_string(getpid());
   for (int nranks : {2, 3}) {
     INFO(nranks << " ranks");
-    REQUIRE(system(("rm -rf " + logDir + " && mkdir -p " + logDir).c_str()) == 0);
+    LogDir logs;
+    REQUIRE(logs.ok());
     RankOptions options = singleCopyOptions("always");
-    // The launcher opens the file before it forks the ranks: one file, every rank's lines.
     options.env.push_back({"NCCL_DEBUG", "INFO"});
     options.env.push_back({"NCCL_DEBUG_SUBSYS", "INIT"});
-    options.env.push_back({"NCCL_DEBUG_FILE", logDir + "/log.%p"});
+    options.env.push_back({"NCCL_DEBUG_FILE", logs.pattern()});
     RunResult result = runRanks(
         nranks,
         [](int rank, int n, const ncclUniqueId& id) {
-          RANK_CHECK(forbidCrossMemoryAttach(), "seccomp: %s", strerror(errno));
+          // As ptrace_scope 3 or a container's seccomp profile would.
+          RANK_CHECK(denySyscalls({SYS_process_vm_readv, SYS_process_vm_writev}, EPERM), "seccomp: %s",
+                     strerror(errno));
           ncclComm_t comm = nullptr;
           RANK_CHECK(gyreCommInitRankHost(&comm, n, id, rank, nullptr) == ncclSuccess, "init: %s",
                      lastError().c_str());
@@ -277,19 +261,10 @@ TEST_CASE("where the kernel refuses process_vm_readv (seccomp), single copy fall
         options);
     INFO(result.describe());
     CHECK(result.allOk());
-    FILE* cat = popen(("cat " + logDir + "/log.* 2>/dev/null").c_str(), "r");
-    REQUIRE(cat != nullptr);
-    std::string log;
-    char chunk[4096];
-    for (size_t got; (got = fread(chunk, 1, sizeof chunk, cat)) > 0;) log.append(chunk, got);
-    pclose(cat);
-    INFO("the ranks' log:\n" << log);
+    INFO("the ranks' log:\n" << logs.allText());
     const std::string why =
         "single-copy transfers off: process_vm_readv by rank 0 from rank 1 failed: " + std::string(strerror(EPERM));
-    const size_t first = log.find(why);
-    CHECK(first != std::string::npos);
-    CHECK(log.find(why, first + 1) == std::string::npos);  // once, by rank 0
-    CHECK(log.find("single-copy transfers on") == std::string::npos);
+    CHECK(logs.linesWith({why}).size() == 1);  // once, by rank 0
+    CHECK(logs.linesWith({"single-copy transfers on"}).empty());
   }
-  REQUIRE(system(("rm -rf " + logDir).c_str()) == 0);
 }

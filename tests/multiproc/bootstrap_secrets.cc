@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "../support/fork_ranks.h"
-#include "log_dir.h"
+#include "../support/log_dir.h"
 #include "src/bootstrap/wire.h"
 
 namespace {

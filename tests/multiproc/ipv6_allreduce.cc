@@ -16,7 +16,7 @@
 
 #include "../support/fork_ranks.h"
 #include "../support/reference.h"
-#include "log_dir.h"
+#include "../support/log_dir.h"
 
 namespace {
 

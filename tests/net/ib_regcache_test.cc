@@ -10,13 +10,10 @@
 #include <catch2/catch.hpp>
 
 #include <dlfcn.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <malloc.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/deny_syscalls.h"
 #include "ib_loop.h"
 #include "transport/ib/ib_devices.h"
 #include "transport/ib/reg_cache.h"
@@ -182,24 +180,12 @@ TEST_CASE("a registration that fails leaves no watcher thread behind and names t
 
 namespace {
 
-// Makes userfaultfd() fail with EPERM in this process, as Docker's default
-// seccomp profile does.
-bool forbidUserfaultfd() {
-  sock_filter filter[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_userfaultfd, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog prog{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
-  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
-}
-
 // In a child without userfaultfd: regions are not shared, and a buffer
 // mapped again at a freed address still gets its own region. Exit code 0
 // when all holds, else the number of the failed step.
 int withoutUserfaultfd() {
-  if (!forbidUserfaultfd()) return 1;
+  // As Docker's default seccomp profile does.
+  if (!gyre::test::denySyscalls({SYS_userfaultfd}, EPERM)) return 1;
   Loop loop;
   const size_t size = 64 * 1024;
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -1,7 +1,7 @@
 // log_dir.h — a temporary folder for the ranks' NCCL_DEBUG_FILE logs, so a test
 // can check what gyre logged (a refusal at WARN, the address a rank listens on).
-#ifndef GYRE_TESTS_MULTIPROC_LOG_DIR_H_
-#define GYRE_TESTS_MULTIPROC_LOG_DIR_H_
+#ifndef GYRE_TESTS_SUPPORT_LOG_DIR_H_
+#define GYRE_TESTS_SUPPORT_LOG_DIR_H_
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -73,4 +73,4 @@ class LogDir {
 
 }  // namespace gyre::test
 
-#endif  // GYRE_TESTS_MULTIPROC_LOG_DIR_H_
+#endif  // GYRE_TESTS_SUPPORT_LOG_DIR_H_
