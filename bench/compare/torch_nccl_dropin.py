@@ -79,6 +79,15 @@ def collectives(rank, world, dev, failures):
         elif rank == 1:
             dist.recv(t, src=0)
             check("send/recv", t, torch.full((5,), 7.0), failures)
+        # A ring of batched sends and receives (one NCCL group), as pipeline
+        # stages exchange activations.
+        src = torch.arange(1001, dtype=torch.float32, device=dev) + 10000 * rank
+        got = torch.empty(1001, device=dev)
+        ops = [dist.P2POp(dist.isend, src, (rank + 1) % world), dist.P2POp(dist.irecv, got, (rank - 1) % world)]
+        for req in dist.batch_isend_irecv(ops):
+            req.wait()
+        want = torch.arange(1001, dtype=torch.float32) + 10000 * ((rank - 1) % world)
+        check("batch_isend_irecv", got, want, failures)
     dist.barrier()
 
 

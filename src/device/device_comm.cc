@@ -1,5 +1,6 @@
 #include "src/device/device_comm.h"
 
+#include "src/device/copy/copy_calls.h"
 #include "src/device/direct_calls.h"
 #include "src/device/kernel_calls.h"
 #include "src/device/staging.h"

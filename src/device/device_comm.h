@@ -20,6 +20,7 @@ namespace gyre {
 
 class Bootstrap;
 struct Connection;
+struct CopyState;
 struct DeviceComm;
 struct DirectState;
 struct KernelState;
@@ -67,11 +68,12 @@ struct DeviceComm {
   std::vector<Connection*> initConnections;
 
   // Which executor runs collectives (chooseDeviceExecutor, setupDirect);
-  // send/recv and what neither takes are staged.
+  // what neither takes is staged. Send/recv: copy_calls.h.
   bool deviceKernels = false;
   std::unique_ptr<KernelState> kernels;    // kernel_calls.h
   std::unique_ptr<DirectState> direct;     // direct_calls.h
   std::unique_ptr<StagingState> staging;   // staging.h
+  std::unique_ptr<CopyState> copies;       // copy/copy_calls.h
 };
 
 }  // namespace gyre

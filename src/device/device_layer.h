@@ -4,6 +4,8 @@
 //   kernels (kernel_calls.h)  collectives as CUDA kernels over p2p FIFOs;
 //   direct (direct_calls.h)   collectives of processes sharing one GPU, one
 //                             pass over IPC-mapped buffers;
+//   copies (copy/copy_calls.h) send/recv between ranks this process can
+//                             address: copy-engine copies between streams;
 //   staged (staging.h)        everything else, through pinned host memory and
 //                             the host executor.
 // Entry points that take a DeviceComm accept null (a host communicator) and

@@ -15,9 +15,11 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/call_scalar.h"
+#include "src/device/copy/copy_calls.h"
 #include "src/device/direct_inprocess.h"
 #include "src/device/direct_share.h"
 #include "src/device/ipc_registry.h"
+#include "src/device/process_liveness.h"
 #include "src/call/datatypes.h"
 
 namespace gyre {
@@ -93,19 +95,6 @@ void checkDirectFault(DeviceComm* comm) {
 }
 
 namespace {
-
-// Gone, or a zombie its parent has not reaped yet (kill(pid, 0) still works).
-bool processGone(int pid) {
-  if (kill(pid, 0) != 0) return errno == ESRCH;
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  FILE* f = fopen(path, "r");
-  if (!f) return false;
-  char state = 0;
-  int fields = fscanf(f, "%*d (%*[^)]) %c", &state);
-  fclose(f);
-  return fields == 1 && (state == 'Z' || state == 'X');
-}
 
 // A peer process that is gone never writes its flags: fail, naming it.
 bool checkPeersAlive(DeviceComm* comm) {
@@ -333,10 +322,29 @@ bool takesDirect(const DeviceRequest& c) {
 
 namespace {
 
-// Every rank's CallInfo of call `c` into `infos` (this rank's is in place).
+static_assert(sizeof(CallInfo) <= ProcessMailbox::kRecordBytes, "a CallInfo must fit a mailbox record");
+
+// Every rank's CallInfo of call `c` into `infos` (this rank's is in place):
+// through the host's shared-memory mailbox (a few microseconds), else over
+// the bootstrap ring (a TCP round trip per rank).
 ncclResult_t gatherInfos(const DeviceRequest& c, std::vector<CallInfo>* infos) {
   DeviceComm* comm = c.comm;
   Deadline deadline = Deadline::afterSeconds(comm->collTimeoutSeconds);
+  const CallInfo& mine = (*infos)[comm->rank];
+  if (comm->copies && comm->copies->ipc && comm->copies->ipc->mailbox.recordsUsable()) {
+    const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+    int missing = -1;
+    if (comm->copies->ipc->mailbox.allGather(comm->rank, mine.callSeq - 1, infos->data(), sizeof(CallInfo), deadline,
+                                             &comm->abortFlag, [&](int r) { return processGone(peers[r].pid); },
+                                             &missing))
+      return ncclSuccess;
+    if (missing >= 0 && processGone(peers[missing].pid))
+      return missedMeeting(c, ncclRemoteError, "rank " + std::to_string(missing) + " (pid " +
+                           std::to_string(peers[missing].pid) + ") died", false);
+    if (comm->abortFlag.load()) return missedMeeting(c, ncclInvalidUsage, "the communicator was aborted", false);
+    return missedMeeting(c, ncclRemoteError, missing >= 0 ? "rank " + std::to_string(missing) + " never made it"
+                                                          : "a peer has not collected this rank's earlier calls");
+  }
   ncclResult_t r = comm->bootstrap->allGather(infos->data(), sizeof(CallInfo), deadline, &comm->abortFlag);
   return r == ncclSuccess ? ncclSuccess : missedMeeting(c, r, lastErrorText(), deadline.expired());
 }

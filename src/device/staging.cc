@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include "src/device/device_comm.h"
 #include "src/debug/error.h"
@@ -157,6 +158,39 @@ void runPiece(void* arg) {
   }
 }
 
+// The worker could not run the piece: the job fails, saying why.
+void abandonPiece(void* arg, const char* why) {
+  StagedJob* job = static_cast<PieceRun*>(arg)->job;
+  job->failed.store(true);
+  std::string text = std::string("staged collective: ") + why;
+  for (DeviceComm* c : job->comms) c->hooks->noteAsyncError(ncclRemoteError, text);
+  GYRE_WARN("%s", text.c_str());
+}
+
+// Hands piece `piece` to the worker of the job's first communicator: it
+// runs once the run stream has the piece's input, and the run stream waits
+// for it.
+ncclResult_t runOnWorker(DeviceRuntime* rt, StagedJob* job, size_t piece, StreamHandle run) {
+  DeviceComm* comm = job->comms.front();
+  StagingState& s = *comm->staging;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.worker.started()) GYRE_CHECK(s.worker.start(comm->cudaDev));
+  }
+  StagingWorker::Piece p;
+  p.run = runPiece;
+  p.abandon = abandonPiece;
+  p.arg = &job->runs[piece];
+  p.timeoutSeconds = comm->collTimeoutSeconds;
+  GYRE_CHECK(rt->eventCreate(&p.inputReady));
+  ncclResult_t r = rt->eventRecord(p.inputReady, run);
+  if (r != ncclSuccess) {
+    rt->eventDestroy(p.inputReady);
+    return r;
+  }
+  return s.worker.enqueue(p, run);
+}
+
 // Each run of a captured job counts as in flight from its first node on.
 void beginCapturedJob(void* arg) {
   auto* job = static_cast<StagedJob*>(arg);
@@ -213,22 +247,11 @@ ncclResult_t copyPiece(DeviceRuntime* rt, const StagedCall& s, size_t piece, boo
   return rt->copy2DAsync(device, devicePitch, host, width, width, rows, stream);
 }
 
-// Makes `waiter` wait for all work issued so far on `signaler`.
-ncclResult_t joinStreams(DeviceRuntime* rt, StreamHandle signaler, StreamHandle waiter) {
-  if (signaler == waiter) return ncclSuccess;
-  EventHandle e = nullptr;
-  GYRE_CHECK(rt->eventCreate(&e));
-  ncclResult_t r = rt->eventRecord(e, signaler);
-  if (r == ncclSuccess) r = rt->streamWaitEvent(waiter, e);
-  rt->eventDestroy(e);  // released once the recorded work completes
-  return r;
-}
-
 // Joins every stream but `driver` into it (intoDriver) or it into them.
-ncclResult_t joinOthers(DeviceRuntime* rt, const std::vector<StreamHandle>& streams, StreamHandle driver,
+ncclResult_t joinOthers(const std::vector<StreamHandle>& streams, StreamHandle driver,
                         bool intoDriver) {
   for (StreamHandle s : streams)
-    if (s != driver) GYRE_CHECK(intoDriver ? joinStreams(rt, s, driver) : joinStreams(rt, driver, s));
+    if (s != driver) GYRE_CHECK(intoDriver ? joinStreams(s, driver) : joinStreams(driver, s));
   return ncclSuccess;
 }
 
@@ -240,21 +263,22 @@ ncclResult_t joinOthers(DeviceRuntime* rt, const std::vector<StreamHandle>& stre
 // `queuedRun` says whether a host function holding the job was queued.
 ncclResult_t enqueuePieces(DeviceRuntime* rt, StagedJob* job, const JobStreams& js, StreamHandle driver,
                            bool* queuedRun) {
-  GYRE_CHECK(joinStreams(rt, driver, js.in));
+  GYRE_CHECK(joinStreams(driver, js.in));
   for (size_t piece = 0; piece < job->pieces; ++piece) {
     for (const StagedCall& s : job->calls) {
       if (s.movesInput) GYRE_CHECK(copyPiece(rt, s, piece, true, js.in));
       if (piece == 0 && s.deviceScalar)
         GYRE_CHECK(rt->copyAsync(s.stageScalar, s.deviceScalar, datatypeSize(s.host.datatype), js.in));
     }
-    GYRE_CHECK(joinStreams(rt, js.in, js.run));
-    GYRE_CHECK(rt->hostFunc(js.run, runPiece, &job->runs[piece]));
+    GYRE_CHECK(joinStreams(js.in, js.run));
+    if (job->captured) GYRE_CHECK(rt->hostFunc(js.run, runPiece, &job->runs[piece]));
+    else GYRE_CHECK(runOnWorker(rt, job, piece, js.run));
     *queuedRun = true;
-    GYRE_CHECK(joinStreams(rt, js.run, js.out));
+    GYRE_CHECK(joinStreams(js.run, js.out));
     for (const StagedCall& s : job->calls)
       if (s.movesOutput) GYRE_CHECK(copyPiece(rt, s, piece, false, js.out));
   }
-  return joinStreams(rt, js.out, driver);
+  return joinStreams(js.out, driver);
 }
 
 // The communicator's own streams, made on its device at first use.
@@ -322,7 +346,7 @@ ncclResult_t launchStagedCalls(const std::vector<DeviceRequest>& calls) {
   for (size_t piece = 0; piece < job->pieces; ++piece) job->runs.push_back({job.get(), piece});
 
   bool queuedRun = false;
-  GYRE_CHECK(joinOthers(rt, streams, driver, true));
+  GYRE_CHECK(joinOthers(streams, driver, true));
   if (job->captured) {
     // The job (and its buffers, never returned to the pool) belongs to its
     // communicators from now on; begin/end nodes count each launch in flight.
@@ -335,7 +359,7 @@ ncclResult_t launchStagedCalls(const std::vector<DeviceRequest>& calls) {
     GYRE_CHECK(rt->hostFunc(driver, beginCapturedJob, raw));
     GYRE_CHECK(enqueuePieces(rt, raw, js, driver, &queuedRun));
     GYRE_CHECK(rt->hostFunc(driver, endCapturedJob, raw));
-    return joinOthers(rt, streams, driver, false);
+    return joinOthers(streams, driver, false);
   }
   for (DeviceComm* comm : job->comms) {
     GYRE_CHECK(comm->staging->order.followLast(driver));
@@ -353,7 +377,7 @@ ncclResult_t launchStagedCalls(const std::vector<DeviceRequest>& calls) {
   // `raw` may be finished and freed from here on: only its communicators are used.
   std::vector<DeviceComm*> comms = raw->comms;
   ncclResult_t finish = rt->hostFunc(driver, finishJob, raw);
-  ncclResult_t joined = joinOthers(rt, streams, driver, false);
+  ncclResult_t joined = joinOthers(streams, driver, false);
   ncclResult_t noted = ncclSuccess;
   for (DeviceComm* comm : comms)
     if (noted == ncclSuccess) noted = comm->staging->order.note(driver);
@@ -371,7 +395,10 @@ bool drainStaging(DeviceComm* comm, double seconds) {
     if (rt) rt->freeHost(p);
   s.allBuffers.clear();
   s.freeBuffers.clear();
-  s.capturedJobs.clear();  // their graphs must not run again (as with NCCL, destroy after the graphs)
+  s.capturedJobs.clear();
+  lock.unlock();
+  s.worker.stop();  // idle: no job is in flight
+  lock.lock();  // their graphs must not run again (as with NCCL, destroy after the graphs)
   s.order.destroy();
   for (StreamHandle& stream : s.ownStreams)
     if (stream && rt) rt->streamDestroy(stream);

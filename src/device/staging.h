@@ -11,8 +11,11 @@
 // and send/recv always do; otherwise collectives run as kernels
 // (kernel_calls.h).
 //
-// Inside CUDA graph capture the same nodes are recorded; such a job runs at
-// every launch of the graph and keeps its buffers until destroy.
+// Each piece runs on the host executor in the communicator's worker thread
+// (staging_worker.h), which the stream waits for by a flag; inside CUDA
+// graph capture a host function runs it instead (a flag's value cannot
+// change between launches of a graph), and such a job runs at every launch
+// of the graph and keeps its buffers until destroy.
 //
 // A group's calls become one job, so calls on several communicators (as
 // ncclCommInitAll's ranks driven from one thread) progress together in one
@@ -32,6 +35,7 @@
 #include "include/gyre.h"
 #include "src/device/device_comm.h"
 #include "src/device/runtime.h"
+#include "src/device/staging_worker.h"
 #include "src/device/stream_completions.h"
 
 namespace gyre {
@@ -53,6 +57,8 @@ struct StagingState {
   // Copy-in, host-run and copy-out streams of pipelined jobs (staging.cc),
   // made at first use and destroyed with the buffers.
   StreamHandle ownStreams[3] = {nullptr, nullptr, nullptr};
+  // Runs the pieces of jobs this communicator drives (started at first use).
+  StagingWorker worker;
 };
 
 // Enqueues the calls (all on device communicators) on their streams.

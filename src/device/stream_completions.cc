@@ -8,6 +8,17 @@
 
 namespace gyre {
 
+ncclResult_t joinStreams(StreamHandle signaler, StreamHandle waiter) {
+  if (signaler == waiter) return ncclSuccess;
+  DeviceRuntime* rt = deviceRuntime();
+  EventHandle e = nullptr;
+  GYRE_CHECK(rt->eventCreate(&e));
+  ncclResult_t r = rt->eventRecord(e, signaler);
+  if (r == ncclSuccess) r = rt->streamWaitEvent(waiter, e);
+  rt->eventDestroy(e);
+  return r;
+}
+
 ncclResult_t StreamCompletions::note(StreamHandle stream) {
   DeviceRuntime* rt = deviceRuntime();
   std::lock_guard<std::mutex> lock(mutex_);

@@ -13,6 +13,10 @@
 
 namespace gyre {
 
+// Makes `waiter` wait for all work issued so far on `signaler` (a fresh
+// event, released once the work it marks completes).
+ncclResult_t joinStreams(StreamHandle signaler, StreamHandle waiter);
+
 class StreamCompletions {
  public:
   // Records the stream's work so far (its event made on first use).

@@ -72,8 +72,9 @@ GYRE_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size
   GYRE_CHECK(checkOverlap(sendbuff, bytes * comm->nranks, recvbuff, bytes * comm->nranks, fn));
   // In place: every block is both sent and overwritten, so send from a copy.
   // The copy must outlive the exchange, hence not inside an open group.
-  // (Device communicators need none: their staged sends read every input
-  // block before any received block is written back.)
+  // (Device communicators need none: their copy paths send a block that a
+  // receive overwrites from a device copy of it, and staged sends read
+  // every input block before any received block is written back.)
   if (comm->isHost && sendbuff == recvbuff && count > 0 && comm->nranks > 1) {
     if (groupDepth() > 0)
       return fail(ncclInvalidUsage, "%s: in-place AlltoAll inside ncclGroupStart/End is not supported; call it "

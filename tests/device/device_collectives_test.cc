@@ -417,17 +417,13 @@ TEST_CASE("CUDA_LAUNCH_BLOCKING=1 with two ranks in one process stages their col
   }
 }
 
-// A known defect, kept as an executable report: CUDA may run every host
-// function of a process on one thread (the fake does so too), and a staged
-// piece's host function blocks until the peers join. Ranks of one process,
-// each driven from its own thread without a group, each get a job of their
-// own: rank 0's host function waits for rank 1's, which runs only after it,
-// and both fail at GYRE_TIMEOUT. (A group makes one job and works; see the
-// CUDA_LAUNCH_BLOCKING test.) The fix is to hand pieces to a thread of the
-// communicator and have the stream wait on a flag; when it lands, drop
-// "[!shouldfail]".
+// CUDA may run every host function of a process on one thread (the fake
+// does so too), so staged pieces, which wait for their peers, run on each
+// communicator's worker thread and the stream waits for them by a flag
+// (src/device/staging_worker.h). Ranks of one process, each driven from its
+// own thread without a group, each get a job of their own; both complete.
 TEST_CASE("ranks of one process on the staged path, one thread each and no group, both complete",
-          "[device][initall][!shouldfail]") {
+          "[device][initall]") {
   RankOptions o = deviceOptions();
   o.env.push_back({"NCCL_P2P_DISABLE", "1"});
   o.env.push_back({"GYRE_DEVICE_PATH", "auto"});

@@ -1,0 +1,386 @@
+#include "src/device/copy/copy_calls.h"
+
+#include <stdio.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/call/datatypes.h"
+#include "src/debug/error.h"
+#include "src/debug/log.h"
+#include "src/device/copy/copy_exchange.h"
+#include "src/device/runtime.h"
+
+namespace gyre {
+namespace {
+
+size_t bytesOf(const DeviceRequest& c) { return c.count * datatypeSize(c.datatype); }
+const char* callName(const DeviceRequest& c) { return c.isSend ? "ncclSend" : "ncclRecv"; }
+
+// Events belong to the device current when they are made and are recorded
+// on that device's streams: a thread driving ranks of several GPUs switches.
+class OnDevice {
+ public:
+  explicit OnDevice(int device) {
+    DeviceRuntime* rt = deviceRuntime();
+    if (rt->currentDevice(&previous_) == ncclSuccess && previous_ != device && device >= 0)
+      switched_ = rt->setDevice(device) == ncclSuccess;
+  }
+  ~OnDevice() {
+    if (switched_) deviceRuntime()->setDevice(previous_);
+  }
+
+ private:
+  int previous_ = -1;
+  bool switched_ = false;
+};
+
+void logPath(const DeviceRequest& c, P2PPath path) {
+  GYRE_INFO("P2P", "%s of %zu bytes %s rank %d: %s", callName(c), bytesOf(c), c.isSend ? "to" : "from", c.root,
+            p2pPathName(path));
+}
+
+
+// Sends to self meet receives from self in call order.
+ncclResult_t copySelf(const std::vector<const DeviceRequest*>& calls) {
+  DeviceRuntime* rt = deviceRuntime();
+  std::map<DeviceComm*, std::pair<std::vector<const DeviceRequest*>, std::vector<const DeviceRequest*>>> byComm;
+  std::vector<DeviceComm*> order;
+  for (const DeviceRequest* c : calls) {
+    if (!byComm.count(c->comm)) order.push_back(c->comm);
+    auto& lists = byComm[c->comm];
+    (c->isSend ? lists.first : lists.second).push_back(c);
+  }
+  for (DeviceComm* comm : order) {
+    auto& [sends, recvs] = byComm[comm];
+    if (sends.size() != recvs.size())
+      return fail(ncclInvalidUsage, "rank %d: %zu ncclSend(s) to itself but %zu ncclRecv(s) from itself in one "
+                  "group; each send to self needs a receive from self in the same group", comm->rank, sends.size(),
+                  recvs.size());
+    OnDevice onDevice(comm->cudaDev);
+    for (size_t i = 0; i < sends.size(); ++i) {
+      const DeviceRequest& s = *sends[i];
+      const DeviceRequest& r = *recvs[i];
+      if (bytesOf(s) != bytesOf(r))
+        return fail(ncclInvalidUsage, "rank %d: ncclSend to itself of %zu bytes meets an ncclRecv from itself of "
+                    "%zu bytes (the %zu-th pair of the group)", comm->rank, bytesOf(s), bytesOf(r), i + 1);
+      // The copy runs on the receive's stream, after the send's stream
+      // reached the send; the send's stream then waits for the copy.
+      GYRE_CHECK(joinStreams(s.stream, r.stream));
+      if (bytesOf(s) && r.output != s.input) GYRE_CHECK(rt->copyAsync(r.output, s.input, bytesOf(s), r.stream));
+      GYRE_CHECK(joinStreams(r.stream, s.stream));
+      GYRE_CHECK(comm->copies->lastCopies.note(r.stream));
+      countP2PPath(s, P2PPath::SelfCopy);
+      countP2PPath(r, P2PPath::SelfCopy);
+    }
+  }
+  return ncclSuccess;
+}
+
+bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return an && bn && x < y + bn && y < x + an;
+}
+
+// Whether a receive of the same communicator in this batch writes over the
+// send's buffer (in-place AlltoAll): the send then goes from a copy, made
+// before this rank says it is ready, so no peer's write can come first.
+bool sendOverwritten(const DeviceRequest& send, const std::vector<const DeviceRequest*>& calls) {
+  for (const DeviceRequest* c : calls)
+    if (!c->isSend && c->comm == send.comm && overlaps(send.input, bytesOf(send), c->output, bytesOf(*c)))
+      return true;
+  return false;
+}
+
+struct Pending {
+  const DeviceRequest* call;
+  CopyExchange::Ticket ticket;
+  EventHandle ready;
+};
+
+struct Scratch {
+  const DeviceRequest* call;
+  void* buffer;
+  size_t capacity;
+};
+
+ncclResult_t failPair(const DeviceRequest& c, ncclResult_t code, const std::string& why) {
+  ncclResult_t r = fail(code, "%s of %zu bytes %s rank %d at rank %d (peers in one process, copy path): %s",
+                        callName(c), bytesOf(c), c.isSend ? "to" : "from", c.root, c.comm->rank, why.c_str());
+  c.comm->hooks->markFailed(r, c.root);
+  return r;
+}
+
+// The second side of a pair: both offers are known, both ready events
+// recorded. Copies on this side's stream and tells the first side.
+ncclResult_t copyAsSecond(const DeviceRequest& c, const CopyExchange::Ticket& t, const CopyExchange::Offer& mine,
+                          const CopyExchange::Offer& other) {
+  DeviceRuntime* rt = deviceRuntime();
+  CopyExchange& x = *c.comm->copies->exchange;
+  const CopyExchange::Offer& send = mine.isSend ? mine : other;
+  const CopyExchange::Offer& recv = mine.isSend ? other : mine;
+  std::string error;
+  if (send.bytes != recv.bytes) {
+    char text[256];
+    snprintf(text, sizeof(text), "mismatched sizes: rank %d's ncclSend has %zu bytes but rank %d's ncclRecv %zu",
+             send.from, send.bytes, recv.to, recv.bytes);
+    error = text;
+  }
+  ncclResult_t r = ncclSuccess;
+  EventHandle done = nullptr;
+  if (error.empty()) {
+    r = rt->streamWaitEvent(c.stream, other.ready);
+    if (r == ncclSuccess && send.bytes) r = rt->copyAsync(recv.buffer, send.buffer, send.bytes, c.stream);
+    if (r == ncclSuccess) r = rt->eventCreate(&done);
+    if (r == ncclSuccess) r = rt->eventRecord(done, c.stream);
+    if (r != ncclSuccess) error = lastErrorText();
+  }
+  rt->eventDestroy(other.ready);  // its wait is queued (or never will be)
+  rt->eventDestroy(mine.ready);   // nobody waits on this side's
+  if (!error.empty()) {
+    if (done) rt->eventDestroy(done);
+    x.complete(t, nullptr, error);
+    return failPair(c, r != ncclSuccess ? r : ncclInvalidUsage, error);
+  }
+  x.complete(t, done, "");
+  GYRE_CHECK(c.comm->copies->lastCopies.note(c.stream));
+  countP2PPath(c, P2PPath::ProcessCopy);
+  return ncclSuccess;
+}
+
+// The first side of a pair: waits until the second queued the copy, then
+// has its own stream wait for it.
+ncclResult_t awaitAsFirst(const Pending& p) {
+  const DeviceRequest& c = *p.call;
+  DeviceRuntime* rt = deviceRuntime();
+  Deadline deadline = Deadline::afterSeconds(c.comm->collTimeoutSeconds);
+  EventHandle done = nullptr;
+  std::string error;
+  bool timedOut = false;
+  if (!c.comm->copies->exchange->awaitCopy(p.ticket, deadline, &c.comm->abortFlag, &done, &error, &timedOut)) {
+    if (error == "timed out" || error == "aborted") {
+      rt->eventDestroy(p.ready);  // withdrawn: no copier will wait on it
+      if (timedOut)
+        error = "rank " + std::to_string(c.root) + " (in this process) made no matching " +
+                (c.isSend ? "ncclRecv" : "ncclSend") + " within GYRE_TIMEOUT (" +
+                std::to_string(static_cast<int>(c.comm->collTimeoutSeconds)) +
+                " s); a thread that drives several ranks must make their calls inside one ncclGroupStart/End";
+      else
+        error = "the communicator was aborted before the peer made its call";
+    }
+    return failPair(c, timedOut ? ncclRemoteError : ncclInvalidUsage, error);
+  }
+  GYRE_CHECK(rt->streamWaitEvent(c.stream, done));
+  rt->eventDestroy(done);
+  GYRE_CHECK(c.comm->copies->lastCopies.note(c.stream));
+  countP2PPath(c, P2PPath::ProcessCopy);
+  return ncclSuccess;
+}
+
+ncclResult_t copyInProcess(const std::vector<const DeviceRequest*>& calls) {
+  DeviceRuntime* rt = deviceRuntime();
+  std::vector<Pending> pending;
+  std::vector<Scratch> scratches;
+  ncclResult_t r = ncclSuccess;
+  for (const DeviceRequest* cp : calls) {
+    const DeviceRequest& c = *cp;
+    CopyState& s = *c.comm->copies;
+    OnDevice onDevice(c.comm->cudaDev);
+    CopyExchange::Offer mine;
+    mine.from = c.isSend ? c.comm->rank : c.root;
+    mine.to = c.isSend ? c.root : c.comm->rank;
+    mine.isSend = c.isSend;
+    mine.buffer = c.isSend ? const_cast<void*>(c.input) : c.output;
+    mine.bytes = bytesOf(c);
+    mine.call = callName(c);
+    if (c.isSend && sendOverwritten(c, calls)) {
+      Scratch scratch{cp, nullptr, 0};
+      if ((r = takeCopyScratch(c.comm, mine.bytes, &scratch.buffer, &scratch.capacity)) != ncclSuccess) break;
+      scratches.push_back(scratch);
+      if ((r = rt->copyAsync(scratch.buffer, c.input, mine.bytes, c.stream)) != ncclSuccess) break;
+      mine.buffer = scratch.buffer;
+    }
+    if ((r = rt->eventCreate(&mine.ready)) != ncclSuccess) break;
+    if ((r = rt->eventRecord(mine.ready, c.stream)) != ncclSuccess) {
+      rt->eventDestroy(mine.ready);
+      break;
+    }
+    CopyExchange::Ticket ticket;
+    CopyExchange::Offer other;
+    std::string error;
+    if (!s.exchange->offer(mine, &ticket, &other, &error)) {
+      pending.push_back({cp, ticket, mine.ready});
+      continue;
+    }
+    if (!error.empty()) {
+      rt->eventDestroy(mine.ready);
+      r = failPair(c, ncclRemoteError, error);
+      break;
+    }
+    if ((r = copyAsSecond(c, ticket, mine, other)) != ncclSuccess) break;
+  }
+  // Offers already made are waited for even after a failure: their peers
+  // may be copying into or out of these buffers.
+  for (const Pending& p : pending) {
+    OnDevice onDevice(p.call->comm->cudaDev);
+    ncclResult_t w = awaitAsFirst(p);
+    if (r == ncclSuccess) r = w;
+  }
+  // After the copy that reads it (this stream ran it or waits for it).
+  for (const Scratch& x : scratches) {
+    ncclResult_t e = returnCopyScratch(x.call->comm, x.buffer, x.capacity, x.call->stream);
+    if (r == ncclSuccess) r = e;
+  }
+  return r;
+}
+
+// A host function: touches host state only.
+struct ScratchReturn {
+  CopyState* state;
+  size_t capacity;
+  void* buffer;
+};
+
+void returnScratch(void* arg) {
+  auto* r = static_cast<ScratchReturn*>(arg);
+  {
+    std::lock_guard<std::mutex> lock(r->state->scratchMutex);
+    r->state->freeScratch.push_back({r->capacity, r->buffer});
+  }
+  delete r;
+}
+
+}  // namespace
+
+void countP2PPath(const DeviceRequest& c, P2PPath path) {
+  c.comm->copies->calls[static_cast<int>(path)].fetch_add(1, std::memory_order_relaxed);
+  logPath(c, path);
+}
+
+ncclResult_t takeCopyScratch(DeviceComm* comm, size_t bytes, void** out, size_t* capacity) {
+  CopyState& s = *comm->copies;
+  {
+    std::lock_guard<std::mutex> lock(s.scratchMutex);
+    auto best = s.freeScratch.end();
+    for (auto it = s.freeScratch.begin(); it != s.freeScratch.end(); ++it)
+      if (it->first >= bytes && (best == s.freeScratch.end() || it->first < best->first)) best = it;
+    if (best != s.freeScratch.end()) {
+      *capacity = best->first;
+      *out = best->second;
+      s.freeScratch.erase(best);
+      return ncclSuccess;
+    }
+  }
+  *capacity = bytes;
+  GYRE_CHECK(deviceRuntime()->deviceAlloc(bytes, out));
+  std::lock_guard<std::mutex> lock(s.scratchMutex);
+  s.allScratch.push_back(*out);
+  return ncclSuccess;
+}
+
+ncclResult_t returnCopyScratch(DeviceComm* comm, void* buffer, size_t capacity, StreamHandle stream) {
+  auto* r = new ScratchReturn{comm->copies.get(), capacity, buffer};
+  if (!stream) {
+    returnScratch(r);
+    return ncclSuccess;
+  }
+  ncclResult_t e = deviceRuntime()->hostFunc(stream, returnScratch, r);
+  if (e != ncclSuccess) delete r;  // stays allocated until destroy
+  return e;
+}
+
+const char* p2pPathName(P2PPath p) {
+  switch (p) {
+    case P2PPath::SelfCopy: return "self copy (one device-to-device copy on the stream)";
+    case P2PPath::ProcessCopy: return "copy within this process (copy engine between the ranks' streams)";
+    case P2PPath::IpcCopy: return "CUDA IPC copy from another process (copy engine between stream flags)";
+    case P2PPath::Staged: return "staged through host memory";
+  }
+  return "?";
+}
+
+ncclResult_t setupPeerCopies(DeviceComm* comm, const Deadline& deadline) {
+  comm->copies = std::make_unique<CopyState>();
+  CopyState& s = *comm->copies;
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  const PeerInfo& self = peers[comm->rank];
+  s.inThisProcess.assign(comm->nranks, false);
+  int local = 0, lowest = -1;
+  std::map<std::pair<uint64_t, int32_t>, int> perProcess;
+  for (int r = 0; r < comm->nranks; ++r) {
+    perProcess[{peers[r].hostHash, peers[r].pid}]++;
+    if (peers[r].hostHash != self.hostHash || peers[r].pid != self.pid) continue;
+    s.inThisProcess[r] = true;
+    ++local;
+    if (lowest < 0) lowest = r;
+  }
+  // Every rank sees the same table, so all take part in the meeting or none.
+  bool anyShared = std::any_of(perProcess.begin(), perProcess.end(), [](const auto& p) { return p.second > 1; });
+  if (!anyShared) return setupIpcCopies(comm, deadline);
+  std::vector<uint64_t> hellos(comm->nranks, 0);
+  CopyExchange* made = nullptr;
+  if (local > 1 && lowest == comm->rank) {
+    made = new CopyExchange(comm->nranks, local);
+    hellos[comm->rank] = reinterpret_cast<uintptr_t>(made);
+  }
+  ncclResult_t r = comm->bootstrap->allGather(hellos.data(), sizeof(uint64_t), deadline, &comm->abortFlag);
+  if (r != ncclSuccess) {
+    delete made;  // no other rank took it
+    return r;
+  }
+  if (local > 1) s.exchange = reinterpret_cast<CopyExchange*>(static_cast<uintptr_t>(hellos[lowest]));
+  return setupIpcCopies(comm, deadline);
+}
+
+P2PPath p2pPathOf(const DeviceRequest& c) {
+  if (c.root == c.comm->rank) return P2PPath::SelfCopy;
+  const CopyState* s = c.comm->copies.get();
+  if (copiesByIpc(c.comm, c.root)) return P2PPath::IpcCopy;  // capture: ipc_copies.cc
+  if (!s || !s->exchange || !s->inThisProcess[c.root]) return P2PPath::Staged;
+  // A capture cannot wait on another rank's uncaptured events: captured
+  // calls between two ranks stage (both ranks must capture alike).
+  bool capturing = false;
+  if (deviceRuntime()->isCapturing(c.stream, &capturing) != ncclSuccess || capturing) return P2PPath::Staged;
+  return P2PPath::ProcessCopy;
+}
+
+ncclResult_t launchCopyCalls(const std::vector<DeviceRequest>& calls, std::vector<DeviceRequest>* staged) {
+  std::vector<const DeviceRequest*> self, inProcess, ipc;
+  for (const DeviceRequest& c : calls) {
+    if (c.count == 0) continue;  // NCCL skips empty sends and receives on both sides
+    switch (p2pPathOf(c)) {
+      case P2PPath::SelfCopy: self.push_back(&c); break;
+      case P2PPath::ProcessCopy: inProcess.push_back(&c); break;
+      case P2PPath::IpcCopy: ipc.push_back(&c); break;
+      case P2PPath::Staged:
+        staged->push_back(c);
+        countP2PPath(c, P2PPath::Staged);
+        break;
+    }
+  }
+  if (!self.empty()) GYRE_CHECK(copySelf(self));
+  if (!inProcess.empty()) GYRE_CHECK(copyInProcess(inProcess));
+  if (!ipc.empty()) GYRE_CHECK(launchIpcCopies(ipc, staged));
+  return ncclSuccess;
+}
+
+bool drainPeerCopies(DeviceComm* comm, bool abort, double seconds) {
+  if (!comm->copies) return true;
+  CopyState& s = *comm->copies;
+  if (abort) releaseIpcCopies(comm, true);  // first: streams may wait on peers that will never write
+  if (!s.lastCopies.waitAll(seconds)) return false;
+  releaseIpcCopies(comm, false);
+  s.lastCopies.destroy();
+  DeviceRuntime* rt = deviceRuntime();
+  for (void* p : s.allScratch) rt->deviceFree(p);
+  s.allScratch.clear();
+  s.freeScratch.clear();
+  if (s.exchange) s.exchange->release();
+  s.exchange = nullptr;
+  return true;
+}
+
+}  // namespace gyre

@@ -1,0 +1,407 @@
+#include "src/device/copy/ipc_copies.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/call/datatypes.h"
+#include "src/config/env.h"
+#include "src/debug/error.h"
+#include "src/debug/log.h"
+#include "src/device/copy/copy_calls.h"
+#include "src/device/ipc_registry.h"
+#include "src/device/process_liveness.h"
+#include "src/device/runtime.h"
+
+namespace gyre {
+namespace {
+
+constexpr int kSendReady = 0;
+constexpr int kCopyDone = 1;
+constexpr auto kWatchInterval = std::chrono::milliseconds(100);
+constexpr uint32_t kReleaseAhead = 1u << 30;  // past every value a pending wait can want
+
+size_t bytesOf(const DeviceRequest& c) { return c.count * datatypeSize(c.datatype); }
+bool before(uint32_t value, uint32_t wanted) { return static_cast<int32_t>(value - wanted) < 0; }
+
+// Satisfies every wait this rank's streams have or will have on its inbox.
+void releaseWaits(DeviceComm* comm) {
+  IpcCopyState& s = *comm->copies->ipc;
+  if (s.released.exchange(true) || !s.inbox) return;
+  const int n = comm->nranks;
+  std::vector<uint32_t> values(2 * n);
+  {
+    std::lock_guard<std::mutex> lock(s.waitsMutex);
+    for (int p = 0; p < n; ++p) {
+      values[kSendReady * n + p] = s.awaitedReady[p] + kReleaseAhead;
+      values[kCopyDone * n + p] = s.awaitedDone[p] + kReleaseAhead;
+    }
+  }
+  deviceRuntime()->copySync(s.inbox, values.data(), values.size() * sizeof(uint32_t));
+}
+
+void failAndRelease(DeviceComm* comm, ncclResult_t r, int culprit) {
+  GYRE_WARN("%s", lastErrorText());
+  comm->hooks->markFailed(r, culprit);
+  releaseWaits(comm);
+}
+
+struct StallClock {
+  std::vector<uint32_t> seen;
+  std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+};
+
+// One look at this rank's inbox: a peer process that is gone, or waits that
+// have not moved for GYRE_TIMEOUT, fail the communicator and release them.
+void watchOnce(DeviceComm* comm, StallClock* clock) {
+  IpcCopyState& s = *comm->copies->ipc;
+  const int n = comm->nranks;
+  std::vector<uint32_t> flags(2 * n), ready, done;
+  {
+    std::lock_guard<std::mutex> lock(s.waitsMutex);
+    ready = s.awaitedReady;
+    done = s.awaitedDone;
+  }
+  if (deviceRuntime()->copySync(flags.data(), s.inbox, flags.size() * sizeof(uint32_t)) != ncclSuccess) return;
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  int stalled = -1;
+  bool stalledOnSend = false;
+  for (int p = 0; p < n; ++p) {
+    if (!s.peers[p]) continue;
+    bool waitsReady = before(flags[kSendReady * n + p], ready[p]);
+    bool waitsDone = before(flags[kCopyDone * n + p], done[p]);
+    if (!waitsReady && !waitsDone) continue;
+    if (processGone(peers[p].pid)) {
+      failAndRelease(comm, fail(ncclRemoteError, "rank %d (%s pid %d), which exchanges device buffers with rank %d "
+                                "by CUDA IPC, died; the sends and receives of rank %d that wait on it stop", p,
+                                peers[p].host, peers[p].pid, comm->rank, comm->rank), p);
+      return;
+    }
+    if (stalled < 0) {
+      stalled = p;
+      stalledOnSend = waitsDone;
+    }
+  }
+  auto now = std::chrono::steady_clock::now();
+  if (stalled < 0 || flags != clock->seen) {
+    clock->seen = flags;
+    clock->since = now;
+    return;
+  }
+  if (std::chrono::duration<double>(now - clock->since).count() < comm->collTimeoutSeconds) return;
+  failAndRelease(comm, fail(ncclRemoteError, "rank %d: %s rank %d has not moved for %.0f s (GYRE_TIMEOUT): its "
+                            "stream is stalled or it stopped", comm->rank,
+                            stalledOnSend ? "an ncclSend whose data" : "an ncclRecv from", stalled,
+                            comm->collTimeoutSeconds), stalled);
+}
+
+void watch(DeviceComm* comm) {
+  IpcCopyState& s = *comm->copies->ipc;
+  ScopedLogRank logRank(comm->rank);
+  deviceRuntime()->setDevice(comm->cudaDev);
+  StallClock clock;
+  std::unique_lock<std::mutex> lock(s.watchMutex);
+  while (!s.wake.wait_for(lock, kWatchInterval, [&] { return s.stopping; })) {
+    if (s.released.load()) continue;
+    if (comm->abortFlag.load()) {
+      releaseWaits(comm);
+      continue;
+    }
+    watchOnce(comm, &clock);
+  }
+}
+
+// Whether this process can copy to and from `peer`'s GPU.
+bool reaches(const DeviceComm* comm, const PeerInfo& peer) {
+  DeviceRuntime* rt = deviceRuntime();
+  int device = -1;
+  if (!rt->deviceAtBusId(peer.busId, &device)) return false;
+  return device == comm->cudaDev || (rt->canAccessPeer(comm->cudaDev, device) && rt->canAccessPeer(device, comm->cudaDev));
+}
+
+// What each rank says at set-up: its inbox, and which ranks it can reach.
+struct IpcHello {
+  SharedAllocation inbox;
+  uint8_t shareable = 0;
+};
+
+}  // namespace
+
+ncclResult_t setupIpcCopies(DeviceComm* comm, const Deadline& deadline) {
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  const int n = comm->nranks, me = comm->rank;
+  // Every rank sees the same table, so all take part in the meetings or none.
+  std::map<uint64_t, std::vector<int32_t>> pidsOnHost;
+  for (const PeerInfo& p : peers) {
+    auto& pids = pidsOnHost[p.hostHash];
+    if (std::find(pids.begin(), pids.end(), p.pid) == pids.end()) pids.push_back(p.pid);
+  }
+  if (std::none_of(pidsOnHost.begin(), pidsOnHost.end(), [](const auto& h) { return h.second.size() > 1; }))
+    return ncclSuccess;
+  comm->copies->ipc = std::make_unique<IpcCopyState>();
+  IpcCopyState& s = *comm->copies->ipc;
+  DeviceRuntime* rt = deviceRuntime();
+  std::vector<bool> onHost(n, false), reach(n, false);
+  const bool forcedStaged = env::getString("GYRE_DEVICE_PATH") == "staged";
+  for (int r = 0; r < n; ++r) {
+    onHost[r] = peers[r].hostHash == peers[me].hostHash;
+    reach[r] = onHost[r] && peers[r].pid != peers[me].pid && !forcedStaged && reaches(comm, peers[r]);
+  }
+  const size_t inboxBytes = 2 * n * sizeof(uint32_t);
+  void* inbox = nullptr;
+  GYRE_CHECK(rt->deviceAlloc(inboxBytes, &inbox));
+  s.inbox = static_cast<uint32_t*>(inbox);
+  GYRE_CHECK(rt->memsetSync(s.inbox, 0, inboxBytes));
+  // Hello: the inbox, whether it could be shared, and one byte per rank: reached.
+  const size_t helloBytes = sizeof(IpcHello) + n;
+  std::vector<char> hellos(helloBytes * n, 0);
+  IpcHello mine;
+  uint64_t offset = 0;
+  mine.shareable = describeOwnAllocation(s.inbox, inboxBytes, &mine.inbox, &offset) && offset == 0 ? 1 : 0;
+  memcpy(&hellos[helloBytes * me], &mine, sizeof(mine));
+  for (int r = 0; r < n; ++r) hellos[helloBytes * me + sizeof(IpcHello) + r] = reach[r] ? 1 : 0;
+  GYRE_CHECK(comm->bootstrap->allGather(hellos.data(), helloBytes, deadline, &comm->abortFlag));
+  auto helloOf = [&](int r) {
+    IpcHello h;
+    memcpy(&h, &hellos[helloBytes * r], sizeof(h));
+    return h;
+  };
+  auto reached = [&](int from, int to) { return hellos[helloBytes * from + sizeof(IpcHello) + to] != 0; };
+  s.peers.assign(n, false);
+  bool any = false;
+  for (int r = 0; r < n; ++r) {
+    s.peers[r] = r != me && reached(me, r) && reached(r, me) && mine.shareable && helloOf(r).shareable;
+    any |= s.peers[r];
+  }
+  GYRE_CHECK(s.mailbox.setup(comm->bootstrap, onHost, deadline, &comm->abortFlag));
+  s.peerInbox.assign(n, nullptr);
+  for (int r = 0; r < n; ++r) {
+    if (!s.peers[r]) continue;
+    void* base = nullptr;
+    GYRE_CHECK(mapPeerAllocation(peers[r].pid, helloOf(r).inbox, &s.heldBlocks, &base));
+    s.peerInbox[r] = static_cast<uint32_t*>(base);
+  }
+  s.sendSeq.assign(n, 0);
+  s.recvSeq.assign(n, 0);
+  s.awaitedReady.assign(n, 0);
+  s.awaitedDone.assign(n, 0);
+  if (any) {
+    s.watchdog = std::thread([comm] { watch(comm); });
+    GYRE_INFO("INIT", "device send/recv with ranks of other processes on this host copy by CUDA IPC");
+  }
+  return ncclSuccess;
+}
+
+bool copiesByIpc(const DeviceComm* comm, int peer) {
+  const CopyState* c = comm->copies.get();
+  return c && c->ipc && c->ipc->peers[peer];
+}
+
+namespace {
+
+struct IpcSend {
+  const DeviceRequest* call;
+  uint64_t seq;
+  const void* buffer;       // the user's, or the scratch copy of it
+  void* scratch = nullptr;  // taken from the pool (copy_calls.h)
+  size_t scratchCapacity = 0;
+};
+
+struct IpcRecv {
+  const DeviceRequest* call;
+  uint64_t seq;
+  const void* source = nullptr;  // the sender's buffer as mapped here
+  bool sizesMatch = true;
+};
+
+bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return an && bn && x < y + bn && y < x + an;
+}
+
+bool overwrittenInBatch(const DeviceRequest& send, const std::vector<const DeviceRequest*>& calls) {
+  for (const DeviceRequest* c : calls)
+    if (!c->isSend && c->comm == send.comm && overlaps(send.input, bytesOf(send), c->output, bytesOf(*c)))
+      return true;
+  return false;
+}
+
+ncclResult_t failCall(const DeviceRequest& c, ncclResult_t code, const std::string& why) {
+  ncclResult_t r = fail(code, "%s of %zu bytes %s rank %d at rank %d (another process, CUDA IPC copy): %s",
+                        c.isSend ? "ncclSend" : "ncclRecv", bytesOf(c), c.isSend ? "to" : "from", c.root,
+                        c.comm->rank, why.c_str());
+  c.comm->hooks->markFailed(r, c.root);
+  return r;
+}
+
+// Phase 1: a note per send; never waits for a peer's call.
+ncclResult_t postSends(const std::vector<const DeviceRequest*>& calls, std::vector<IpcSend>* sends,
+                       std::vector<DeviceRequest>* staged) {
+  for (const DeviceRequest* c : calls) {
+    if (!c->isSend) continue;
+    IpcCopyState& s = *c->comm->copies->ipc;
+    IpcSend send{c, s.sendSeq[c->root]++, c->input};
+    SendNote note;
+    note.bytes = bytesOf(*c);
+    bool capturing = false;
+    GYRE_CHECK(deviceRuntime()->isCapturing(c->stream, &capturing));
+    if (!capturing && overwrittenInBatch(*c, calls)) {
+      GYRE_CHECK(takeCopyScratch(c->comm, note.bytes, &send.scratch, &send.scratchCapacity));
+      send.buffer = send.scratch;
+    }
+    note.usable = !capturing && describeOwnAllocation(send.buffer, note.bytes, &note.allocation, &note.offset);
+    Deadline deadline = Deadline::afterSeconds(c->comm->collTimeoutSeconds);
+    if (!s.mailbox.post(c->comm->rank, c->root, send.seq, note, deadline, &c->comm->abortFlag))
+      return failCall(*c, ncclRemoteError, "rank " + std::to_string(c->root) + " has not taken the previous " +
+                      "sends' notes within GYRE_TIMEOUT");
+    if (!note.usable) {
+      if (send.scratch) returnCopyScratch(c->comm, send.scratch, send.scratchCapacity, nullptr);
+      staged->push_back(*c);
+      countP2PPath(*c, P2PPath::Staged);
+      continue;
+    }
+    sends->push_back(send);
+  }
+  return ncclSuccess;
+}
+
+// Phase 2: each receive takes its sender's note.
+ncclResult_t takeNotes(const std::vector<const DeviceRequest*>& calls, std::vector<IpcRecv>* recvs,
+                       std::vector<DeviceRequest>* staged) {
+  for (const DeviceRequest* c : calls) {
+    if (c->isSend) continue;
+    DeviceComm* comm = c->comm;
+    IpcCopyState& s = *comm->copies->ipc;
+    IpcRecv recv{c, s.recvSeq[c->root]++};
+    const PeerInfo& peer = comm->bootstrap->peers()[c->root];
+    Deadline deadline = Deadline::afterSeconds(comm->collTimeoutSeconds);
+    SendNote note;
+    if (!s.mailbox.take(c->root, comm->rank, recv.seq, &note, deadline, &comm->abortFlag,
+                        [&] { return processGone(peer.pid); })) {
+      std::string why = comm->abortFlag.load() ? std::string("the communicator was aborted")
+                        : processGone(peer.pid)
+                            ? "rank " + std::to_string(c->root) + " (pid " + std::to_string(peer.pid) + ") died"
+                            : "rank " + std::to_string(c->root) + " (pid " + std::to_string(peer.pid) +
+                                  ") made no matching ncclSend within GYRE_TIMEOUT (" +
+                                  std::to_string(static_cast<int>(comm->collTimeoutSeconds)) + " s)";
+      return failCall(*c, comm->abortFlag.load() ? ncclInvalidUsage : ncclRemoteError, why);
+    }
+    if (!note.usable) {
+      staged->push_back(*c);
+      countP2PPath(*c, P2PPath::Staged);
+      continue;
+    }
+    bool capturing = false;
+    GYRE_CHECK(deviceRuntime()->isCapturing(c->stream, &capturing));
+    if (capturing)
+      return failCall(*c, ncclInvalidUsage, "this receive is captured into a CUDA graph but rank " +
+                      std::to_string(c->root) + "'s send is not; both sides of a pair must capture alike");
+    recv.sizesMatch = note.bytes == bytesOf(*c);
+    if (recv.sizesMatch) {
+      void* base = nullptr;
+      GYRE_CHECK(mapPeerAllocation(peer.pid, note.allocation, &s.heldBlocks, &base));
+      recv.source = static_cast<char*>(base) + note.offset;
+    } else {
+      failCall(*c, ncclInvalidUsage, "mismatched sizes: rank " + std::to_string(c->root) + "'s ncclSend has " +
+               std::to_string(note.bytes) + " bytes");
+    }
+    recvs->push_back(recv);
+  }
+  return ncclSuccess;
+}
+
+// Phase 3: one communicator's stream work, on its first call's stream.
+ncclResult_t enqueueStreamWork(DeviceComm* comm, const std::vector<IpcSend>& sends,
+                               const std::vector<IpcRecv>& recvs) {
+  DeviceRuntime* rt = deviceRuntime();
+  IpcCopyState& s = *comm->copies->ipc;
+  const int n = comm->nranks, me = comm->rank;
+  std::vector<StreamHandle> streams;
+  for (const IpcSend& x : sends)
+    if (x.call->comm == comm && std::find(streams.begin(), streams.end(), x.call->stream) == streams.end())
+      streams.push_back(x.call->stream);
+  for (const IpcRecv& x : recvs)
+    if (x.call->comm == comm && std::find(streams.begin(), streams.end(), x.call->stream) == streams.end())
+      streams.push_back(x.call->stream);
+  if (streams.empty()) return ncclSuccess;
+  StreamHandle driver = streams.front();
+  // Flags are generation numbers: a pair's calls must reach the streams in order.
+  GYRE_CHECK(comm->copies->lastCopies.followLast(driver));
+  for (StreamHandle other : streams) GYRE_CHECK(joinStreams(other, driver));
+  for (const IpcSend& x : sends)
+    if (x.call->comm == comm && x.scratch)
+      GYRE_CHECK(rt->copyAsync(x.scratch, x.call->input, bytesOf(*x.call), driver));
+  for (const IpcSend& x : sends)
+    if (x.call->comm == comm)
+      GYRE_CHECK(rt->streamWriteFlag(driver, s.peerInbox[x.call->root] + kSendReady * n + me, uint32_t(x.seq + 1)));
+  ncclResult_t mismatch = ncclSuccess;
+  for (const IpcRecv& x : recvs) {
+    if (x.call->comm != comm) continue;
+    const int p = x.call->root;
+    {
+      std::lock_guard<std::mutex> lock(s.waitsMutex);
+      s.awaitedReady[p] = uint32_t(x.seq + 1);
+    }
+    GYRE_CHECK(rt->streamWaitFlag(driver, s.inbox + kSendReady * n + p, uint32_t(x.seq + 1)));
+    if (x.sizesMatch) GYRE_CHECK(rt->copyAsync(x.call->output, x.source, bytesOf(*x.call), driver));
+    else mismatch = ncclInvalidUsage;  // already failed; the sender's stream still gets its done
+    GYRE_CHECK(rt->streamWriteFlag(driver, s.peerInbox[p] + kCopyDone * n + me, uint32_t(x.seq + 1)));
+    countP2PPath(*x.call, P2PPath::IpcCopy);
+  }
+  for (const IpcSend& x : sends) {
+    if (x.call->comm != comm) continue;
+    const int p = x.call->root;
+    {
+      std::lock_guard<std::mutex> lock(s.waitsMutex);
+      s.awaitedDone[p] = uint32_t(x.seq + 1);
+    }
+    GYRE_CHECK(rt->streamWaitFlag(driver, s.inbox + kCopyDone * n + p, uint32_t(x.seq + 1)));
+    if (x.scratch) GYRE_CHECK(returnCopyScratch(comm, x.scratch, x.scratchCapacity, driver));
+    countP2PPath(*x.call, P2PPath::IpcCopy);
+  }
+  GYRE_CHECK(comm->copies->lastCopies.note(driver));
+  for (StreamHandle other : streams) GYRE_CHECK(joinStreams(driver, other));
+  return mismatch;
+}
+
+}  // namespace
+
+ncclResult_t launchIpcCopies(const std::vector<const DeviceRequest*>& calls, std::vector<DeviceRequest>* staged) {
+  std::vector<IpcSend> sends;
+  std::vector<IpcRecv> recvs;
+  // Every send of the batch is posted before any receive waits, so ranks
+  // whose calls cross (each sends to and receives from the other) meet.
+  GYRE_CHECK(postSends(calls, &sends, staged));
+  ncclResult_t r = takeNotes(calls, &recvs, staged);
+  std::vector<DeviceComm*> comms;
+  for (const DeviceRequest* c : calls)
+    if (std::find(comms.begin(), comms.end(), c->comm) == comms.end()) comms.push_back(c->comm);
+  // Stream work is queued even after a failed receive: the notes already
+  // posted promise peers this rank's sends.
+  for (DeviceComm* comm : comms) {
+    ncclResult_t e = enqueueStreamWork(comm, sends, recvs);
+    if (e != ncclSuccess && e != ncclInvalidUsage) failAndRelease(comm, e, comm->rank);
+    if (r == ncclSuccess) r = e;
+  }
+  return r;
+}
+
+void releaseIpcCopies(DeviceComm* comm, bool abort) {
+  if (!comm->copies || !comm->copies->ipc) return;
+  IpcCopyState& s = *comm->copies->ipc;
+  if (abort) releaseWaits(comm);
+  {
+    std::lock_guard<std::mutex> lock(s.watchMutex);
+    s.stopping = true;
+  }
+  s.wake.notify_all();
+  if (s.watchdog.joinable()) s.watchdog.join();
+  releasePeerBlocks(&s.heldBlocks);
+  // Peers' mappings of the inbox keep its memory until they close them.
+  if (s.inbox) deviceRuntime()->deviceFree(s.inbox);
+  s.inbox = nullptr;
+}
+
+}  // namespace gyre

@@ -1,0 +1,77 @@
+// Send/recv between ranks of different processes on one host whose GPUs
+// reach each other (the same GPU, or peer access over NVLink or PCIe): the
+// receiver pulls the sender's buffer with one copy-engine copy through its
+// CUDA IPC mapping (cached per allocation, ipc_registry.h). No SM runs, so
+// processes that time-slice one GPU do not wait for each other's kernels.
+//
+// Per send/recv pair (s -> r, the k-th of the pair), with v = k + 1:
+//   s, host:   posts a note (its allocation, offset, bytes) in the host's
+//              ProcessMailbox; never waits (unless r is a whole ring behind);
+//   r, host:   takes the note (waiting for it, bounded by GYRE_TIMEOUT);
+//   s, stream: writes sendReady[s] = v in r's inbox (its buffer is ready),
+//              later waits for copyDone[r] >= v in its own inbox;
+//   r, stream: waits for sendReady[s] >= v in its own inbox, copies, writes
+//              copyDone[r] = v in s's inbox.
+// A batch's stream work goes in this order: copies of sends a receive of the
+// same batch overwrites (in-place AlltoAll) into scratch, every sendReady,
+// every receive's wait-copy-done, every send's wait. Every wait is then on
+// a write queued ahead of any wait of its writer, so no two streams wait on
+// each other. A send whose buffer cannot be shared (not cudaMalloc'd) says
+// so in its note, and both sides stage that call.
+//
+// Inboxes are device memory every peer maps; each rank waits only on its
+// own, so a watchdog can release its waits when a peer dies, stalls past
+// GYRE_TIMEOUT, or the communicator is aborted, without touching its peers.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "include/gyre.h"
+#include "src/debug/deadline.h"
+#include "src/device/copy/process_mailbox.h"
+#include "src/device/device_comm.h"
+
+namespace gyre {
+
+struct IpcCopyState {
+  ProcessMailbox mailbox;
+  std::vector<bool> peers;            // by rank: pairs with this rank copy by IPC
+  uint32_t* inbox = nullptr;          // [kSendReady][rank], [kCopyDone][rank]
+  std::vector<uint32_t*> peerInbox;   // by rank, mapped here (null where not a peer)
+  std::set<uint64_t> heldBlocks;      // peers' allocations mapped for this communicator
+  std::vector<uint64_t> sendSeq, recvSeq;  // by peer: exchanges so far
+  // Flag values this rank's streams wait for, by peer (the watchdog's view).
+  std::mutex waitsMutex;
+  std::vector<uint32_t> awaitedReady, awaitedDone;
+  // Watchdog.
+  std::thread watchdog;
+  std::mutex watchMutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  std::atomic<bool> released{false};
+};
+
+// At init, after setupPeerCopies found the ranks of this process: which
+// peers copy by IPC, the mailbox, the inboxes and the watchdog. All ranks
+// call it and agree.
+ncclResult_t setupIpcCopies(DeviceComm* comm, const Deadline& deadline);
+
+// Whether a send/recv with `peer` goes by IPC copy.
+bool copiesByIpc(const DeviceComm* comm, int peer);
+
+// Queues the IPC copies of one batch (all calls of one communicator's rank
+// with IPC peers, group order); calls whose sender cannot share its buffer
+// go to `staged` on both sides.
+ncclResult_t launchIpcCopies(const std::vector<const DeviceRequest*>& calls, std::vector<DeviceRequest>* staged);
+
+// Destroy/abort, after this rank's streams drained (or not: abort releases
+// the waits first): stops the watchdog, unmaps the peers, frees the inbox.
+void releaseIpcCopies(DeviceComm* comm, bool abort);
+
+}  // namespace gyre
