@@ -13,7 +13,7 @@ CollCounts allReduceCounts(size_t count, size_t, int, int) {
   return c;  // in place: send and receive are the same elements
 }
 
-// Each rank sends and receives 2(n-1)/n of the message in a ring (DESIGN.md).
+// Each rank sends and receives 2(n-1)/n of the message in a ring (nccl-tests' busbw).
 double allReduceBusBw(int nranks) { return 2.0 * (nranks - 1) / nranks; }
 
 ncclResult_t allReduceRun(const void* send, void* recv, const CollCounts& c,

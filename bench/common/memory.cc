@@ -88,8 +88,8 @@ class DeviceMemory final : public BenchMemory {
     // ordered before uploads on this non-blocking stream, and could zero a
     // buffer after its data landed. The AllReduce that gathers the ranks'
     // times uploads into a fresh buffer, and on an H100 shared by processes
-    // one rank's times came back 0 in several runs (s21, s22), which this
-    // race explains.
+    // one rank's times came back 0 in several runs, which this race
+    // explains.
     if (!check(cudaMemsetAsync(p, 0, bytes ? bytes : 1, stream_)) || !synchronize()) return nullptr;
     return p;
   }
@@ -107,8 +107,8 @@ class DeviceMemory final : public BenchMemory {
   // CUDA events by default; GYRE_BENCH_HOST_TIMER=1 times by the host clock
   // from the (synchronized) start to the stop event's completion, as
   // nccl-tests does: on an H100, ranks of different processes sharing the GPU
-  // read 0 us from their events at some sizes (session s22), which halved
-  // the mean over ranks.
+  // read 0 us from their events at some sizes, which halved the mean over
+  // ranks.
   void startTimer() override {
     hostStart_ = std::chrono::steady_clock::now();
     check(cudaEventRecord(start_, stream_));

@@ -11,7 +11,7 @@
 // layout), `reduce` (float sum of the block and a local buffer into dst, as a
 // 2-rank AllReduce step), `lines` (a flag in every 64-byte line beside 56
 // bytes of payload, a host "LL" protocol). A library's small calls cannot
-// beat the `copy` column; docs/HOST-PERF.md ("Session 20") compares them.
+// beat the `copy` column: it is the floor under a small 2-rank call.
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>

@@ -1,6 +1,7 @@
 // device_memcpy_bw: the GPU's own copy rate, the ceiling for collectives of
-// ranks that share one GPU (../shared/ANCHORS.md): cudaMemcpy device to
-// device of SIZE bytes, timed with CUDA events over ITERS copies.
+// ranks that share one GPU (each rank's bytes are read and written once):
+// cudaMemcpy device to device of SIZE bytes, timed with CUDA events over
+// ITERS copies.
 //
 //   device_memcpy_bw [SIZE_MiB=256] [ITERS=20]
 //

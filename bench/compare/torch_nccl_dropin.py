@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's NCCL backend on gyre's libnccl.so.2 (issue 17, step 5).
+"""PyTorch's NCCL backend on gyre's libnccl.so.2.
 
     LD_PRELOAD=build-gpu/libnccl.so.2 python3 bench/compare/torch_nccl_dropin.py -p 2
 

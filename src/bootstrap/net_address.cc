@@ -86,11 +86,18 @@ std::string NetAddress::toString() const {
   char buf[INET6_ADDRSTRLEN] = "?";
   if (family() == AF_INET) {
     inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage_)->sin_addr, buf, sizeof(buf));
-    return std::string(buf) + ":" + std::to_string(port());
+    std::string out(buf);
+    out += ':';
+    out += std::to_string(port());
+    return out;
   }
   if (family() == AF_INET6) {
     inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_addr, buf, sizeof(buf));
-    return "[" + std::string(buf) + "]:" + std::to_string(port());
+    std::string out = "[";
+    out += buf;
+    out += "]:";
+    out += std::to_string(port());
+    return out;
   }
   return "<no address>";
 }

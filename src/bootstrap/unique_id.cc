@@ -87,7 +87,10 @@ std::string launcherJobId() {
   for (const char* name : kLauncherVars) {
     const char* v = getenv(name);
     if (!v || !*v) continue;
-    out += (out.empty() ? "" : " ") + std::string(name) + "=" + v;
+    if (!out.empty()) out += ' ';
+    out += name;
+    out += '=';
+    out += v;
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "src/debug/log.h"
+#include "src/plan/calibration.h"
 
 namespace gyre {
 namespace {
@@ -22,48 +23,25 @@ constexpr double kHopUs[5][2] = {
     /* PCIe   */ {1.5, 0.8},
     /* shared memory / socket interconnect */ {2.0, 1.0},
     /* network */ {6.0, 3.5},
-    /* host thread to host thread (LL: none) */ {3.5, 3.5},
+    /* host thread to host thread (LL: none) */ {kHostHopUs, kHostHopUs},
 };
-// A host collective starts without a kernel launch.
-constexpr double kHostBaseUs = 1.0;
-// Fitted, not derived: with these the model's Tree/Ring crossover for 4 host
-// ranks on one host lands at 64 KiB, where measurement on the development
-// machine put it (docs/ARCHITECTURE.md).
-
+// The host figures (kHostBaseUs, kHostHopUs: a host collective starts
+// without a kernel launch) and the Direct costs below are fitted, not
+// derived; their values and measurements are in calibration.h.
+//
 // Direct (host memory, one host): a rank that sends to k peers posts k slots
-// one after another; each further post costs about a cache-line handoff, far
-// less than a hop (a peer noticing). Guessed from the 2-rank step cost
-// (ARCHITECTURE.md: ~0.3 us per inline step); it only moves the crossover.
-constexpr double kDirectExtraPostUs = 0.5;
-// Over sockets each further post is a sendmsg and a receiver woken by the
-// kernel: 4 ranks on the development VM ran 8 B-32 KiB Broadcasts 2-5x
-// faster as a chain than Direct (NCCL_SHM_DISABLE=1, interleaved runs: the
-// chain pipelines back-to-back calls), and with this cost the ring wins them.
-constexpr double kDirectExtraPostSocketUs = 4.0;
-// AllGather and ReduceScatter over sockets: every rank posts all its sends
-// before it waits, while each of the ring's n-1 steps waits for a peer that
-// may have no core (a wake-up through poll). Since oversubscribed socket
-// waits yield before sleeping (run_lanes.cc), 4 ranks ran 32 B-32 KiB
-// AllGathers and ReduceScatters 1.1-1.4x faster Direct than as rings, 3 ranks
-// within 5 % (session s15, docs/HOST-PERF.md). AllReduce's one-shot counts the
-// shared-memory cost, as it always did (it replaces the tree, whose hops are
-// system calls too).
-constexpr double kDirectExtraPostSocketGatherUs = 1.0;
-// Direct all-gather moves the ring's bytes but through n-1 FIFOs at once, which
-// the ring's pipelined single stream beats on a bandwidth-bound copy; the
-// factor keeps the ring above a few hundred KiB (fitted to bench/compare runs
-// on the development VM, docs/HOST-PERF.md).
-constexpr double kDirectGatherSlope = 1.5;
-// Direct broadcast over shared memory: the root writes its (cached) message
-// into n-1 slots while the receivers copy out of theirs in parallel, so the
-// time grows with a little over half the root's n-1 writes, not all of them;
-// the chain's n-1 hops each wait for a peer that may have no core. 4 ranks
-// on 2 cores, -n 200, median of 3 interleaved runs (session s15): Direct
-// 1.1-1.2x the chain at 32-64 KiB, even at 128-256 KiB out of place, 1.3x
-// in place. Above this, single copy by value takes over (planner.h) unless
-// GYRE_SINGLE_COPY=off. Over sockets each send is a sendmsg of the whole
-// message: the full n-1.
-constexpr double kDirectBroadcastShmSlope = 0.6;
+// one after another, and each further post costs about a cache-line handoff,
+// far less than a hop (kDirectExtraPostUs). Over sockets each further post is
+// a sendmsg and a receiver woken by the kernel (kDirectExtraPostSocketUs);
+// for AllGather and ReduceScatter every rank posts all its sends before it
+// waits, while each of the ring's n-1 steps waits for a peer that may have
+// no core (kDirectExtraPostSocketGatherUs). AllReduce's one-shot counts the
+// shared-memory cost (it replaces the tree, whose hops are system calls too).
+// Direct all-gather moves the ring's bytes through n-1 FIFOs at once, which
+// the ring's pipelined single stream beats on a bandwidth-bound copy
+// (kDirectGatherSlope). A Direct broadcast over shared memory costs a little
+// over half the root's n-1 writes, since the receivers copy out in parallel
+// (kDirectBroadcastShmSlope); over sockets each send is a whole sendmsg.
 
 constexpr double kProtoEfficiency[2] = {1.0, 0.5};  // Simple, LL
 constexpr double kTreeSplit = 0.5;                  // see the header: each direction gets half a channel

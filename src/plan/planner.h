@@ -18,6 +18,7 @@
 #include "include/gyre.h"
 #include "src/call/coll_kind.h"
 #include "src/plan/algorithm.h"
+#include "src/plan/calibration.h"
 #include "src/plan/tuning.h"
 
 namespace gyre {
@@ -43,49 +44,12 @@ struct Plan {
   bool singleCopyByValue = false;
 };
 
-// The single-copy reductions (build_single_copy.h) read a peer's input in
-// place where its buffer is shareable (gyreMemAllocHost) and take it by
-// value through the FIFO otherwise; the plan cannot know which (it is per
-// rank), so it picks them only where by value does not lose to the ring.
-// 2-rank AllReduce: by value even with the ring from 1 MiB (0.93-1.08x,
-// median of 3 interleaved runs), by reference 1.3-1.7x out of place, even
-// in place to 16 MiB, 1.3x at 64 MiB, behind in place at 64-256 KiB.
-constexpr size_t kSingleCopyAllReduceMinBytes = 1 << 20;
-// ReduceScatter (bytes of the whole input): 2 ranks by value even with the
-// ring at 256 KiB-64 MiB, by reference 1.5-3.8x; 4 ranks by value 1.4-1.5x
-// the ring at 256 KiB-1 MiB but 0.74-0.87x from 4 MiB (n-1 FIFOs a rank
-// outgrow the caches), so on 3..8 ranks only up to 2 MiB. 3..8-rank
-// AllReduce by value is 0.83-0.90x the ring from 4 MiB (by reference
-// 1.2-1.9x): only with GYRE_SINGLE_COPY=always.
-constexpr size_t kSingleCopyReduceScatterMinBytes = 256 << 10;
-constexpr size_t kSingleCopyReduceScatterMeshMaxBytes = 2 << 20;
-
-// From this size Broadcast and AllGather run single copy by value where the
-// owner's buffer is private (singleCopyByValue): heap buffers go through the
-// FIFO, at what the ring or Direct schedules cost (s13, median of 7
-// interleaved runs: 2 ranks even at 8-32 KiB, 4-rank AllGather 0.87-1.15x
-// the tuned Direct at 8-32 KiB), and gyreMemAllocHost buffers are read in
-// place through the peers' mappings (2 ranks 2.6x at 8 KiB, 4 ranks 1.5x at
-// 32 KiB).
-//
-// Heap buffers are not read by reference (process_vm_readv) at any size
-// unless GYRE_SINGLE_COPY=always. That pays only where the kernel's copy
-// keeps up with memcpy. On session s13's VM it beat the FIFO from 16 KiB
-// (2-rank AllGather) and 32 KiB (Broadcast). On session s15's (2 vCPUs of an
-// AMD EPYC) a lone process_vm_readv copied at 36-67 % of memcpy's rate
-// (64 KiB-16 MiB pieces of a 32 MiB buffer; 21-41 % of a 4 MiB one, in
-// cache). By value through the FIFO against by reference, median of 3
-// interleaved runs, time ratios: 2-rank AllGather 1.1-3.6x at 16-256 KiB,
-// even at 1 MiB, 1.3x at 4 MiB, 1.8-3x at 16-64 MiB (one earlier run had
-// the reads 1.1-1.4x ahead of the ring at 1-4 MiB); 4-rank AllGather
-// 1.5-3.3x at 128 KiB-1 MiB, even at 2-32 MiB out of place; 2-rank
-// Broadcast 1.2-3.3x at 32-256 KiB, even at 512 KiB-8 MiB, 1.3-2x at
-// 64 MiB; 4-rank Broadcast 1.3-3.2x at 32 KiB-8 MiB, 1.1x at 16-64 MiB
-// (three readers pin the root's pages). By value gives up the 2-rank
-// Broadcast split of GYRE_SINGLE_COPY=always, where the root writes a third
-// of each piece into the reader's output: with gyreMemAllocHost buffers that
-// was 1.3x faster in place at 2-32 MiB and 1.4-1.6x slower out of place.
-constexpr size_t kSingleCopyByValueMinBytes = 8 << 10;
+// Broadcast and AllGather from kSingleCopyByValueMinBytes run single copy
+// by value where the owner's buffer is private: heap buffers go through the
+// FIFO and gyreMemAllocHost buffers are read in place through the peers'
+// mappings. Heap buffers are read by reference (process_vm_readv) only under
+// GYRE_SINGLE_COPY=always: that pays only where the kernel's copy keeps up
+// with memcpy, which on some VMs it does not (docs/CALIBRATION.md).
 inline bool singleCopyByValue(CollKind coll, size_t bytes) {
   return (coll == CollKind::AllGather || coll == CollKind::Broadcast) && bytes >= kSingleCopyByValueMinBytes;
 }
@@ -103,43 +67,13 @@ inline bool singleCopyPays(CollKind coll, int nranks, size_t bytes) {
   }
 }
 
-// Smallest AllReduce that a host communicator of 3+ ranks runs on two ring
-// channels even where the size asks for one (512 KiB a channel): median of
-// 5 interleaved runs on 2 cores, 4 ranks over shared memory 1.5x at 256 KiB
-// and 2.1x at 512 KiB, 3 ranks 1.5x at 512 KiB, even at 64-128 KiB; over
-// sockets 1.6-2.0x at 256 KiB. A ReduceScatter on two channels was 0.9x at
-// 128 KiB. Shared memory and sockets keep the same channels, so a call's
-// bits do not depend on the transport.
-constexpr size_t kTwoChannelAllReduceMinBytes = 256 << 10;
-
-// Largest AllReduce run by recursive doubling: below it latency rules (log2 n
-// rounds instead of 2(n-1) ring steps or 2 log2 n tree hops); above it the
-// doubling's extra reduction work costs more than the steps it saves
-// (2 ranks, measured: even at 64 KiB, the ring ahead from 128 KiB).
-constexpr size_t kDoublingMaxBytes = 64 << 10;
-
-// On 4 and 8 ranks the cost model's one-shot (Direct) AllReduce, which it
-// weighs against the tree, competes with recursive doubling (log2 n rounds,
-// not in the model); one-shot reduces n inputs on every rank and wins only up
-// to this size (4 ranks on 2 cores, median of 7 interleaved runs: 1.1-1.6x
-// the doubling at 32-512 B, 0.78x at 2 KiB). On 3 ranks it beats the tree to
-// 8 KiB and more (1.5-2.6x), where the model puts the crossover at 16 KiB.
-constexpr size_t kOneShotMaxBytesOverDoubling = 512;
-
-// A ring collective uses another channel for every this many bytes.
-constexpr size_t kMinBytesPerChannel = 512 << 10;
-// Except on 2 host ranks over shared memory, which keep to NCCL_MIN_NCHANNELS
-// (1): one thread per rank runs every channel's lane, so more channels add
-// no copying core, only FIFOs that push each other out of the caches (2-rank
-// AllReduce 2-16 MiB 1.2-1.6x, ReduceScatter 4 MiB 1.75x faster on one
-// channel, best of 7 interleaved runs; 4 ranks on 2 cores keep more
-// channels, which let a rank work while a peer waits for a core).
-// Device kernels: a channel is a thread block, whose steps each cost a
-// handshake, so mid sizes want many blocks. On an H100 (2 ranks in one
-// process, before the loops kept several loads in flight) 128 KiB and 512 KiB
-// AllReduce took 74 and 243 us on the 1 channel kMinBytesPerChannel gives, 28 and
-// 49 us on 8 forced channels (docs/GPU-RESULTS.md).
-constexpr size_t kMinBytesPerKernelChannel = 16 << 10;
+// A host communicator of 3+ ranks runs AllReduces from
+// kTwoChannelAllReduceMinBytes on two ring channels even where the size asks
+// for one; shared memory and sockets keep the same channels, so a call's bits
+// do not depend on the transport. Two host ranks over shared memory keep to
+// NCCL_MIN_NCHANNELS: one thread per rank runs every channel's lane, so more
+// channels add no copying core, only FIFOs that push each other out of the
+// caches. The thresholds and where they were measured: calibration.h.
 
 // A call's size as nccl-tests counts it (and the cost model takes it):
 // AllGather's gathered output, ReduceScatter's input, else one rank's buffer.

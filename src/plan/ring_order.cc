@@ -134,10 +134,13 @@ void logRings(const topo::Placement& p, const RingPlan& plan) {
     const std::vector<int>& ring = plan.channels[c].order;
     for (size_t i = 0; i < ring.size(); ++i) {
       const int r = ring[i];
-      order += " " + std::to_string(r);
+      order += ' ';
+      order += std::to_string(r);
       const bool first = i == 0 || p.ranks[ring[i - 1]].host != p.ranks[r].host;
       const bool last = i + 1 == ring.size() || p.ranks[ring[i + 1]].host != p.ranks[r].host;
-      hosts += std::string(first ? (hosts.empty() ? "[" : " [") : " ") + std::to_string(r) + (last ? "]" : "");
+      hosts += first ? (hosts.empty() ? "[" : " [") : " ";
+      hosts += std::to_string(r);
+      if (last) hosts += ']';
     }
     GYRE_INFO("GRAPH", "channel %zu ring:%s (by host: %s)", c, order.c_str(), hosts.c_str());
   }

@@ -89,8 +89,8 @@ void expectAbortUnblocks(size_t count) {
 
 // Ranks other than `silent` call an allreduce that `silent` never joins; with
 // GYRE_TIMEOUT=2 each must fail within a bounded time, and with 2 ranks the error
-// must name the silent peer and the collective (DESIGN.md: "a peer that ... stalls
-// turns into an error on every surviving rank that names the peer, the collective").
+// must name the silent peer and the collective: a stalled peer turns into an
+// error on every surviving rank that names the peer and the collective.
 void expectTimeoutOnSilentPeer(int nranks, int silent) {
   constexpr int kTimeout_s = 2;
   RankOptions options;
