@@ -36,11 +36,10 @@ int smCount() {
   return sms;
 }
 
-// The grid's default cap: half the SMs. Ranks of one process run their
-// kernels side by side, and on an H100 66 blocks a rank beat 132, 264 and
-// more at 2 and 4 ranks from 32 MiB up (64 MiB, 2 ranks: 105.8 us against
-// 111.6 at 132 and 119.6 at 264; docs/GPU-RESULTS.md, session s21). A
-// kernel that runs alone (one process runs every rank's share) gets every SM.
+// The grid's default cap: half the SMs, as ranks of one process run their
+// kernels side by side (fitted on an H100: docs/CALIBRATION.md, device
+// rows). A kernel that runs alone (one process runs every rank's share)
+// gets every SM.
 int defaultDirectBlocks(bool wholeGpu) { return wholeGpu ? smCount() : std::max(1, smCount() / 2); }
 
 template <typename T>

@@ -194,14 +194,11 @@ ncclResult_t allocateAbortWord(DeviceComm* comm) {
 }
 
 // GYRE_DIRECT_LEADER: whether rank 0 runs every rank's share (default
-// yes). For processes, their contexts time-slice the GPU without MPS, and
-// one context running kernels (the others' streams only signal and wait,
-// which the GPU's front end does without an SM) cut 2 processes' 32 B
-// AllReduce from 309 to 37 us on an H100; in one process, one full-GPU
-// kernel was as fast as or faster than one half-GPU kernel per rank at
-// every size but 8 B on 4 ranks (2 ranks: 8 KiB 16-18 -> 7.5-12 us, 64 MiB
-// 106 -> 105.3 us; 4 ranks 64 MiB 210 -> 201 us; session s22,
-// docs/GPU-RESULTS.md).
+// yes). Processes' contexts time-slice the GPU without MPS, so one context
+// running kernels (the others' streams only signal and wait, which the GPU's
+// front end does without an SM) avoids waiting for time slices; in one
+// process one full-GPU kernel is as fast as one half-GPU kernel per rank.
+// The default is fitted on an H100 (docs/CALIBRATION.md, device rows).
 ncclResult_t leaderChoice(bool* leader) {
   int64_t v = 1;
   GYRE_CHECK(env::getInt("GYRE_DIRECT_LEADER", &v));

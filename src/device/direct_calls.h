@@ -30,10 +30,10 @@
 // spins for a peer's kernel would hold the GPU from it.
 //
 // Traffic: each rank reads its share of every input and writes it to every
-// output — 2·S per rank for AllReduce of S bytes, the minimum (ANCHORS.md).
+// output — 2·S per rank for AllReduce of S bytes, the minimum.
 // Peers' buffers of other processes are mapped through
 // src/device/ipc_registry.h. Both flavours are the fastest paths measured on
-// an H100 for their case (docs/GPU-RESULTS.md), so auto picks them.
+// an H100 for their case (docs/PERFORMANCE.md), so auto picks them.
 #pragma once
 
 #include <atomic>
