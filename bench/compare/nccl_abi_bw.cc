@@ -104,7 +104,8 @@ float inputAt(int r, size_t i) { return static_cast<float>(i % 1000) + static_ca
 // What rank r's output element i must be after `op` over n ranks.
 float expectedAt(Op op, int n, int r, size_t count, size_t i) {
   switch (op) {
-    case Op::AllReduce: return static_cast<float>(n) * static_cast<float>(i % 1000) + static_cast<float>(n * (n - 1) / 2);
+    case Op::AllReduce:
+      return static_cast<float>(n) * static_cast<float>(i % 1000) + static_cast<float>(n * (n - 1) / 2);
     case Op::SendRecv: return inputAt((r + n - 1) % n, i);
     case Op::AlltoAll: {
       const size_t p = i / count, j = i % count;  // block p came from rank p: its block r

@@ -178,6 +178,32 @@ TEST_CASE("ranks of one process on several GPUs with peer access exchange by cop
   CHECK(result.allOk());
 }
 
+TEST_CASE("GYRE_DEVICE_PATH=staged stages sends between ranks of one process, with the same results",
+          "[device][p2p]") {
+  RankOptions o = p2pOptions();
+  o.env.push_back({"GYRE_DEVICE_PATH", "staged"});
+  RunResult result = runRanks(
+      1,
+      [](int, int, const ncclUniqueId&) {
+        ncclComm_t comms[2] = {};
+        int devs[2] = {0, 0};
+        RANK_CHECK(ncclCommInitAll(comms, 2, devs) == ncclSuccess, "ncclCommInitAll: %s", lastError().c_str());
+        if (sendRecvAllPairs(comms, 2, ncclFloat64, 1009, 77) != 0) return 1;
+        for (int r = 0; r < 2; ++r)
+          RANK_CHECK(pathCount(comms[r], P2PPath::Staged) == 2 && pathCount(comms[r], P2PPath::ProcessCopy) == 0 &&
+                         pathCount(comms[r], P2PPath::SelfCopy) == 2,
+                     "rank %d: %llu staged, %llu process copies, %llu self copies", r,
+                     (unsigned long long)pathCount(comms[r], P2PPath::Staged),
+                     (unsigned long long)pathCount(comms[r], P2PPath::ProcessCopy),
+                     (unsigned long long)pathCount(comms[r], P2PPath::SelfCopy));
+        for (ncclComm_t c : comms) RANK_CHECK(ncclCommDestroy(c) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
 TEST_CASE("ranks of one process each driven by its own thread, without a group, exchange in both directions",
           "[device][p2p]") {
   RunResult result = runRanks(

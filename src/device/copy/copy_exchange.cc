@@ -6,7 +6,10 @@
 namespace gyre {
 
 CopyExchange::CopyExchange(int nranks, int holders)
-    : nranks_(nranks), holders_(holders), nextSend_(size_t(nranks) * nranks, 0), nextRecv_(size_t(nranks) * nranks, 0) {}
+    : nranks_(nranks),
+      holders_(holders),
+      nextSend_(size_t(nranks) * nranks, 0),
+      nextRecv_(size_t(nranks) * nranks, 0) {}
 
 bool CopyExchange::offer(const Offer& mine, Ticket* ticket, Offer* other, std::string* error) {
   std::lock_guard<std::mutex> lock(mutex_);

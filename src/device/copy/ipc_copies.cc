@@ -118,7 +118,8 @@ bool reaches(const DeviceComm* comm, const PeerInfo& peer) {
   DeviceRuntime* rt = deviceRuntime();
   int device = -1;
   if (!rt->deviceAtBusId(peer.busId, &device)) return false;
-  return device == comm->cudaDev || (rt->canAccessPeer(comm->cudaDev, device) && rt->canAccessPeer(device, comm->cudaDev));
+  return device == comm->cudaDev ||
+         (rt->canAccessPeer(comm->cudaDev, device) && rt->canAccessPeer(device, comm->cudaDev));
 }
 
 // What each rank says at set-up: its inbox, and which ranks it can reach.
