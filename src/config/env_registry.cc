@@ -57,6 +57,11 @@ const std::vector<VarSpec>& registry() {
       {"NCCL_PROFILER_PLUGIN", Type::String, "", "NAME (loads libnccl-profiler-NAME.so), a path, or none",
        "NCCL profiler plugin (ncclProfiler_v6 or _v5) that receives group, collective and send/recv events; unset: "
        "libnccl-profiler.so if it can be loaded (docs/OBSERVABILITY.md)"},
+      {"GYRE_STATUS", Type::Int, "1", "0..1",
+       "1: each process with a communicator answers `gyre-info status` on a unix socket of its user "
+       "(docs/OBSERVABILITY.md); 0: no socket and no thread", 0, 1},
+      {"GYRE_STATUS_DIR", Type::String, "", "folder path",
+       "where the status sockets live (default $XDG_RUNTIME_DIR/gyre, else /tmp/gyre-<uid>)"},
       {"NCCL_NVTX_DISABLE", Type::Int, "0", "0..1",
        "1: no NVTX ranges for API calls (they are emitted when gyre was built with NVTX; docs/OBSERVABILITY.md)",
        0, 1},

@@ -1,6 +1,7 @@
 #include "src/observe/observer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "src/call/datatypes.h"
@@ -8,6 +9,7 @@
 #include "src/observe/clock.h"
 #include "src/observe/nvtx_ranges.h"
 #include "src/observe/profiler_plugin.h"
+#include "src/observe/status_server.h"
 
 namespace gyre {
 namespace {
@@ -125,6 +127,12 @@ void startRunEvent(CommObserver& o, const CollCall& call, const CommObserver::Pl
   }
 }
 
+void markLive(CommObserver& o, uint8_t func, uint64_t since) {
+  o.liveSince.store(since, std::memory_order_relaxed);
+  o.liveSeq.store(o.liveSeq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  o.liveFunc.store(func, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 uint64_t commIdOf(uint64_t secret) {
@@ -141,14 +149,20 @@ void startObserving(CommObserver* o, uint64_t secret, const std::vector<PeerInfo
   o->rank = rank;
   o->nranks = static_cast<int>(peers.size());
   std::set<uint64_t> hosts;
-  for (const PeerInfo& p : peers) hosts.insert(p.hostHash);
+  for (const PeerInfo& p : peers) {
+    hosts.insert(p.hostHash);
+    o->peerPids.push_back(p.pid);
+    o->peerHosts.push_back(std::string(p.host, strnlen(p.host, sizeof p.host)));
+  }
   o->nNodes = static_cast<int>(hosts.size());
   o->isHost = isHost;
   o->profiled = profiler::initForComm(o->commId, o->nNodes, o->nranks, rank, &o->profilerContext,
                                       &o->profilerMask);
+  statusRegister(o);
 }
 
 void stopObserving(CommObserver* o) {
+  statusUnregister(o);
   if (logLevel() >= LogLevel::Info) {
     std::vector<std::string> lines = describeCounters(snapshotOf(o->counters));
     if (lines.empty())
@@ -167,8 +181,12 @@ ApiCallScope::ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth
     : o_(o), counters_(o.counters.api[static_cast<int>(apiFuncOf(call.coll, call.isSend))]), lone_(groupDepth == 0) {
   counters_.calls.add(1);
   counters_.bytes.add(call.count * datatypeSize(call.datatype));
-  if (lone_) start_ = readTicks();
-  else counters_.groupedCalls.add(1);
+  if (lone_) {
+    start_ = readTicks();
+    markLive(o, static_cast<uint8_t>(static_cast<int>(apiFuncOf(call.coll, call.isSend)) + 1), start_);
+  } else {
+    counters_.groupedCalls.add(1);
+  }
   if (nvtx::enabled()) {
     nvtx::pushCall(apiFuncOf(call.coll, call.isSend), call, o.commId, o.rank, o.nranks);
     nvtx_ = true;
@@ -189,10 +207,13 @@ ApiCallScope::ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth
 }
 
 ApiCallScope::~ApiCallScope() {
-  profiler::stop(apiEvent_);
-  profiler::stop(groupEvent_);
+  if (apiEvent_) profiler::stop(apiEvent_);
+  if (groupEvent_) profiler::stop(groupEvent_);
   if (nvtx_) nvtx::pop();
-  if (lone_) counters_.ticks.add(readTicks() - start_);
+  if (lone_) {
+    counters_.ticks.add(readTicks() - start_);
+    o_.liveFunc.store(0, std::memory_order_relaxed);
+  }
 }
 
 void observeGroupStart(int depthAfter) {
@@ -207,7 +228,9 @@ GroupEndScope::GroupEndScope() : start_(readTicks()) {
 }
 
 void GroupEndScope::add(CommObserver& o) {
-  if (std::find(comms_.begin(), comms_.end(), &o) == comms_.end()) comms_.push_back(&o);
+  if (std::find(comms_.begin(), comms_.end(), &o) != comms_.end()) return;
+  comms_.push_back(&o);
+  markLive(o, kLiveGroupEnd, start_);
 }
 
 GroupEndScope::~GroupEndScope() {
@@ -215,6 +238,7 @@ GroupEndScope::~GroupEndScope() {
   for (CommObserver* o : comms_) {
     o->counters.groups.add(1);
     o->counters.groupTicks.add(ticks);
+    o->liveFunc.store(0, std::memory_order_relaxed);
   }
   if (groupApiEvent) profiler::stop(groupApiEvent);
   groupApiEvent = nullptr;

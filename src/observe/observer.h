@@ -6,7 +6,9 @@
 // here calls back into the communicator.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "src/bootstrap/wire.h"
@@ -23,6 +25,8 @@ struct CommObserver {
   int nranks = 0;
   int nNodes = 0;
   bool isHost = false;
+  std::vector<int> peerPids;           // by rank, for the status tool to name a rank that does not answer
+  std::vector<std::string> peerHosts;  // by rank
   // Per collective: how the last planned call ran; a repeated call
   // (src/enqueue/repeat_call.h) reuses that call's plan.
   struct Planned {
@@ -36,7 +40,14 @@ struct CommObserver {
   bool profiled = false;
   void* profilerContext = nullptr;
   int profilerMask = 0;
+  // Live state for the status socket (status_server.h): the API function
+  // in progress (ApiFunc + 1; kLiveGroupEnd; 0 idle), how many calls and
+  // group ends have begun, and the tick count when the current one began.
+  std::atomic<uint8_t> liveFunc{0};
+  std::atomic<uint64_t> liveSeq{0};
+  std::atomic<uint64_t> liveSince{0};
 };
+constexpr uint8_t kLiveGroupEnd = 0xff;
 
 // After init: records who this communicator is and starts the profiler
 // plugin for it (loading the plugin on first use).

@@ -89,7 +89,7 @@ int rangePush(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
   std::string line = "push " + domainName(d) + " " + messageOf(a);
   if (a->payloadType == NVTX_PAYLOAD_TYPE_EXT) {
     const auto* data = reinterpret_cast<const nvtxPayloadData_t*>(static_cast<uintptr_t>(a->payload.ullValue));
-    for (uint32_t i = 0; i < a->reserved0; ++i) line += decode(data[i]);
+    for (int32_t i = 0; i < a->reserved0; ++i) line += decode(data[i]);
   }
   logText += line + "\n";
   return 0;
