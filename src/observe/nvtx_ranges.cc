@@ -14,14 +14,6 @@
 
 namespace gyre::nvtx {
 
-bool enabled() {
-#if GYRE_HAVE_NVTX
-  static const bool on = env::getString("NCCL_NVTX_DISABLE") != "1";
-  return on;
-#else
-  return false;
-#endif
-}
 
 #if GYRE_HAVE_NVTX
 namespace {
@@ -72,6 +64,23 @@ Domain& domain() {
   return d;
 }
 
+}  // namespace
+
+int enabledState = 0;
+
+bool decideEnabled() {
+  static const bool on = [] {
+    if (env::getString("NCCL_NVTX_DISABLE") == "1") return false;
+    // Without a tool NVTX's registration calls return null handles.
+    Domain& d = domain();
+    return d.handle != nullptr || d.group != nullptr;
+  }();
+  enabledState = on ? 1 : 2;
+  return on;
+}
+
+namespace {
+
 nvtxEventAttributes_t namedAttributes(nvtxStringHandle_t name) {
   nvtxEventAttributes_t a{};
   a.version = NVTX_VERSION;
@@ -117,6 +126,9 @@ void pushGroup() {
 void pop() { nvtxDomainRangePop(domain().handle); }
 
 #else
+
+int enabledState = 2;
+bool decideEnabled() { return false; }
 
 void pushCall(ApiFunc, const CollCall&, uint64_t, int, int) {}
 void pushGroup() {}

@@ -16,8 +16,13 @@
 
 namespace gyre::nvtx {
 
-// Whether ranges are emitted (built in, not disabled); read once.
-bool enabled();
+// Whether ranges are emitted: built in, not disabled, and a tool attached
+// to NVTX (with none, NVTX's own calls would do nothing, but building the
+// payload would still cost each call). Decided at the first call: NVTX
+// loads its tool only when first used, so none can attach later.
+bool decideEnabled();
+extern int enabledState;  // 0: not decided yet, 1: on, 2: off
+inline bool enabled() { return enabledState == 1 || (enabledState == 0 && decideEnabled()); }
 
 void pushCall(ApiFunc func, const CollCall& call, uint64_t commId, int rank, int nranks);
 void pushGroup();
