@@ -159,7 +159,7 @@ void printComm(const std::string& comm, const std::map<int, RankState>& ranks,
   const RankState& any = ranks.begin()->second;
   char host[64] = {};
   gethostname(host, sizeof host - 1);
-  printf("communicator %s: %d ranks\n", comm.c_str(), any.nranks);
+  printf("communicator %s: %d rank%s\n", comm.c_str(), any.nranks, any.nranks == 1 ? "" : "s");
   std::vector<int> silent, elsewhere, busy, lagging;
   unsigned long long newest = 0;
   for (const auto& [rank, r] : ranks)

@@ -34,6 +34,7 @@ struct Server {
   int wakeFds[2] = {-1, -1};  // a byte on [1] stops the thread
   std::string path;
   std::thread thread;
+  pid_t owner = 0;  // the process whose thread serves listenFd
 };
 
 Server& server() {
@@ -147,8 +148,25 @@ bool start(Server& s) {
   }
   chmod(s.path.c_str(), 0600);
   s.listenFd = fd;
+  s.owner = getpid();
   s.thread = std::thread(run, s.listenFd, s.wakeFds[0]);
   return true;
+}
+
+// A child forked from a process with communicators inherits the server's
+// state but not its thread: it forgets both (closing only its copies of the
+// descriptors, and neither waking nor unlinking the parent's).
+void forgetInheritedServer(Server& s) {
+  if (s.listenFd < 0 || s.owner == getpid()) return;
+  close(s.listenFd);
+  close(s.wakeFds[0]);
+  close(s.wakeFds[1]);
+  s.listenFd = -1;
+  // Not a thread of this process: keep the handle out of reach of any
+  // join or detach (leaked, a few bytes, once per fork).
+  new std::thread(std::move(s.thread));
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.comms.clear();
 }
 
 void stop(Server& s) {
@@ -187,6 +205,7 @@ void statusRegister(CommObserver* o) {
   if (!enabled()) return;
   Server& s = server();
   std::lock_guard<std::mutex> life(s.lifecycle);
+  forgetInheritedServer(s);
   if (s.listenFd < 0 && !start(s)) return;
   std::lock_guard<std::mutex> lock(s.mu);
   s.comms.push_back(o);
@@ -195,6 +214,7 @@ void statusRegister(CommObserver* o) {
 void statusUnregister(CommObserver* o) {
   Server& s = server();
   std::lock_guard<std::mutex> life(s.lifecycle);
+  forgetInheritedServer(s);
   {
     std::lock_guard<std::mutex> lock(s.mu);
     auto it = std::find(s.comms.begin(), s.comms.end(), o);
