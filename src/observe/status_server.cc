@@ -1,6 +1,8 @@
 #include "src/observe/status_server.h"
 
+#include <dirent.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -11,6 +13,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -68,8 +71,12 @@ std::string answer() {
     out += line;
     // The ranks' processes, so the tool can name one that does not answer.
     out += " peers";
-    for (size_t r = 0; r < o->peerPids.size(); ++r)
-      out += (r ? "," : " ") + std::to_string(o->peerPids[r]) + "@" + o->peerHosts[r];
+    for (size_t r = 0; r < o->peerPids.size(); ++r) {
+      out += r ? ',' : ' ';
+      out += std::to_string(o->peerPids[r]);
+      out += '@';
+      out += o->peerHosts[r];
+    }
     out += "\n";
   }
   return out + "end\n";
@@ -126,9 +133,24 @@ void run(int listenFd, int wakeFd) {
   }
 }
 
+// Sockets left by processes that died without destroying their
+// communicators (killed): removed, so the folder does not fill up.
+void removeStaleSockets(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() < 6 || name.compare(name.size() - 5, 5, ".sock") != 0) continue;
+    const int pid = atoi(name.c_str());
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) unlink((dir + "/" + name).c_str());
+  }
+  closedir(d);
+}
+
 bool start(Server& s) {
   const std::string dir = statusDir(true);
   if (dir.empty()) return false;
+  removeStaleSockets(dir);
   s.path = dir + "/" + std::to_string(getpid()) + ".sock";
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
