@@ -143,7 +143,10 @@ bool parseLine(const std::string& line, std::string* comm, RankState* r) {
 
 std::string rankList(const std::vector<int>& ranks) {
   std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+  for (int r : ranks) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(r);
+  }
   return s;
 }
 
