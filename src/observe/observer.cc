@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include "src/call/datatypes.h"
 #include "src/debug/log.h"
@@ -162,6 +163,9 @@ void startObserving(CommObserver* o, uint64_t secret, const std::vector<PeerInfo
 }
 
 void stopObserving(CommObserver* o) {
+  // A call that ncclCommAbort interrupted has left the executor (the
+  // communicator's activeCalls) but may still be closing its scope here.
+  for (int i = 0; i < 100000 && o->liveFunc.load(std::memory_order_acquire) != 0; ++i) std::this_thread::yield();
   statusUnregister(o);
   if (logLevel() >= LogLevel::Info) {
     std::vector<std::string> lines = describeCounters(snapshotOf(o->counters));
@@ -212,7 +216,9 @@ ApiCallScope::~ApiCallScope() {
   if (nvtx_) nvtx::pop();
   if (lone_) {
     counters_.ticks.add(readTicks() - start_);
-    o_.liveFunc.store(0, std::memory_order_relaxed);
+    // The last touch of the communicator: ncclCommAbort on another thread
+    // may free it once this is seen (stopObserving waits for it).
+    o_.liveFunc.store(0, std::memory_order_release);
   }
 }
 
@@ -234,15 +240,15 @@ void GroupEndScope::add(CommObserver& o) {
 }
 
 GroupEndScope::~GroupEndScope() {
+  if (groupApiEvent) profiler::stop(groupApiEvent);
+  groupApiEvent = nullptr;
+  groupApiOwner = nullptr;
   const uint64_t ticks = readTicks() - start_;
   for (CommObserver* o : comms_) {
     o->counters.groups.add(1);
     o->counters.groupTicks.add(ticks);
-    o->liveFunc.store(0, std::memory_order_relaxed);
+    o->liveFunc.store(0, std::memory_order_release);  // its last touch, as in ~ApiCallScope
   }
-  if (groupApiEvent) profiler::stop(groupApiEvent);
-  groupApiEvent = nullptr;
-  groupApiOwner = nullptr;
   if (nvtxGroupOpen) nvtx::pop();
   nvtxGroupOpen = false;
 }
