@@ -93,8 +93,13 @@ void* runGroupEvent(CommObserver& o, size_t firstOfRun) {
 }
 
 __thread size_t runFirstEvent = 0;  // where the innermost HostRunScope's events begin
+// Active HostRunScopes on this thread: events start only inside one (a
+// scope made before the first profiler appeared is inactive, and nothing
+// would stop its events).
+__thread int activeRunScopes = 0;
 
 void startRunEvent(CommObserver& o, const CollCall& call, const CommObserver::Planned& planned, uint64_t seq) {
+  if (activeRunScopes == 0) return;
   const bool p2p = call.coll == CollKind::SendRecv;
   void* group = runGroupEvent(o, runFirstEvent);
   if (!(o.profilerMask & (p2p ? profiler::kP2p : profiler::kColl))) return;
@@ -159,6 +164,7 @@ void startObserving(CommObserver* o, uint64_t secret, const std::vector<PeerInfo
   o->isHost = isHost;
   o->profiled = profiler::initForComm(o->commId, o->nNodes, o->nranks, rank, &o->profilerContext,
                                       &o->profilerMask);
+  if (o->profilerMask) anyProfiler = true;  // never reset: a run may start as another communicator ends
   statusRegister(o);
 }
 
@@ -182,17 +188,20 @@ void stopObserving(CommObserver* o) {
 }
 
 ApiCallScope::ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth)
-    : o_(o), counters_(o.counters.api[static_cast<int>(apiFuncOf(call.coll, call.isSend))]), lone_(groupDepth == 0) {
+    : ApiCallScope(o, call, groupDepth, apiFuncOf(call.coll, call.isSend)) {}
+
+ApiCallScope::ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth, ApiFunc f)
+    : o_(o), counters_(o.counters.api[static_cast<int>(f)]), lone_(groupDepth == 0) {
   counters_.calls.add(1);
   counters_.bytes.add(call.count * datatypeSize(call.datatype));
   if (lone_) {
     start_ = readTicks();
-    markLive(o, static_cast<uint8_t>(static_cast<int>(apiFuncOf(call.coll, call.isSend)) + 1), start_);
+    markLive(o, static_cast<uint8_t>(static_cast<int>(f) + 1), start_);
   } else {
     counters_.groupedCalls.add(1);
   }
   if (nvtx::enabled()) {
-    nvtx::pushCall(apiFuncOf(call.coll, call.isSend), call, o.commId, o.rank, o.nranks);
+    nvtx::pushCall(f, call, o.commId, o.rank, o.nranks);
     nvtx_ = true;
   }
   if (o.profilerMask) {
@@ -206,7 +215,7 @@ ApiCallScope::ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth
       }
       if (groupApiOwner == &o) parent = groupApiEvent;
     }
-    apiEvent_ = startApiEvent(o, call, apiFuncOf(call.coll, call.isSend), parent);
+    apiEvent_ = startApiEvent(o, call, f, parent);
   }
 }
 
@@ -258,12 +267,13 @@ void observeHostCall(CommObserver& o, const CollCall& call, ExecPath path, const
   if (!o.isHost) return;  // a device communicator's staged pieces: its API calls are what it counts
   const ApiFunc f = apiFuncOf(call.coll, call.isSend);
   CallCounters& c = o.counters.api[static_cast<int>(f)];
+  const uint64_t bytes = call.count * datatypeSize(call.datatype);
   c.pathCalls[static_cast<int>(path)].add(1);
-  c.pathBytes[static_cast<int>(path)].add(call.count * datatypeSize(call.datatype));
+  c.pathBytes[static_cast<int>(path)].add(bytes);
   CommObserver::Planned& planned = o.lastPlanned[static_cast<int>(f)];
   // Lanes: the ring's channels, the two trees, else one.
   const int lanes = path == ExecPath::Ring ? nchannels : path == ExecPath::Tree ? 2 : 1;
-  planned = {path, execPathName(path), protocol, lanes};
+  planned = {path, execPathName(path), protocol, lanes, bytes};
   if (o.profilerMask) startRunEvent(o, call, planned, seq);
 }
 
@@ -273,13 +283,20 @@ void observeRepeatedCall(CommObserver& o, const CollCall& call, uint64_t seq) {
   const CommObserver::Planned& planned = o.lastPlanned[static_cast<int>(f)];
   CallCounters& c = o.counters.api[static_cast<int>(f)];
   c.pathCalls[static_cast<int>(planned.path)].add(1);
-  c.pathBytes[static_cast<int>(planned.path)].add(call.count * datatypeSize(call.datatype));
+  c.pathBytes[static_cast<int>(planned.path)].add(planned.bytes);
   if (o.profilerMask) startRunEvent(o, call, planned, seq);
 }
 
-HostRunScope::HostRunScope() : firstEvent_(runFirstEvent) { runFirstEvent = runEventCount; }
+bool anyProfiler = false;
 
-HostRunScope::~HostRunScope() {
+void HostRunScope::begin() {
+  ++activeRunScopes;
+  firstEvent_ = runFirstEvent;
+  runFirstEvent = runEventCount;
+}
+
+void HostRunScope::end() {
+  --activeRunScopes;
   const size_t mine = runFirstEvent;
   runFirstEvent = firstEvent_;
   if (runEventCount == mine) return;

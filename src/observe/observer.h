@@ -34,6 +34,7 @@ struct CommObserver {
     const char* algorithm = "";
     const char* protocol = "";
     int nchannels = 0;
+    uint64_t bytes = 0;  // a repeat has the same count and datatype
   } lastPlanned[kApiFuncs];
   // The profiler plugin's context for this communicator and the events it
   // asked for (mask 0: no plugin, or its init failed).
@@ -71,6 +72,7 @@ class ApiCallScope {
   ApiCallScope& operator=(const ApiCallScope&) = delete;
 
  private:
+  ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth, ApiFunc f);
   CommObserver& o_;
   CallCounters& counters_;
   uint64_t start_ = 0;
@@ -111,15 +113,24 @@ void observeRepeatedCall(CommObserver& o, const CollCall& call, uint64_t seq);
 
 // One run of the host executor: profiler events started in it stop when it
 // returns (children first).
+// Inline and empty until some communicator of the process has a profiler.
+extern bool anyProfiler;
 class HostRunScope {
  public:
-  HostRunScope();
-  ~HostRunScope();
+  HostRunScope() : active_(anyProfiler) {
+    if (active_) begin();
+  }
+  ~HostRunScope() {
+    if (active_) end();
+  }
   HostRunScope(const HostRunScope&) = delete;
   HostRunScope& operator=(const HostRunScope&) = delete;
 
  private:
-  size_t firstEvent_;
+  void begin();
+  void end();
+  bool active_;
+  size_t firstEvent_ = 0;
 };
 
 }  // namespace gyre
