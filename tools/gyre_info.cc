@@ -28,7 +28,8 @@ namespace {
 
 const char* kUsage =
     "usage: gyre-info [options]\n"
-    "       gyre-info status [--dir FOLDER] [--wait-ms N]   what this user's running jobs on this host are doing\n"
+    "       gyre-info status [--counters] [--dir FOLDER] [--wait-ms N]\n"
+    "                       what this user's running jobs on this host are doing\n"
     "  --topo FILE     use this topology XML instead of detecting (as NCCL_TOPO_FILE)\n"
     "  --dump FILE     write the topology as XML (as NCCL_TOPO_DUMP_FILE)\n"
     "  --nodes K       model K hosts, each a copy of the topology (default 1)\n"

@@ -43,6 +43,7 @@ struct RankState {
   unsigned long long seq = 0;
   double forMs = 0;
   std::vector<std::pair<int, std::string>> peers;  // pid@host by rank
+  std::vector<std::string> counters;               // "ncclAllReduce: 12 calls, ..."
 };
 
 int connectTo(const std::string& path) {
@@ -158,7 +159,7 @@ std::string describe(const RankState& r) {
 }
 
 void printComm(const std::string& comm, const std::map<int, RankState>& ranks,
-               const std::map<int, std::string>& silentPids) {
+               const std::map<int, std::string>& silentPids, bool counters) {
   const RankState& any = ranks.begin()->second;
   char host[64] = {};
   gethostname(host, sizeof host - 1);
@@ -171,6 +172,8 @@ void printComm(const std::string& comm, const std::map<int, RankState>& ranks,
     auto it = ranks.find(rank);
     if (it != ranks.end()) {
       printf("  rank %d (pid %d): %s\n", rank, it->second.pid, describe(it->second).c_str());
+      if (counters)
+        for (const std::string& c : it->second.counters) printf("      %s\n", c.c_str());
       if (it->second.state != "idle") busy.push_back(rank);
       // Behind: has not begun call `newest`, which another rank is in (idle
       // or in an earlier call; a rank idle after call `newest` is not behind).
@@ -218,12 +221,15 @@ void printComm(const std::string& comm, const std::map<int, RankState>& ranks,
 int runStatus(int argc, char** argv) {
   std::string dir = statusDir(false);
   int waitMs = 500;
+  bool counters = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--dir" && i + 1 < argc) dir = argv[++i];
+    if (a == "--counters") counters = true;
+    else if (a == "--dir" && i + 1 < argc) dir = argv[++i];
     else if (a == "--wait-ms" && i + 1 < argc) waitMs = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: gyre-info status [--dir FOLDER] [--wait-ms N]\n"
+      fprintf(stderr, "usage: gyre-info status [--counters] [--dir FOLDER] [--wait-ms N]\n"
+                      "  --counters: each rank's calls, bytes and times per API function so far\n"
                       "  FOLDER: where the jobs' status sockets are (default %s)\n", statusDir(false).c_str());
       return 2;
     }
@@ -243,12 +249,23 @@ int runStatus(int argc, char** argv) {
     std::istringstream lines(c.reply);
     for (std::string line; std::getline(lines, line);) {
       if (line == "end") break;
+      if (line.rfind("counters ", 0) == 0) {
+        // counters <comm> rank <r> <text>
+        std::istringstream in(line);
+        std::string word, comm, rankWord;
+        int rank = -1;
+        in >> word >> comm >> rankWord >> rank;
+        std::string text;
+        std::getline(in, text);
+        if (rank >= 0 && comms[comm].count(rank)) comms[comm][rank].counters.push_back(text.substr(1));
+        continue;
+      }
       std::string comm;
       RankState r;
       if (parseLine(line, &comm, &r)) comms[comm][r.rank] = r;
     }
   }
-  for (const auto& [comm, ranks] : comms) printComm(comm, ranks, silentPids);
+  for (const auto& [comm, ranks] : comms) printComm(comm, ranks, silentPids, counters);
   // Processes that did not answer and that no answering rank knows.
   for (const auto& [pid, why] : silentPids) {
     bool known = false;

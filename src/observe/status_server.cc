@@ -78,6 +78,13 @@ std::string answer() {
       out += o->peerHosts[r];
     }
     out += "\n";
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "counters %016llx rank %d ", static_cast<unsigned long long>(o->commId), o->rank);
+    for (const std::string& c : describeCounters(snapshotOf(o->counters))) {
+      out += prefix;
+      out += c;
+      out += '\n';
+    }
   }
   return out + "end\n";
 }

@@ -12,8 +12,12 @@
 //       seq <k> for_ms <t> peers <pid>@<host>,...   (one line; peers by rank)
 //
 // where seq counts the API calls (and group ends) the rank has begun on the
-// communicator and for_ms is how long the current one has run; the last
-// line is
+// communicator and for_ms is how long the current one has run; each
+// followed by its counters (call_counters.h), one line per API function:
+//
+//   counters <id> rank <r> ncclAllReduce: 12 calls, 48 B, 0.153 ms; ran as ...
+//
+// The last line is
 // "end". The thread stops and the socket goes when the last
 // communicator is destroyed. GYRE_STATUS=0 turns it off.
 #pragma once

@@ -129,6 +129,7 @@ TEST_CASE("gyre-info status names the stopped rank that holds the others up with
       if (out.find("rank 2 holds up ranks 0,1") != std::string::npos) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
+    taskRecord("counters", runTool(std::string(tool) + " status --counters --dir " + dir));
     const std::string sock0 = dir + "/" + std::to_string(ctx.pids[0]) + ".sock";
     taskRecord("garbage", talk(sock0, "hello there\n"));
     taskRecord("silence", talk(sock0, ""));
@@ -161,6 +162,12 @@ TEST_CASE("gyre-info status names the stopped rank that holds the others up with
   CHECK(out.find("rank 2 holds up ranks 0,1: did not answer") != std::string::npos);
   CHECK(out.find("rank 0 (pid " + std::to_string(result.ranks[0].pid) + "): in ncclAllReduce") != std::string::npos);
   CHECK(std::stod(result.taskRecords["seconds"]) < 1.0);
+  // Ranks 0 and 1 have begun 3 AllReduces of one int64 each, rank 2 two.
+  const std::string counters = result.taskRecords["counters"];
+  INFO("gyre-info status --counters printed:\n" << counters);
+  CHECK(counters.find("rank 0 (pid " + std::to_string(result.ranks[0].pid) + "): in ncclAllReduce") !=
+        std::string::npos);
+  CHECK(counters.find("ncclAllReduce: 3 calls, 24 B, ") != std::string::npos);
   // (Records carry a line's newline as a space.)
   CHECK(result.taskRecords["garbage"] == "error: expected the request line 'GYRE-STATUS 1' ");
   CHECK(result.taskRecords["silence"] == "error: expected the request line 'GYRE-STATUS 1' ");
