@@ -14,7 +14,6 @@
 
 namespace gyre::nvtx {
 
-
 #if GYRE_HAVE_NVTX
 namespace {
 
