@@ -28,6 +28,8 @@ namespace {
 
 const char* kUsage =
     "usage: gyre-info [options]\n"
+    "       gyre-info status [--counters] [--dir FOLDER] [--wait-ms N]\n"
+    "                       what this user's running jobs on this host are doing\n"
     "  --topo FILE     use this topology XML instead of detecting (as NCCL_TOPO_FILE)\n"
     "  --dump FILE     write the topology as XML (as NCCL_TOPO_DUMP_FILE)\n"
     "  --nodes K       model K hosts, each a copy of the topology (default 1)\n"
@@ -124,6 +126,7 @@ int fail(const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "status") return info::runStatus(argc - 1, argv + 1);
   Options o;
   if (int rc = parse(argc, argv, &o)) return rc;
   if (env::validateAll() != ncclSuccess) return fail("configuration");

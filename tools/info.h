@@ -30,6 +30,10 @@ void printConfig();
 // prints the full cost table for AllReduce at that size.
 int printPlanner(const Model& m, size_t tuningBytes);
 
+// gyre-info status [--counters] [--dir D] [--wait-ms N]: the live state
+// of this user's jobs on this host (info_status.cc).
+int runStatus(int argc, char** argv);
+
 // Graphviz of the hosts with the rings (and channel 0/1 trees) drawn on them.
 bool writeDot(const Model& m, const std::string& path, int maxChannels);
 

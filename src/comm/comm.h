@@ -15,6 +15,7 @@
 #include "include/gyre.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/comm_topology.h"
+#include "src/observe/observer.h"
 #include "src/sched/step.h"
 #include "transport/transport.h"
 
@@ -138,6 +139,7 @@ struct ncclComm {
   int shrinkCount = 0;           // ncclCommShrink calls, to keep their rendezvous apart
 
   uint64_t opCount = 0;       // collectives issued; checked against peers' step metadata
+  gyre::CommObserver observer;  // counters, NVTX and profiler plugin state (src/observe)
   std::vector<gyre::CustomRedOp> customOps;  // op value = ncclNumOps + index
 };
 

@@ -134,6 +134,7 @@ ncclResult_t destroyCommunicator(ncclComm_t comm, bool abort) {
                                   "another thread; use ncclCommAbort to interrupt it");
   }
   warnUnreceivedSends(comm);
+  stopObserving(&comm->observer);
   releaseCommResources(comm);
   releaseRegistrations(comm);
   comm->magic = 0;  // a later use of this pointer is caught as "not a valid communicator" while memory allows

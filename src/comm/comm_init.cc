@@ -136,7 +136,9 @@ ncclResult_t buildComm(ncclComm* comm, const std::vector<ncclUniqueId>& ids, std
   shareInitConnections(comm);
   startDeviceWatchdog(comm->device.get());
   // Nobody returns from init before every rank's connections exist.
-  return comm->bootstrap->barrier(deadline, &comm->abortFlag);
+  GYRE_CHECK(comm->bootstrap->barrier(deadline, &comm->abortFlag));
+  startObserving(&comm->observer, comm->bootstrap->secret(), comm->bootstrap->peers(), comm->rank, comm->isHost);
+  return ncclSuccess;
 }
 
 ncclResult_t buildAndJoinRoot(ncclComm* comm, const std::vector<ncclUniqueId>& ids) {

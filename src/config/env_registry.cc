@@ -54,6 +54,17 @@ const std::vector<VarSpec>& registry() {
        "which InfiniBand/RoCE devices the ib transport uses"},
       {"NCCL_NET", Type::String, "", "IB, Socket, or a plugin's network name",
        "force the network between hosts (default: a plugin's, else IB when a usable HCA port exists, else Socket)"},
+      {"NCCL_PROFILER_PLUGIN", Type::String, "", "NAME (loads libnccl-profiler-NAME.so), a path, or none",
+       "NCCL profiler plugin (ncclProfiler_v6 or _v5) that receives group, collective and send/recv events; unset: "
+       "libnccl-profiler.so if it can be loaded (docs/OBSERVABILITY.md)"},
+      {"GYRE_STATUS", Type::Int, "1", "0..1",
+       "1: each process with a communicator answers `gyre-info status` on a unix socket of its user "
+       "(docs/OBSERVABILITY.md); 0: no socket and no thread", 0, 1},
+      {"GYRE_STATUS_DIR", Type::String, "", "folder path",
+       "where the status sockets live (default $XDG_RUNTIME_DIR/gyre, else /tmp/gyre-<uid>)"},
+      {"NCCL_NVTX_DISABLE", Type::Int, "0", "0..1",
+       "1: no NVTX ranges for API calls (they are emitted when gyre was built with NVTX; docs/OBSERVABILITY.md)",
+       0, 1},
       {"NCCL_NET_PLUGIN", Type::String, "", "name (loads libnccl-net-<name>.so), a path, or none",
        "external NCCL net plugin to load (its newest ncclNet_vN that gyre supports: v8)"},
       {"NCCL_IB_DISABLE", Type::Int, "0", "0..1", "do not use the InfiniBand/RoCE verbs network", 0, 1},

@@ -28,6 +28,7 @@ int groupDepth() { return depth; }
 
 ncclResult_t groupStart() {
   ++depth;
+  observeGroupStart(depth);
   return ncclSuccess;
 }
 
@@ -37,6 +38,8 @@ ncclResult_t groupEnd() {
   if (--depth > 0) return ncclSuccess;
   std::vector<PendingCall> calls;
   calls.swap(group.calls);
+  GroupEndScope observed;
+  for (const PendingCall& c : calls) observed.add(c.comm->observer);
   ncclResult_t earlier = group.firstError;
   group.firstError = ncclSuccess;
   if (earlier != ncclSuccess) return earlier;  // the failing call already recorded its message
@@ -48,6 +51,7 @@ ncclResult_t groupSimulateEnd(std::vector<PendingCall>* calls) {
   if (depth == 0)
     return fail(ncclInvalidUsage, "ncclGroupSimulateEnd called without a matching ncclGroupStart");
   if (--depth > 0) return ncclSuccess;
+  GroupEndScope observed;  // closes the group's range and events; nothing ran
   calls->swap(group.calls);
   ncclResult_t earlier = group.firstError;
   group.firstError = ncclSuccess;
@@ -55,6 +59,7 @@ ncclResult_t groupSimulateEnd(std::vector<PendingCall>* calls) {
 }
 
 ncclResult_t enqueue(ncclComm* comm, const CollCall& args) {
+  ApiCallScope observed(comm->observer, args, depth);
   PendingCall call;
   static_cast<CollCall&>(call) = args;
   call.comm = comm;

@@ -330,6 +330,16 @@ bool reducesWithPreOp(const PendingCall& c) {
   return c.op == ncclAvg || c.op >= ncclNumOps;
 }
 
+// What addCollective (or addSendRecv) runs the planned call as, for the counters.
+ExecPath execPathOf(const PendingCall& c, const Plan& plan) {
+  if (c.coll == CollKind::SendRecv) return ExecPath::PointToPoint;
+  if (plan.doubling) return ExecPath::Doubling;
+  if (plan.singleCopy && !reducesWithPreOp(c)) return ExecPath::SingleCopy;
+  if (plan.algorithm == Algorithm::Tree) return ExecPath::Tree;
+  if (plan.algorithm == Algorithm::Direct) return ExecPath::Direct;
+  return ExecPath::Ring;
+}
+
 // Single copy: one lane over the mesh, or on two ranks over channel 0's
 // pair (its one connection each way is the peer, at meshIndex 0).
 ncclResult_t addSingleCopyCollective(const PendingCall& c, const Plan& plan, LaneSpec spec, LaneSet* set) {
@@ -436,6 +446,8 @@ ncclResult_t restartRepeat(const PendingCall& c, LaneSet& set) {
   GYRE_TRACE("COLL", "%s count %zu %s %s root %d: the previous call's plan and steps", collName(c.coll), c.count,
              datatypeName(c.datatype), redOpName(c.op), c.root);
   const uint64_t opCount = ++c.comm->opCount;
+  HostRunScope observedRun;
+  observeRepeatedCall(c.comm->observer, c, opCount);
   for (auto& lane : set.lanes()) lane->restart(c.input, c.output, opCount);
   return runLanes(set.lanes(), set.id());
 }
@@ -464,6 +476,7 @@ ncclResult_t launchLoneCall(const PendingCall& call) {
 }
 
 ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
+  HostRunScope observedRun;  // the profiler events of these calls end when they return
   std::vector<ncclComm*>& comms = tlsComms;
   comms.clear();
   for (const PendingCall& c : calls)
@@ -492,6 +505,8 @@ ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
       spec.opCount = ++c.comm->opCount;
       GYRE_CHECK(addCollective(c, plan, spec, &set));
     }
+    observeHostCall(c.comm->observer, c, execPathOf(c, plan), protocolName(plan.protocol), plan.nchannels,
+                    p2p ? 0 : c.comm->opCount);
     set.endCall();
   }
   if (set.lanes().empty()) return ncclSuccess;

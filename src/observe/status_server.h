@@ -1,0 +1,40 @@
+// The live status of this process's communicators, served on a unix socket
+// for `gyre-info status` (tools/info_status.cc): while a communicator
+// exists, a thread listens on <dir>/<pid>.sock, where <dir> is
+// GYRE_STATUS_DIR, else $XDG_RUNTIME_DIR/gyre, else /tmp/gyre-<uid>
+// (made 0700). Only a client of the same user is answered (SO_PEERCRED;
+// the folder's mode keeps others out too); it must send the request line
+// "GYRE-STATUS 1"; anything else gets one line "error: ..." and the
+// connection is closed, with no effect on the job. The answer is one line
+// per communicator:
+//
+//   comm <id> rank <r> nranks <n> pid <pid> host <name> state <idle|ncclAllReduce|...|ncclGroupEnd>
+//       seq <k> for_ms <t> peers <pid>@<host>,...   (one line; peers by rank)
+//
+// where seq counts the API calls (and group ends) the rank has begun on the
+// communicator and for_ms is how long the current one has run; each
+// followed by its counters (call_counters.h), one line per API function:
+//
+//   counters <id> rank <r> ncclAllReduce: 12 calls, 48 B, 0.153 ms; ran as ...
+//
+// The last line is
+// "end". The thread stops and the socket goes when the last
+// communicator is destroyed. GYRE_STATUS=0 turns it off.
+#pragma once
+
+#include <string>
+
+namespace gyre {
+
+struct CommObserver;
+
+void statusRegister(CommObserver* o);
+void statusUnregister(CommObserver* o);
+
+// The folder the sockets live in (created on demand when `create`).
+std::string statusDir(bool create);
+
+// The request a client sends, and the answer's last line.
+constexpr const char* kStatusRequest = "GYRE-STATUS 1";
+
+}  // namespace gyre

@@ -1,0 +1,286 @@
+// NCCL profiler plugins: the recording plugin (test_profiler_plugin.cc,
+// path in OBSERVE_PROFILER) gets, on each of 2 host ranks running the
+// scripted calls (call_script.h), one init and one finalize; a group API
+// event per lone call and per group; a collective or point-to-point API
+// event per call with its function, count and datatype; a group event per
+// run of the executor and a collective event (sequence number, algorithm,
+// protocol, channels) or point-to-point event (peer) per call that moved
+// data; every event started once, stopped once, after its parent started
+// and before its parent stopped. A missing plugin, one that exports no
+// version gyre knows (OBSERVE_PROFILER_V99) and one whose init fails are
+// warned about, naming them, and every call still runs correctly.
+#include <catch2/catch.hpp>
+
+#include <dlfcn.h>
+
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "call_script.h"
+#include "fork_ranks.h"
+#include "log_dir.h"
+
+using namespace gyre::test;
+
+namespace {
+
+std::string envPath(const char* var) {
+  const char* p = getenv(var);
+  return p ? p : "";
+}
+
+struct RunOutput {
+  RunResult result;
+  std::vector<std::string> logs;  // gyre's log, as each rank sees it (all ranks' lines)
+};
+
+// Runs the script on 2 ranks with `env`; each rank records the plugin's
+// lines (when `plugin` is loaded) and its init/finalize counts.
+RunOutput runScript(const std::vector<std::pair<std::string, std::optional<std::string>>>& env,
+                    const std::string& plugin) {
+  LogDir logs;
+  RankOptions options;
+  options.timeout_s = 60;
+  options.env = env;
+  options.env.push_back({"NCCL_DEBUG", "INFO"});
+  options.env.push_back({"NCCL_DEBUG_FILE", logs.pattern()});
+  RunOutput out;
+  out.result = runRanks(
+      2,
+      [&](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        RANK_CHECK(gyreCommInitRankHost(&comm, n, id, rank, nullptr) == ncclSuccess, "init: %s", lastError().c_str());
+        if (!runCallScript(comm, rank)) return 1;
+        RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+        void* lib = plugin.empty() ? nullptr : dlopen(plugin.c_str(), RTLD_NOW | RTLD_NOLOAD);
+        rankRecord("loaded", lib ? "yes" : "no");
+        if (!lib) return 0;
+        auto logFn = reinterpret_cast<const char* (*)()>(dlsym(lib, "gyretest_profiler_log"));
+        auto countsFn = reinterpret_cast<void (*)(int*, int*)>(dlsym(lib, "gyretest_profiler_counts"));
+        RANK_CHECK(logFn && countsFn, "the test plugin lacks its query functions");
+        int inits = 0, finalizes = 0;
+        countsFn(&inits, &finalizes);
+        rankRecord("inits", std::to_string(inits));
+        rankRecord("finalizes", std::to_string(finalizes));
+        std::istringstream lines(logFn());
+        int i = 0;
+        for (std::string line; std::getline(lines, line); ++i) {
+          char key[16];
+          snprintf(key, sizeof key, "line%04d", i);
+          rankRecord(key, line);
+        }
+        rankRecord("lines", std::to_string(i));
+        return 0;
+      },
+      options);
+  // Ranks forked from a process that logged already share its log file.
+  for (size_t r = 0; r < out.result.ranks.size(); ++r) out.logs.push_back(logs.allText());
+  return out;
+}
+
+std::vector<std::string> pluginLines(const RankOutcome& r) {
+  std::vector<std::string> out;
+  int n = std::stoi(r.records.at("lines"));
+  for (int i = 0; i < n; ++i) {
+    char key[16];
+    snprintf(key, sizeof key, "line%04d", i);
+    out.push_back(r.records.at(key));
+  }
+  return out;
+}
+
+struct Ev {
+  int id = 0, parent = 0;
+  std::string kind;
+  std::map<std::string, std::string> fields;
+  int startAt = -1, stopAt = -1, stops = 0;
+};
+
+std::map<int, Ev> parseEvents(const std::vector<std::string>& lines, std::vector<int>* order) {
+  std::map<int, Ev> events;
+  std::regex start("start ([0-9]+) parent=([0-9]+) rank=(-?[0-9]+) ([A-Za-z0-9]+)(.*)");
+  std::regex stop("stop ([0-9]+).*");
+  std::regex field(" ([A-Za-z]+)=([^ ]*)");
+  for (int i = 0; i < static_cast<int>(lines.size()); ++i) {
+    std::smatch m;
+    if (std::regex_match(lines[i], m, start)) {
+      Ev& e = events[std::stoi(m[1])];
+      e.id = std::stoi(m[1]);
+      e.parent = std::stoi(m[2]);
+      e.kind = m[4];
+      e.fields["rank"] = m[3];
+      const std::string rest = m[5];
+      for (std::sregex_iterator it(rest.begin(), rest.end(), field), end; it != end; ++it) e.fields[(*it)[1]] = (*it)[2];
+      e.startAt = i;
+      order->push_back(e.id);
+    } else if (std::regex_match(lines[i], m, stop)) {
+      Ev& e = events[std::stoi(m[1])];
+      e.stopAt = i;
+      e.stops += 1;
+    }
+  }
+  return events;
+}
+
+std::vector<const Ev*> ofKind(const std::map<int, Ev>& events, const std::vector<int>& order, const std::string& kind) {
+  std::vector<const Ev*> out;
+  for (int id : order)
+    if (events.at(id).kind == kind) out.push_back(&events.at(id));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a profiler plugin receives API, group, collective and send/recv events of every call", "[observe]") {
+  const std::string plugin = envPath("OBSERVE_PROFILER");
+  REQUIRE(!plugin.empty());
+  RunOutput run = runScript({{"NCCL_PROFILER_PLUGIN", plugin}}, plugin);
+  INFO(run.result.describe());
+  REQUIRE(run.result.allOk());
+  std::string commId;
+  for (int rank = 0; rank < 2; ++rank) {
+    const RankOutcome& r = run.result.ranks[rank];
+    REQUIRE(r.records.at("loaded") == "yes");
+    CHECK(r.records.at("inits") == "1");
+    CHECK(r.records.at("finalizes") == "1");
+    std::vector<std::string> lines = pluginLines(r);
+    std::string all;
+    for (const std::string& l : lines) all += l + "\n";
+    INFO("rank " << rank << " plugin lines:\n" << all);
+    CHECK(all.find("error") == std::string::npos);
+    // Init: same communicator id on both ranks, this rank, the logger works.
+    std::smatch m;
+    REQUIRE(std::regex_search(all, m, std::regex("init comm=([0-9a-f]{16}) nodes=1 ranks=2 rank=" +
+                                                 std::to_string(rank) + " logger=1")));
+    if (rank == 0) commId = m[1];
+    else CHECK(m[1] == commId);
+    CHECK(run.logs[rank].find("gyretest profiler: init for rank " + std::to_string(rank)) != std::string::npos);
+    CHECK(lines.back() == "finalize");
+
+    std::vector<int> order;
+    std::map<int, Ev> events = parseEvents(lines, &order);
+    // Each event started once and stopped once, after it started; a parent
+    // starts before and stops after its children.
+    for (const auto& [id, e] : events) {
+      INFO("event " << id << " " << e.kind);
+      REQUIRE(e.startAt >= 0);
+      CHECK(e.stops == 1);
+      CHECK(e.stopAt > e.startAt);
+      CHECK(e.fields.at("rank") == std::to_string(rank));
+      if (e.parent) {
+        REQUIRE(events.count(e.parent) == 1);
+        CHECK(events[e.parent].startAt < e.startAt);
+        CHECK(events[e.parent].stopAt > e.stopAt);
+      }
+    }
+
+    // API events: one per call, in call order, under a group API event
+    // (depth 0 for a lone call, the group's own for the Send and Recv).
+    std::vector<const Ev*> api;
+    for (int id : order)
+      if (events[id].kind == "CollApi" || events[id].kind == "P2pApi") api.push_back(&events[id]);
+    REQUIRE(api.size() == script().size());
+    int groupOfP2p = 0;
+    for (size_t i = 0; i < api.size(); ++i) {
+      const ScriptedCall& c = script()[i];
+      const Ev& e = *api[i];
+      INFO("call " << i << " " << c.api);
+      CHECK(e.kind == (c.p2p ? "P2pApi" : "CollApi"));
+      CHECK(e.fields.at("func") == c.func);
+      CHECK(e.fields.at("count") == std::to_string(c.count));
+      CHECK(e.fields.at("datatype") == std::string(c.type == ncclInt32 ? "ncclInt32" : c.type == ncclFloat32
+                                                                                          ? "ncclFloat32"
+                                                                                          : "ncclFloat64"));
+      if (!c.p2p && c.root >= 0) CHECK(e.fields.at("root") == std::to_string(c.root));
+      REQUIRE(e.parent != 0);
+      const Ev& g = events[e.parent];
+      CHECK(g.kind == "GroupApi");
+      CHECK(g.fields.at("depth") == (c.grouped ? "1" : "0"));
+      if (c.grouped) {
+        if (groupOfP2p) CHECK(e.parent == groupOfP2p);
+        groupOfP2p = e.parent;
+      }
+    }
+    CHECK(ofKind(events, order, "GroupApi").size() == script().size() - 1);  // the Send and Recv share one
+    CHECK(all.find("state " + std::to_string(groupOfP2p) + " 24") != std::string::npos);  // group end API start
+
+    // Executed collectives: sequence numbers 1, 2, ... in call order, each
+    // under a Group event; zero-count calls move nothing and have none.
+    std::vector<const ScriptedCall*> ran, ranP2p;
+    for (const ScriptedCall& c : script())
+      if (c.count > 0) (c.p2p ? ranP2p : ran).push_back(&c);
+    std::vector<const Ev*> colls = ofKind(events, order, "Coll");
+    REQUIRE(colls.size() == ran.size());
+    for (size_t i = 0; i < colls.size(); ++i) {
+      const Ev& e = *colls[i];
+      INFO("collective " << i << " " << ran[i]->api);
+      CHECK(e.fields.at("func") == ran[i]->func);
+      CHECK(e.fields.at("seq") == std::to_string(i + 1));
+      CHECK(e.fields.at("count") == std::to_string(ran[i]->count));
+      CHECK(e.fields.at("datatype") == "ncclInt32");
+      if (ran[i]->root >= 0) CHECK(e.fields.at("root") == std::to_string(ran[i]->root));
+      CHECK(std::regex_match(e.fields.at("algo"), std::regex("Ring|Tree|Direct|Doubling|SingleCopy")));
+      CHECK(std::regex_match(e.fields.at("proto"), std::regex("Simple|LL")));
+      CHECK(std::stoi(e.fields.at("nChannels")) >= 1);
+      REQUIRE(e.parent != 0);
+      CHECK(events[e.parent].kind == "Group");
+      CHECK(e.fields.at("group") == std::to_string(e.parent));
+    }
+    std::vector<const Ev*> p2ps = ofKind(events, order, "P2p");
+    REQUIRE(p2ps.size() == ranP2p.size());
+    for (size_t i = 0; i < p2ps.size(); ++i) {
+      const Ev& e = *p2ps[i];
+      CHECK(e.fields.at("func") == ranP2p[i]->func);
+      CHECK(e.fields.at("count") == "11");
+      CHECK(e.fields.at("datatype") == "ncclFloat64");
+      CHECK(e.fields.at("peer") == std::to_string(1 - rank));
+      REQUIRE(e.parent != 0);
+      CHECK(events[e.parent].kind == "Group");
+    }
+    // The Send and the Recv ran in one executor run: one Group event.
+    if (p2ps.size() == 2) CHECK(p2ps[0]->parent == p2ps[1]->parent);
+  }
+}
+
+TEST_CASE("a missing, unknown-version or failing profiler plugin is warned about and the calls run", "[observe]") {
+  SECTION("missing") {
+    RunOutput run = runScript({{"NCCL_PROFILER_PLUGIN", "/nonexistent/libnccl-profiler-gone.so"}}, "");
+    INFO(run.result.describe());
+    REQUIRE(run.result.allOk());
+    for (const std::string& log : run.logs) {
+      INFO(log.substr(0, 3000));
+      CHECK(log.find("NCCL_PROFILER_PLUGIN=/nonexistent/libnccl-profiler-gone.so: the profiler plugin could not be "
+                     "loaded") != std::string::npos);
+    }
+  }
+  SECTION("a version gyre does not drive") {
+    const std::string v99 = envPath("OBSERVE_PROFILER_V99");
+    REQUIRE(!v99.empty());
+    RunOutput run = runScript({{"NCCL_PROFILER_PLUGIN", v99}}, v99);
+    INFO(run.result.describe());
+    REQUIRE(run.result.allOk());
+    for (const std::string& log : run.logs) {
+      INFO(log.substr(0, 3000));
+      CHECK(log.find("profiler plugin " + v99 + " exports neither ncclProfiler_v6 nor _v5") != std::string::npos);
+    }
+  }
+  SECTION("init fails") {
+    const std::string plugin = envPath("OBSERVE_PROFILER");
+    RunOutput run = runScript({{"NCCL_PROFILER_PLUGIN", plugin}, {"GYRETEST_PROFILER_INIT_FAIL", "1"}}, plugin);
+    INFO(run.result.describe());
+    REQUIRE(run.result.allOk());
+    for (int rank = 0; rank < 2; ++rank) {
+      const RankOutcome& r = run.result.ranks[rank];
+      INFO(run.logs[rank].substr(0, 3000));
+      CHECK(run.logs[rank].find("profiler plugin " + plugin + ": init for rank " + std::to_string(rank)) !=
+            std::string::npos);
+      REQUIRE(r.records.at("loaded") == "yes");
+      CHECK(r.records.at("inits") == "0");
+      CHECK(r.records.at("finalizes") == "0");
+      CHECK(r.records.at("lines") == "0");
+    }
+  }
+}
