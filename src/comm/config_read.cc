@@ -127,8 +127,9 @@ ncclResult_t readConfig(const ncclConfig_t* config, const char* caller, ncclConf
                 caller, version, versionText(version).c_str(), versionText(kFirstConfigVersion).c_str());
   const size_t headerAndBlocking = offsetof(ncclConfig_t, blocking) + sizeof(int);
   if (size < headerAndBlocking)
-    return fail(ncclInvalidArgument, "%s: config.size=%zu is smaller than the %zu bytes of every ncclConfig_t (NCCL %s on)",
-                caller, size, headerAndBlocking, versionText(kFirstConfigVersion).c_str());
+    return fail(ncclInvalidArgument,
+                "%s: config.size=%zu is smaller than the %zu bytes of every ncclConfig_t (NCCL %s on)", caller, size,
+                headerAndBlocking, versionText(kFirstConfigVersion).c_str());
   if (version >= kSizeCheckedFrom) {
     unsigned layout = std::min(version, kSizeCheckedTo) / 100 * 100;
     size_t needed = 0;
