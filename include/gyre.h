@@ -13,21 +13,41 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* cudaStream_t is an opaque pointer; declaring it here lets host-only programs
- * use the API without the CUDA headers. The typedef is identical to CUDA's. */
+/* As NCCL's nccl.h, this header brings in the CUDA runtime and the half,
+ * bfloat16 and fp8 types where the CUDA headers are on the include path, so
+ * programs written for NCCL that rely on them build unchanged. gyre's own
+ * sources define GYRE_NO_CUDA_HEADERS: they do not need them. */
+#if !defined(GYRE_NO_CUDA_HEADERS) && defined(__has_include)
+#if __has_include(<cuda_runtime.h>)
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#if __has_include(<cuda_bf16.h>)
+#include <cuda_bf16.h>
+#endif
+#if defined(__cplusplus) && __has_include(<cuda_fp8.h>)
+#include <cuda_fp8.h>
+#endif
+#endif
+#endif
+
+/* Without the CUDA headers, cudaStream_t is declared here (an opaque
+ * pointer, the typedef identical to CUDA's) so host-only programs can use
+ * the API. */
+#ifndef CUDART_VERSION
 typedef struct CUstream_st* cudaStream_t;
+#endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Version of NCCL's API that this ABI matches (the ncclConfig_t layout below
- * is the one NCCL 2.28 defines). */
+/* Version of NCCL's API that this ABI matches (the struct layouts below are
+ * those of NCCL's ncclConfig_v23100 and ncclCollConfig_v23100). */
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 28
-#define NCCL_PATCH 9
+#define NCCL_MINOR 31
+#define NCCL_PATCH 0
 #define NCCL_SUFFIX ""
-#define NCCL_VERSION_CODE 22809
+#define NCCL_VERSION_CODE 23100
 #define NCCL_VERSION(X, Y, Z) \
   (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
 
@@ -53,18 +73,23 @@ typedef enum {
   ncclInvalidUsage = 5,
   ncclRemoteError = 6,
   ncclInProgress = 7,
-  ncclNumResults = 8
+  ncclTimeout = 8,
+  ncclNumResults = 9
 } ncclResult_t;
 
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
 #define NCCL_CONFIG_UNDEF_PTR NULL
 #define NCCL_SPLIT_NOCOLOR -1
 #define NCCL_UNDEF_FLOAT -1.0f
+/* The magic of every versioned struct (ncclConfig_t, ncclCollConfig_t). */
+#define NCCL_API_MAGIC 0xcafebeef
 
 /* Memory windows (ncclCommWindowRegister) and their flags. */
 typedef struct ncclWindow_vidmem* ncclWindow_t;
 #define NCCL_WIN_DEFAULT 0x00
 #define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_STRICT_ORDERING 0x02
+#define NCCL_WIN_GIN_ONLY 0x04
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
 /* ncclConfig_t.CTAPolicy values (gyre accepts them; its kernels have no CTA policy). */
@@ -79,9 +104,26 @@ typedef struct ncclWindow_vidmem* ncclWindow_t;
 /* ncclCommRevoke flags (none defined yet; must be 0). */
 #define NCCL_REVOKE_DEFAULT 0x00
 
+/* ncclConfig_t.hostCftMode and .nvlsHostMode values (gyre accepts them; it
+ * has neither host CFT nor NVLS). nvlsHostMode flags may be combined. */
+typedef enum {
+  ncclHostCftDefault = NCCL_CONFIG_UNDEF_INT,
+  ncclHostCftEnable = 1,
+  ncclHostCftDisable = 2,
+  ncclHostCftFallback = 3
+} ncclHostCftMode_t;
+typedef enum {
+  ncclNvlsHostModeDefault = NCCL_CONFIG_UNDEF_INT,
+  ncclNvlsHostModeEnable = 0,
+  ncclNvlsHostModeDisableTransport = 1 << 0,
+  ncclNvlsHostModeDisableSymmetricMultimem = 1 << 1,
+  ncclNvlsHostModeDisable = INT_MAX
+} ncclNvlsHostMode_t;
+
 /* Communicator options. `size`, `magic` and `version` let the library read
- * configs written against older, shorter versions of this struct. */
-typedef struct ncclConfig_v22800 {
+ * configs written against older, shorter versions of this struct (fields are
+ * only ever appended). */
+typedef struct ncclConfig_v23100 {
   size_t size;
   unsigned int magic;
   unsigned int version;
@@ -99,17 +141,72 @@ typedef struct ncclConfig_v22800 {
   int nvlsCTAs;
   int nChannelsPerNetPeer;
   int nvlinkCentricSched;
+  int graphUsageMode;
+  int numRmaCtx;
+  int maxP2pPeers;
+  int graphStreamOrdering;
+  int launchOrderImplicit;
+  int numRmaSig;
+  int rmaEagerInit;
+  int hostCftMode;
+  int nvlsHostMode;
 } ncclConfig_t;
 
-#define NCCL_CONFIG_MAGIC 0xcafebeef
-#define NCCL_CONFIG_INITIALIZER                                                        \
-  {                                                                                    \
-    sizeof(ncclConfig_t), NCCL_CONFIG_MAGIC, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,           \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,           \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,           \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,           \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                                   \
+#define NCCL_CONFIG_MAGIC NCCL_API_MAGIC
+#define NCCL_CONFIG_INITIALIZER                                                                \
+  {                                                                                            \
+    sizeof(ncclConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_INT,            \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                   \
+        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                   \
+        NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                   \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                   \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                   \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                   \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                   \
+        NCCL_CONFIG_UNDEF_INT                                                                  \
+  }
+
+/* A vendor option of a per-collective config: a list linked through `next`.
+ * NCCL ignores every one, and so does gyre. */
+typedef struct ncclConfigExt {
+  struct ncclConfigExt* next;
+  struct {
+    int vendorId;
+    int optionId;
+  } key;
+  union {
+    int i;
+    const char* s;
+    void* raw;
+  } val;
+} ncclConfigExt_t;
+
+/* Options of one collective call (the nccl*Config entry points), versioned
+ * like ncclConfig_t. It must be the same on every rank. */
+typedef struct ncclCollConfig_v23100 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  ncclConfigExt_t* ext;
+  int minCTAs;
+  int maxCTAs;
+  int nvlsCTAs;
+  int cgaClusterSize;
+  /* Algorithms this call may use, in NCCL_ALGO's syntax; NULL or "" lets
+   * the library choose. */
+  const char* algSelection;
+  /* 1 (the default): a selection that cannot run is an error; 0: the
+   * library then chooses. */
+  int forceAlgSelection;
+  int CTAPolicy;
+  uint64_t userProfilerTag;
+} ncclCollConfig_t;
+
+#define NCCL_COLLCONFIG_INITIALIZER                                                           \
+  {                                                                                           \
+    sizeof(ncclCollConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_PTR,       \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                  \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, 1, NCCL_CONFIG_UNDEF_INT, 0             \
   }
 
 /* Reduction operators. Values at or above ncclNumOps are handles created by
@@ -167,11 +264,13 @@ typedef struct ncclSimInfo_v22200 {
 } ncclSimInfo_t;
 #define NCCL_SIM_INFO_MAGIC 0x74685283u
 #define NCCL_SIM_INFO_INITIALIZER \
-  { sizeof(ncclSimInfo_t), NCCL_SIM_INFO_MAGIC, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), NCCL_UNDEF_FLOAT }
+  { sizeof(ncclSimInfo_t), NCCL_SIM_INFO_MAGIC, NCCL_VERSION_CODE, NCCL_UNDEF_FLOAT }
 
-/* The device-side API's types (NCCL 2.28 nccl_device); gyre refuses them. */
+/* The device-side API's types (nccl_device.h defines them); gyre refuses
+ * the device-side API. */
 struct ncclDevComm;
 struct ncclDevCommRequirements;
+struct ncclCommProperties;
 
 /* ---- Communicator lifecycle ------------------------------------------------ */
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
@@ -193,6 +292,15 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
  * only they call it. NCCL_SHRINK_ABORT first stops in-flight work. */
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                             ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
+/* A fresh id for ncclCommGrow, made by the rank that will be the grown
+ * communicator's root (one unconsumed id per communicator at a time). */
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+/* Adds ranks: a communicator of nRanks in which the existing ranks keep
+ * their ranks and the new ones take the ranks after them. Existing ranks
+ * pass comm (the root uniqueId from ncclCommGetUniqueId, the others NULL)
+ * and rank -1; new ranks pass comm NULL, the id and their rank. */
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                          ncclConfig_t* config);
 /* Stops in-flight operations; afterwards only shrink, destroy or abort. */
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 ncclResult_t ncclCommFinalize(ncclComm_t comm);
@@ -202,6 +310,19 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank);
+
+/* Suspending releases the memory the communicator can rebuild (flags:
+ * NCCL_SUSPEND_MEM); it takes no calls until ncclCommResume. */
+#define NCCL_SUSPEND_MEM 0x01
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t ncclCommResume(ncclComm_t comm);
+typedef enum {
+  ncclStatGpuMemSuspend = 0,   /* bytes of device memory a suspend would release */
+  ncclStatGpuMemSuspended = 1, /* 1 while suspended, else 0 */
+  ncclStatGpuMemPersist = 2,   /* bytes of device memory kept while suspended */
+  ncclStatGpuMemTotal = 3      /* bytes of device memory the communicator holds */
+} ncclCommMemStat_t;
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
 
 /* ---- Memory and registration ---------------------------------------------- */
 /* Device memory for collectives (cudaMalloc underneath). In a process with
@@ -216,10 +337,15 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
                                     int winFlags);
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
 /* The device-side API: not supported by gyre (returns ncclInvalidUsage). */
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
                                struct ncclDevComm* outDevComm);
 ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm);
+/* What the communicator supports (nccl_device.h's ncclCommProperties_t, made
+ * with NCCL_COMM_PROPERTIES_INITIALIZER): gyre reports no device-side API,
+ * no multimem and no GIN. */
+ncclResult_t ncclCommQueryProperties(ncclComm_t comm, struct ncclCommProperties* props);
 
 /* ---- Reduction operators ------------------------------------------------------ */
 /* Creates an operator that multiplies every input by *scalar (of `datatype`)
@@ -260,8 +386,47 @@ ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
 /* ---- Point-to-point and groups ---------------------------------------------- */
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream);
-ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
-                      ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream);
+
+/* Per-collective configuration: each collective with a trailing config
+ * (NULL: as the plain call). gyre honours algSelection with the algorithms it
+ * has (Ring, Tree, Direct: NCCL_ALGO's names and syntax) and accepts the CTA
+ * fields, which its executors have no use for. */
+ncclResult_t ncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                 ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                              ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                              const ncclCollConfig_t* config);
+ncclResult_t ncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                 ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                     ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                     const ncclCollConfig_t* config);
+ncclResult_t ncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                              ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+
+/* One-sided operations on windows. gyre refuses them (ncclInvalidUsage): its
+ * windows are not mapped by peers and its transports have no remote write
+ * with a signal. */
+ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+                           size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                           cudaStream_t stream);
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+typedef struct {
+  int opCnt;
+  int peer;
+  int sigIdx;
+  int ctx;
+} ncclWaitSignalDesc_t;
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream);
+
 /* Calls between ncclGroupStart and the matching ncclGroupEnd (groups nest)
  * are started together at the outermost ncclGroupEnd: many sends and
  * receives progress at once, so an all-to-all written as a group never
@@ -271,6 +436,33 @@ ncclResult_t ncclGroupEnd(void);
 /* Ends the group like ncclGroupEnd but runs nothing: the calls are dropped
  * and simInfo->estimatedTime gets the cost model's time for them (us). */
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+
+/* ---- Parameters ----------------------------------------------------------------- */
+/* The settings gyre reads (docs/ENVIRONMENT.md), by name: "NCCL_BUFFSIZE" or
+ * "BUFFSIZE" (NCCL_ may be left out). A handle stays valid for the process. */
+typedef struct ncclParamHandle* ncclParamHandle_t;
+ncclResult_t ncclParamBind(ncclParamHandle_t* out, const char* key);
+/* A numeric setting as a typed integer (a value out of the type's range is
+ * an error, not truncated). */
+ncclResult_t ncclParamGetI8(ncclParamHandle_t h, int8_t* out);
+ncclResult_t ncclParamGetI16(ncclParamHandle_t h, int16_t* out);
+ncclResult_t ncclParamGetI32(ncclParamHandle_t h, int32_t* out);
+ncclResult_t ncclParamGetI64(ncclParamHandle_t h, int64_t* out);
+ncclResult_t ncclParamGetU8(ncclParamHandle_t h, uint8_t* out);
+ncclResult_t ncclParamGetU16(ncclParamHandle_t h, uint16_t* out);
+ncclResult_t ncclParamGetU32(ncclParamHandle_t h, uint32_t* out);
+ncclResult_t ncclParamGetU64(ncclParamHandle_t h, uint64_t* out);
+/* The value as text, valid until the calling thread's next ncclParamGetStr. */
+ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char** out);
+/* The value's bytes: an int64_t for numeric settings, the text with its
+ * terminating NUL otherwise. *len gets the length, which must fit maxLen. */
+ncclResult_t ncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
+/* By key, as text (valid until the thread's next call of it). */
+ncclResult_t ncclParamGetParameter(const char* key, const char** value, int* valueLen);
+/* Every setting's name (valid until the thread's next call of it). */
+ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen);
+/* Logs every setting, its value and where it came from (NCCL_DEBUG=INFO). */
+void ncclParamDumpAll(void);
 
 /* ---- gyre extensions --------------------------------------------------------- */
 

@@ -45,7 +45,8 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 double timeoutSeconds() { return std::max(1.0, std::atof(std::getenv("GYRE_TIMEOUT"))); }  // main sets it
 const char* resultName(ncclResult_t r) {
   static const char* names[] = {"ncclSuccess",      "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
-                                "ncclInvalidArgument", "ncclInvalidUsage",  "ncclRemoteError", "ncclInProgress"};
+                                "ncclInvalidArgument", "ncclInvalidUsage",  "ncclRemoteError", "ncclInProgress",
+                                "ncclTimeout"};
   return r >= 0 && r < ncclNumResults ? names[r] : "unknown result";
 }
 std::string said(ncclResult_t r, const std::string& text) { return resultName(r) + (" \"" + text + "\""); }

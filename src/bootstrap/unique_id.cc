@@ -14,6 +14,7 @@ namespace {
 
 constexpr char kMagic[8] = {'G', 'Y', 'R', 'E', 'U', 'I', 'D', 1};
 constexpr uint32_t kFlagFixedAddress = 1;
+constexpr uint32_t kFlagHostGrow = 2;
 
 // Byte layout inside ncclUniqueId::internal. The checksum covers every other
 // byte, so random or truncated ids are rejected before any connection is made.
@@ -54,7 +55,7 @@ void encodeUniqueId(const UniqueIdContents& c, ncclUniqueId* id) {
   memcpy(layout.magic, kMagic, sizeof(kMagic));
   layout.secret = c.secret;
   layout.root = c.root.toWire();
-  layout.flags = c.fixedAddress ? kFlagFixedAddress : 0;
+  layout.flags = (c.fixedAddress ? kFlagFixedAddress : 0) | (c.hostGrow ? kFlagHostGrow : 0);
   layout.checksum = checksumOf(layout);
   memcpy(id->internal, &layout, sizeof(layout));
 }
@@ -73,6 +74,7 @@ ncclResult_t decodeUniqueId(const ncclUniqueId& id, UniqueIdContents* c) {
     return fail(ncclInvalidArgument, "the unique id holds no valid root address");
   c->secret = layout.secret;
   c->fixedAddress = (layout.flags & kFlagFixedAddress) != 0;
+  c->hostGrow = (layout.flags & kFlagHostGrow) != 0;
   return ncclSuccess;
 }
 

@@ -17,6 +17,9 @@ struct UniqueIdContents {
   uint64_t secret = 0;
   // True when the address came from NCCL_COMM_ID: rank 0 hosts the root then.
   bool fixedAddress = false;
+  // An id for ncclCommGrow of a host-memory communicator: the new ranks,
+  // which have no communicator to ask, make host-memory ones too.
+  bool hostGrow = false;
 };
 
 void encodeUniqueId(const UniqueIdContents& contents, ncclUniqueId* id);

@@ -40,6 +40,12 @@ struct CollCall {
   // the piece's, so a count that differs between ranks is caught at the
   // first piece rather than as a missing last one. 0: `count` is the call.
   size_t callCount = 0;
+  // A per-call config's algSelection (ncclCollConfig_t): a bit per Algorithm
+  // (1 << int(Algorithm)) the call may use, 0 for the tuning table's choice;
+  // `algorithmsRequired` (forceAlgSelection): a selection that cannot run
+  // here is an error rather than left to the table.
+  unsigned char allowedAlgorithms = 0;
+  bool algorithmsRequired = true;
 };
 
 // A call's arguments as the API received them (no scalar yet: enqueue()

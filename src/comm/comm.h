@@ -138,6 +138,14 @@ struct ncclComm {
   std::set<ncclWindow_t> windows;
   int shrinkCount = 0;           // ncclCommShrink calls, to keep their rendezvous apart
 
+  // ncclCommSuspend / ncclCommResume (api_suspend.cc): no calls while set.
+  std::atomic<bool> suspended{false};
+  // ncclCommGetUniqueId's id for the next ncclCommGrow (api_grow.cc), until
+  // a grow consumes it.
+  std::mutex growMutex;
+  bool growIdPending = false;
+  ncclUniqueId growId{};
+
   uint64_t opCount = 0;       // collectives issued; checked against peers' step metadata
   gyre::CommObserver observer;  // counters, NVTX and profiler plugin state (src/observe)
   std::vector<gyre::CustomRedOp> customOps;  // op value = ncclNumOps + index

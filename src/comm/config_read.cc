@@ -1,5 +1,6 @@
 #include "src/comm/config_read.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -11,7 +12,11 @@ namespace gyre {
 namespace {
 
 constexpr unsigned kFirstConfigVersion = NCCL_VERSION(2, 14, 0);  // ncclConfig_t appeared in NCCL 2.14
-constexpr unsigned kLayoutVersion = NCCL_VERSION(2, 28, 0);       // gyre.h's layout: ncclConfig_v22800
+// From NCCL 2.28 on, a config's `size` must cover every field its version
+// has (NCCL 2.28: ncclConfig_v22800, 80 bytes; 2.29: ncclConfig_v22900,
+// 88 bytes). Fields of later releases are read where `size` covers them.
+constexpr unsigned kSizeCheckedFrom = NCCL_VERSION(2, 28, 0);
+constexpr unsigned kSizeCheckedTo = NCCL_VERSION(2, 29, 0);
 
 // Each field after the header, with the first NCCL release whose config has
 // it (the releases from which NCCL itself reads each field). splitShare and
@@ -39,6 +44,15 @@ constexpr Field kFields[] = {
     GYRE_FIELD(nvlsCTAs, NCCL_VERSION(2, 27, 0)),
     GYRE_FIELD(nChannelsPerNetPeer, NCCL_VERSION(2, 28, 0)),
     GYRE_FIELD(nvlinkCentricSched, NCCL_VERSION(2, 28, 0)),
+    GYRE_FIELD(graphUsageMode, NCCL_VERSION(2, 29, 0)),
+    GYRE_FIELD(numRmaCtx, NCCL_VERSION(2, 29, 0)),
+    GYRE_FIELD(maxP2pPeers, NCCL_VERSION(2, 30, 0)),
+    GYRE_FIELD(graphStreamOrdering, NCCL_VERSION(2, 30, 0)),
+    GYRE_FIELD(launchOrderImplicit, NCCL_VERSION(2, 31, 0)),
+    GYRE_FIELD(numRmaSig, NCCL_VERSION(2, 31, 0)),
+    GYRE_FIELD(rmaEagerInit, NCCL_VERSION(2, 31, 0)),
+    GYRE_FIELD(hostCftMode, NCCL_VERSION(2, 31, 0)),
+    GYRE_FIELD(nvlsHostMode, NCCL_VERSION(2, 31, 0)),
 };
 #undef GYRE_FIELD
 
@@ -75,6 +89,15 @@ ncclResult_t checkValues(const ncclConfig_t& c, const char* caller) {
        "at least 1"},
       {"nvlinkCentricSched", c.nvlinkCentricSched,
        undefOr(c.nvlinkCentricSched, c.nvlinkCentricSched == 0 || c.nvlinkCentricSched == 1), "0 or 1"},
+      {"launchOrderImplicit", c.launchOrderImplicit,
+       undefOr(c.launchOrderImplicit, c.launchOrderImplicit == 0 || c.launchOrderImplicit == 1), "0 or 1"},
+      {"rmaEagerInit", c.rmaEagerInit, undefOr(c.rmaEagerInit, c.rmaEagerInit == 0 || c.rmaEagerInit == 1),
+       "0 or 1"},
+      {"hostCftMode", c.hostCftMode,
+       undefOr(c.hostCftMode, c.hostCftMode >= ncclHostCftEnable && c.hostCftMode <= ncclHostCftFallback),
+       "ncclHostCftEnable, ncclHostCftDisable or ncclHostCftFallback (1..3)"},
+      {"nvlsHostMode", c.nvlsHostMode, undefOr(c.nvlsHostMode, c.nvlsHostMode >= 0),
+       "ncclNvlsHostModeEnable or ncclNvlsHostModeDisable* flags (at least 0)"},
   };
   for (const Check& k : checks)
     if (!k.ok) return fail(ncclInvalidArgument, "%s: config.%s=%d must be %s", caller, k.name, k.value, k.allowed);
@@ -104,15 +127,21 @@ ncclResult_t readConfig(const ncclConfig_t* config, const char* caller, ncclConf
                 caller, version, versionText(version).c_str(), versionText(kFirstConfigVersion).c_str());
   const size_t headerAndBlocking = offsetof(ncclConfig_t, blocking) + sizeof(int);
   if (size < headerAndBlocking)
-    return fail(ncclInvalidArgument, "%s: config.size=%zu is smaller than the %zu bytes of every ncclConfig_t (NCCL %s on)",
-                caller, size, headerAndBlocking, versionText(kFirstConfigVersion).c_str());
-  // From NCCL 2.28 on, the layout is gyre.h's or a longer one (structs only grow).
-  if (version >= kLayoutVersion && size < sizeof(ncclConfig_t))
     return fail(ncclInvalidArgument,
-                "%s: config.size=%zu is smaller than the %zu bytes of ncclConfig_t in NCCL %s, which config.version=%u "
-                "(NCCL %s) claims",
-                caller, size, sizeof(ncclConfig_t), versionText(kLayoutVersion).c_str(), version,
-                versionText(version).c_str());
+                "%s: config.size=%zu is smaller than the %zu bytes of every ncclConfig_t (NCCL %s on)", caller, size,
+                headerAndBlocking, versionText(kFirstConfigVersion).c_str());
+  if (version >= kSizeCheckedFrom) {
+    unsigned layout = std::min(version, kSizeCheckedTo) / 100 * 100;
+    size_t needed = 0;
+    for (const Field& f : kFields)
+      if (f.since <= layout) needed = std::max(needed, f.offset + f.bytes);
+    needed = (needed + alignof(ncclConfig_t) - 1) / alignof(ncclConfig_t) * alignof(ncclConfig_t);
+    if (size < needed)
+      return fail(ncclInvalidArgument,
+                  "%s: config.size=%zu is smaller than the %zu bytes of ncclConfig_t in NCCL %s, which "
+                  "config.version=%u (NCCL %s) claims",
+                  caller, size, needed, versionText(layout).c_str(), version, versionText(version).c_str());
+  }
   if (version > NCCL_VERSION_CODE)
     GYRE_INFO("INIT", "%s: config from NCCL %s; gyre implements NCCL %s and reads only the fields that has", caller,
               versionText(version).c_str(), versionText(NCCL_VERSION_CODE).c_str());

@@ -11,6 +11,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/enqueue/arg_checks.h"
+#include "src/enqueue/coll_config.h"
 #include "src/enqueue/enqueue.h"
 #include "src/enqueue/launch.h"
 #include "src/plan/planner.h"
@@ -61,11 +62,8 @@ ncclResult_t checkBlockOverlap(const char* fn, const void* block, size_t blockBy
   return ncclSuccess;
 }
 
-}  // namespace
-
-GYRE_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclAllReduce";
+ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                       ncclComm_t comm, cudaStream_t stream, const char* fn, const CallOptions& opts) {
   CHECK_ARG(checkCommon(fn, comm, datatype, count, stream));
   ScopedLogRank logRank(comm->rank);
   size_t size = datatypeSize(datatype);
@@ -73,12 +71,12 @@ GYRE_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
   CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", count, size, fn));
   CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn, recvbuff == sendbuff));
   CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
-  return enqueue(comm, makeCall(CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, false, stream));
+  return enqueue(comm,
+                 withOptions(opts, CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, false, stream));
 }
 
-GYRE_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                       int root, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclBroadcast";
+ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                       ncclComm_t comm, cudaStream_t stream, const char* fn, const CallOptions& opts) {
   CHECK_ARG(checkCommon(fn, comm, datatype, count, stream));
   ScopedLogRank logRank(comm->rank);
   size_t size = datatypeSize(datatype);
@@ -88,18 +86,12 @@ GYRE_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, siz
     CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
   }
   CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn, comm->rank == root && recvbuff == sendbuff));
-  return enqueue(comm, makeCall(CollKind::Broadcast, sendbuff, recvbuff, count,
-                                datatype, ncclSum, root, false, stream));
+  return enqueue(
+      comm, withOptions(opts, CollKind::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, false, stream));
 }
 
-GYRE_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                                   cudaStream_t stream) {
-  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
-}
-
-GYRE_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclReduce";
+ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                    int root, ncclComm_t comm, cudaStream_t stream, const char* fn, const CallOptions& opts) {
   CHECK_ARG(checkCommon(fn, comm, datatype, count, stream));
   ScopedLogRank logRank(comm->rank);
   size_t size = datatypeSize(datatype);
@@ -110,29 +102,28 @@ GYRE_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t
     CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", count, size, fn, recvbuff == sendbuff));
     CHECK_ARG(checkOverlap(sendbuff, count * size, recvbuff, count * size, fn));
   }
-  return enqueue(comm, makeCall(CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, false, stream));
+  return enqueue(comm,
+                 withOptions(opts, CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, false, stream));
 }
 
-GYRE_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                                       ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclAllGather";
+ncclResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+                       cudaStream_t stream, const char* fn, const CallOptions& opts) {
   CHECK_ARG(checkCommon(fn, comm, datatype, sendcount, stream));
   ScopedLogRank logRank(comm->rank);
   size_t size = datatypeSize(datatype);
   CHECK_ARG(checkCount(sendcount, size * comm->nranks, fn));
   size_t bytes = sendcount * size;
   CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", sendcount, size, fn));
-  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", sendcount, size, fn,
-                        isOwnBlock(sendbuff, recvbuff, bytes * comm->rank)));
+  CHECK_ARG(
+      checkBuffer(comm, recvbuff, "recvbuff", sendcount, size, fn, isOwnBlock(sendbuff, recvbuff, bytes * comm->rank)));
   CHECK_ARG(checkBlockOverlap(fn, sendbuff, bytes, recvbuff, bytes * comm->nranks, bytes * comm->rank));
-  return enqueue(comm, makeCall(CollKind::AllGather, sendbuff, recvbuff, sendcount,
-                                datatype, ncclSum, 0, false, stream));
+  return enqueue(
+      comm, withOptions(opts, CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, false, stream));
 }
 
-GYRE_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                           cudaStream_t stream) {
-  const char* fn = "ncclReduceScatter";
+ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const char* fn,
+                           const CallOptions& opts) {
   CHECK_ARG(checkCommon(fn, comm, datatype, recvcount, stream));
   ScopedLogRank logRank(comm->rank);
   size_t size = datatypeSize(datatype);
@@ -140,12 +131,85 @@ GYRE_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
   CHECK_ARG(checkCount(recvcount, size * comm->nranks, fn));
   size_t bytes = recvcount * size;
   CHECK_ARG(checkBuffer(comm, sendbuff, "sendbuff", recvcount, size, fn));
-  CHECK_ARG(checkBuffer(comm, recvbuff, "recvbuff", recvcount, size, fn,
-                        isOwnBlock(recvbuff, sendbuff, bytes * comm->rank)));
+  CHECK_ARG(
+      checkBuffer(comm, recvbuff, "recvbuff", recvcount, size, fn, isOwnBlock(recvbuff, sendbuff, bytes * comm->rank)));
   // In place: recvbuff is this rank's block of sendbuff.
   CHECK_ARG(checkBlockOverlap(fn, recvbuff, bytes, sendbuff, bytes * comm->nranks, bytes * comm->rank));
-  return enqueue(comm, makeCall(CollKind::ReduceScatter, sendbuff, recvbuff, recvcount,
-                                datatype, op, 0, false, stream));
+  return enqueue(
+      comm, withOptions(opts, CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, false, stream));
+}
+
+}  // namespace
+
+GYRE_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream, "ncclAllReduce", {});
+}
+
+GYRE_EXPORT ncclResult_t ncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                             cudaStream_t stream, const ncclCollConfig_t* config) {
+  CallOptions opts;
+  CHECK_ARG(readCollConfig(config, "ncclAllReduceConfig", &opts));
+  return allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream, "ncclAllReduceConfig", opts);
+}
+
+GYRE_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       int root, ncclComm_t comm, cudaStream_t stream) {
+  return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclBroadcast", {});
+}
+
+GYRE_EXPORT ncclResult_t ncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                             ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+                                             const ncclCollConfig_t* config) {
+  CallOptions opts;
+  CHECK_ARG(readCollConfig(config, "ncclBroadcastConfig", &opts));
+  return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclBroadcastConfig", opts);
+}
+
+GYRE_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream, "ncclReduce", {});
+}
+
+GYRE_EXPORT ncclResult_t ncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                          ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                                          const ncclCollConfig_t* config) {
+  CallOptions opts;
+  CHECK_ARG(readCollConfig(config, "ncclReduceConfig", &opts));
+  return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream, "ncclReduceConfig", opts);
+}
+
+GYRE_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                       ncclComm_t comm, cudaStream_t stream) {
+  return allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream, "ncclAllGather", {});
+}
+
+GYRE_EXPORT ncclResult_t ncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                             ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                             const ncclCollConfig_t* config) {
+  CallOptions opts;
+  CHECK_ARG(readCollConfig(config, "ncclAllGatherConfig", &opts));
+  return allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream, "ncclAllGatherConfig", opts);
+}
+
+GYRE_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                           cudaStream_t stream) {
+  return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, "ncclReduceScatter", {});
+}
+
+GYRE_EXPORT ncclResult_t ncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                                 cudaStream_t stream, const ncclCollConfig_t* config) {
+  CallOptions opts;
+  CHECK_ARG(readCollConfig(config, "ncclReduceScatterConfig", &opts));
+  return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, "ncclReduceScatterConfig", opts);
+}
+
+GYRE_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                   cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
 }
 
 GYRE_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,

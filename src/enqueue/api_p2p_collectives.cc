@@ -9,6 +9,7 @@
 #include "src/comm/comm.h"
 #include "src/debug/error.h"
 #include "src/enqueue/arg_checks.h"
+#include "src/enqueue/coll_config.h"
 #include "src/enqueue/enqueue.h"
 
 using namespace gyre;
@@ -115,4 +116,36 @@ GYRE_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_
         GYRE_CHECK(ncclSend(at(sendbuff, p, bytes), count, datatype, p, comm, stream));
     return ncclRecv(recvbuff, count, datatype, root, comm, stream);
   });
+}
+
+// The per-collective config forms: the config is checked, then the call runs
+// as the plain one (these collectives have no algorithm to select).
+GYRE_EXPORT ncclResult_t ncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                            const ncclCollConfig_t* config) {
+  const char* fn = "ncclAlltoAllConfig";
+  CallOptions opts;
+  GYRE_CHECK(readCollConfig(config, fn, &opts));
+  GYRE_CHECK(checkNoAlgorithmChoice(opts, fn));
+  return ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
+}
+
+GYRE_EXPORT ncclResult_t ncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                          int root, ncclComm_t comm, cudaStream_t stream,
+                                          const ncclCollConfig_t* config) {
+  const char* fn = "ncclGatherConfig";
+  CallOptions opts;
+  GYRE_CHECK(readCollConfig(config, fn, &opts));
+  GYRE_CHECK(checkNoAlgorithmChoice(opts, fn));
+  return ncclGather(sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+GYRE_EXPORT ncclResult_t ncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+                                           const ncclCollConfig_t* config) {
+  const char* fn = "ncclScatterConfig";
+  CallOptions opts;
+  GYRE_CHECK(readCollConfig(config, fn, &opts));
+  GYRE_CHECK(checkNoAlgorithmChoice(opts, fn));
+  return ncclScatter(sendbuff, recvbuff, count, datatype, root, comm, stream);
 }

@@ -54,6 +54,9 @@ ncclResult_t checkUsable(ncclComm* comm, CollKind coll) {
   if (comm->finalized.load())
     return fail(ncclInvalidUsage, "%s: the communicator was finalized (ncclCommFinalize); only ncclCommDestroy "
                                   "may follow", collName(coll));
+  if (comm->suspended.load())
+    return fail(ncclInvalidUsage, "%s: the communicator is suspended (ncclCommSuspend); call ncclCommResume first",
+                collName(coll));
   if (comm->asyncError.load() == ncclInProgress)
     return fail(ncclInvalidUsage, "%s: the communicator is still initialising (nonblocking init); wait until "
                                   "ncclCommGetAsyncError stops returning ncclInProgress", collName(coll));
@@ -403,7 +406,8 @@ ncclResult_t addSendRecv(const PendingCall& c, const Plan& plan, LaneSpec spec, 
 
 ncclResult_t collectiveLaneSpecs(const PendingCall& call, std::vector<LaneSpec>* out, bool* ll) {
   Plan plan;
-  GYRE_CHECK(planCollective(planContextOf(call.comm), call.coll, call.count, datatypeSize(call.datatype), &plan));
+  GYRE_CHECK(planCollective(planContextOf(call.comm), call.coll, call.count, datatypeSize(call.datatype), &plan,
+                            {call.allowedAlgorithms, call.algorithmsRequired}));
   *ll = plan.protocol == Protocol::LL;
   thread_local LaneSet set;
   set.reset(false);
@@ -497,7 +501,8 @@ ncclResult_t runHostCalls(std::vector<PendingCall>& calls) {
     bool p2p = c.coll == CollKind::SendRecv;
     if (p2p && c.root == c.comm->rank) continue;  // copied above
     Plan plan;
-    GYRE_CHECK(planCollective(planContextOf(c.comm), c.coll, c.count, datatypeSize(c.datatype), &plan));
+    GYRE_CHECK(planCollective(planContextOf(c.comm), c.coll, c.count, datatypeSize(c.datatype), &plan,
+                              {c.allowedAlgorithms, c.algorithmsRequired}));
     LaneSpec spec = baseSpec(c);
     if (p2p) {
       GYRE_CHECK(addSendRecv(c, plan, spec, &set));

@@ -29,6 +29,8 @@ struct RepeatKey {
   ncclRedOp_t op = ncclSum;
   int root = 0;
   bool inPlace = false;
+  unsigned char allowedAlgorithms = 0;
+  bool algorithmsRequired = true;
 
   bool operator==(const RepeatKey&) const = default;
 };
@@ -50,6 +52,8 @@ inline RepeatKey repeatKeyOf(const CollCall& c, uint64_t commSerial, int rank) {
   k.op = c.op;
   k.root = c.root;
   k.inPlace = isInPlace(c, rank);
+  k.allowedAlgorithms = c.allowedAlgorithms;
+  k.algorithmsRequired = c.algorithmsRequired;
   return k;
 }
 

@@ -14,6 +14,32 @@ namespace {
 
 const std::vector<std::string> kProtocols = {"Simple", "LL"};
 
+// The algorithm a per-call selection gives: the table's pick if the call
+// allows it and it can run here, else the first allowed one that can (Ring,
+// Tree, Direct). False if none can.
+bool selectedAlgorithm(const PlanContext& ctx, CollKind coll, CallSelection sel, Algorithm tuned, Algorithm* out) {
+  auto allowed = [&](Algorithm a) { return (sel.allowed >> static_cast<int>(a)) & 1; };
+  auto runs = [&](Algorithm a) {
+    switch (a) {
+      case Algorithm::Ring: return true;
+      case Algorithm::Tree: return ctx.trees && coll == CollKind::AllReduce;
+      case Algorithm::Direct: return ctx.meshConnections && coll != CollKind::Reduce && coll != CollKind::SendRecv;
+    }
+    return false;
+  };
+  if (allowed(tuned) && runs(tuned)) return *out = tuned, true;
+  for (Algorithm a : {Algorithm::Ring, Algorithm::Tree, Algorithm::Direct})
+    if (allowed(a) && runs(a)) return *out = a, true;
+  return false;
+}
+
+std::string selectionText(unsigned char allowed) {
+  std::string text;
+  for (Algorithm a : {Algorithm::Ring, Algorithm::Tree, Algorithm::Direct})
+    if ((allowed >> static_cast<int>(a)) & 1) text += std::string(text.empty() ? "" : ",") + algorithmName(a);
+  return text;
+}
+
 }  // namespace
 
 ncclResult_t validateAlgorithmSettings() {
@@ -22,7 +48,8 @@ ncclResult_t validateAlgorithmSettings() {
   return parseSelection("NCCL_PROTO", env::getString("NCCL_PROTO"), kProtocols, &chosen);
 }
 
-ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count, size_t typeSize, Plan* plan) {
+ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count, size_t typeSize, Plan* plan,
+                            CallSelection selection) {
   // The host executor runs Simple only (its shared-memory steps of up to 32
   // bytes already travel in the cache line their flag is in): an NCCL_PROTO
   // without Simple cannot be honoured there, so it is an error, not a silent
@@ -55,9 +82,25 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
   if (ctx.trees && tuned == Algorithm::Tree) plan->algorithm = Algorithm::Tree;
   if (tuned == Algorithm::Direct && ctx.meshConnections) plan->algorithm = Algorithm::Direct;
   bool hasDirect = coll != CollKind::Reduce && coll != CollKind::SendRecv;
+  // A per-call selection runs as named (no doubling or single-copy variant),
+  // over NCCL_ALGO, as NCCL's per-call config does.
+  bool callSelected = false;
+  if (selection.allowed && coll != CollKind::SendRecv) {
+    Algorithm chosen = plan->algorithm;
+    if (selectedAlgorithm(ctx, coll, selection, plan->algorithm, &chosen)) {
+      plan->algorithm = chosen;
+      callSelected = true;
+    } else if (selection.required) {
+      return fail(ncclInvalidUsage,
+                  "%s: ncclCollConfig_t.algSelection allows %s, which cannot run on this communicator (%d ranks; "
+                  "Tree needs an AllReduce over the trees made at init, Direct a host-memory communicator of "
+                  "3..8 ranks on one host); set forceAlgSelection=0 to let gyre choose",
+                  collName(coll), selectionText(selection.allowed).c_str(), ctx.nranks);
+    }
+  }
   // NCCL_ALGO=Direct where no mesh exists: the table fell back to the ring;
   // on two ranks that is the direct exchange, elsewhere it is not what was asked.
-  if (ctx.tuning->directOnly && hasDirect && !ctx.meshConnections && ctx.nranks > 2)
+  if (!callSelected && ctx.tuning->directOnly && hasDirect && !ctx.meshConnections && ctx.nranks > 2)
     return fail(ncclInvalidUsage,
                 "NCCL_ALGO=%s: Direct needs a host-memory communicator of 3..8 ranks on one host "
                 "(this one has %d ranks); Ring and Tree can run here",
@@ -80,7 +123,8 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
                        (plan->algorithm == Algorithm::Tree ||
                         (plan->algorithm == Algorithm::Direct && bytes > kOneShotMaxBytesOverDoubling));
   }
-  if (plan->singleCopy) plan->doubling = false;
+  if (plan->singleCopy || callSelected) plan->doubling = false;
+  if (callSelected) plan->singleCopy = plan->singleCopyByValue = false;
   return ncclSuccess;
 }
 

@@ -99,7 +99,15 @@ struct PlanContext {
   const TuningTable* tuning = nullptr;
 };
 
-ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count, size_t typeSize, Plan* plan);
+// A call's own algorithm selection (CollCall::allowedAlgorithms, from a
+// per-call config): empty lets the tuning table choose.
+struct CallSelection {
+  unsigned char allowed = 0;  // bits 1 << int(Algorithm)
+  bool required = true;       // a selection that cannot run here is an error
+};
+
+ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count, size_t typeSize, Plan* plan,
+                            CallSelection selection = {});
 
 // Checks NCCL_ALGO / NCCL_PROTO against what this build can run (at init, so a
 // bad value fails early and names the variable).

@@ -10,6 +10,9 @@ int FACTS_FUNCTION(struct gyreAbiFact* out, int max) {
   int n = 0;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+#if NCCL_VERSION_CODE >= 23100
+  ncclCollConfig_t coll = NCCL_COLLCONFIG_INITIALIZER;
+#endif
 #define PUT(text, v)                                          \
   do {                                                        \
     if (n < max) {                                            \
@@ -23,6 +26,7 @@ int FACTS_FUNCTION(struct gyreAbiFact* out, int max) {
 #define FIELD(T, f) PUT("offsetof(" #T ", " #f ")", offsetof(T, f)) PUT("sizeof(" #T "." #f ")", sizeof(((T*)0)->f))
 #define INIT(f) PUT("NCCL_CONFIG_INITIALIZER." #f, (intptr_t)(config.f))
 #define SIM_INIT(f) PUT("NCCL_SIM_INFO_INITIALIZER." #f, (sim.f))
+#define COLL_INIT(f) PUT("NCCL_COLLCONFIG_INITIALIZER." #f, (intptr_t)(coll.f))
 #include "facts.def"
 #undef PUT
 #undef FACT
@@ -30,5 +34,6 @@ int FACTS_FUNCTION(struct gyreAbiFact* out, int max) {
 #undef FIELD
 #undef INIT
 #undef SIM_INIT
+#undef COLL_INIT
   return n;
 }

@@ -10,6 +10,7 @@
  * one-rank communicators (host memory, and device memory on the fake CUDA
  * runtime: GYRE_FAKE_CUDA=1 in the test's environment). */
 #include <nccl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,7 +173,42 @@ int main(void) {
   m.v21700.magic = NCCL_CONFIG_MAGIC;
   m.v21700.version = NCCL_VERSION_CODE;
   m.v21700.blocking = 1;
-  expectRefused(&m.current, "2.17 size claiming version 2.28.9", "config.size", "2.28.9");
+  expectRefused(&m.current, "2.17 size claiming the current version", "config.size", "2.31.0");
+
+  /* NCCL 2.28's struct (ends at nvlinkCentricSched, 80 bytes) and 2.29's
+   * (numRmaCtx, 88 bytes) are read as they are; a 2.28-sized struct that
+   * claims 2.29 is refused naming the size. */
+  guarded(&m);
+  m.current = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
+  memset((char*)&m.current + offsetof(ncclConfig_t, graphUsageMode), 0x7f,
+         sizeof(m.bytes) - offsetof(ncclConfig_t, graphUsageMode));
+  m.current.size = offsetof(ncclConfig_t, graphUsageMode);
+  m.current.version = NCCL_VERSION(2, 28, 9);
+  CHECK(m.current.size == 80, "NCCL 2.28's ncclConfig_t is %zu bytes here, not 80", m.current.size);
+  r = runOneRank(&m.current, 0, "2.28 config");
+  CHECK(r == ncclSuccess, "a 2.28 config was refused: %s", ncclGetLastError(NULL));
+  m.current.version = NCCL_VERSION(2, 29, 2);
+  expectRefused(&m.current, "2.28 size claiming 2.29.2", "config.size=80", "2.29.2");
+  m.current.graphUsageMode = NCCL_CONFIG_UNDEF_INT;
+  m.current.numRmaCtx = NCCL_CONFIG_UNDEF_INT;
+  m.current.size = offsetof(ncclConfig_t, maxP2pPeers);
+  CHECK(m.current.size == 88, "NCCL 2.29's ncclConfig_t is %zu bytes here, not 88", m.current.size);
+  r = runOneRank(&m.current, 1, "2.29 config");
+  CHECK(r == ncclSuccess, "a 2.29 config was refused: %s", ncclGetLastError(NULL));
+
+  /* The newest fields are checked where gyre knows their values. */
+  config = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
+  config.hostCftMode = 9;
+  expectRefused(&config, "hostCftMode = 9", "config.hostCftMode", NULL);
+  config = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
+  config.rmaEagerInit = 2;
+  expectRefused(&config, "rmaEagerInit = 2", "config.rmaEagerInit", NULL);
+  config = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
+  config.nvlsHostMode = ncclNvlsHostModeDisableTransport | ncclNvlsHostModeDisableSymmetricMultimem;
+  config.graphUsageMode = 1;
+  config.numRmaCtx = 2;
+  r = runOneRank(&config, 0, "current config with the 2.29-2.31 fields set");
+  CHECK(r == ncclSuccess, "a config setting the newest fields was refused: %s", ncclGetLastError(NULL));
 
   /* A function gyre does not implement: refused by name, no crash. */
   ncclUniqueId id;

@@ -35,6 +35,7 @@ const char* resultName(ncclResult_t r) {
     case ncclInvalidUsage: return "ncclInvalidUsage";
     case ncclRemoteError: return "ncclRemoteError";
     case ncclInProgress: return "ncclInProgress";
+    case ncclTimeout: return "ncclTimeout";
     default: return "ncclResult?";
   }
 }

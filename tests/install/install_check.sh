@@ -27,7 +27,7 @@ echo "installed tree (DESTDIR=$dest):"
 (cd "$dest" && find . -type f -o -type l | sort | sed 's/^\.//')
 
 api=$(awk '/#define NCCL_(MAJOR|MINOR|PATCH) /{v[$2]=$3} END{print v["NCCL_MAJOR"]"."v["NCCL_MINOR"]"."v["NCCL_PATCH"]}' "$src/include/gyre.h")
-for f in "$includedir/nccl.h" "$includedir/gyre.h" "$libdir/libgyre.so" "$libdir/libnccl.so" \
+for f in "$includedir/nccl.h" "$includedir/nccl_device.h" "$includedir/gyre.h" "$libdir/libgyre.so" "$libdir/libnccl.so" \
          "$libdir/libnccl.so.2" "$libdir/libnccl.so.$api" "$libdir/pkgconfig/gyre.pc" "$libdir/pkgconfig/nccl.pc" \
          "$bindir/gyre-info" "$bindir/all_reduce_perf" "$bindir/all_gather_perf" "$bindir/broadcast_perf" \
          "$bindir/reduce_perf" "$bindir/reduce_scatter_perf" "$bindir/sendrecv_perf" "$bindir/alltoall_perf"; do
