@@ -86,8 +86,9 @@ ncclResult_t uploadLanes(const DeviceRequest& c, KernelState::Lanes* out) {
 
 KernelState::Shape shapeOf(const DeviceRequest& c) {
   bool rooted = c.coll == CollKind::Broadcast || c.coll == CollKind::Reduce;
+  // A per-call algorithm selection (nccl*Config) plans differently.
   return {static_cast<int>(c.coll), c.count, static_cast<int>(c.datatype), rooted ? c.root : -1,
-          isInPlace(c, c.comm->rank)};
+          isInPlace(c, c.comm->rank), c.allowedAlgorithms, c.algorithmsRequired};
 }
 
 // The call's cached lanes (uploaded on first use of its shape).

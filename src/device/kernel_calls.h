@@ -35,8 +35,9 @@ struct KernelState {
   uint32_t* peerGoneHost = nullptr;      // nranks flags after the status (DeviceCall::peerGone)
   const uint32_t* peerGoneDevice = nullptr;
   std::mutex mutex;
-  // (coll, count, datatype, root, in place) -> lanes in device memory.
-  using Shape = std::tuple<int, size_t, int, int, bool>;
+  // (collective, count, datatype, root, in place, allowed algorithms,
+  // selection required) -> lanes in device memory.
+  using Shape = std::tuple<int, size_t, int, int, bool, int, bool>;
   struct Lanes {
     void* device = nullptr;
     int count = 0;
