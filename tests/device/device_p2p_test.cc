@@ -290,6 +290,52 @@ TEST_CASE("a group that mixes collectives with sends and receives on ranks of on
   CHECK(result.allOk());
 }
 
+TEST_CASE("sends and receives of one rank on different streams complete in each stream's order",
+          "[device][p2p]") {
+  RunResult result = runRanks(
+      1,
+      [](int, int, const ncclUniqueId&) {
+        ncclComm_t comms[2] = {};
+        int devs[2] = {0, 0};
+        RANK_CHECK(ncclCommInitAll(comms, 2, devs) == ncclSuccess, "ncclCommInitAll: %s", lastError().c_str());
+        const size_t count = 30011;
+        // Rank r sends on stream 900+2r and receives on 901+2r, to the peer and to itself.
+        std::vector<uint16_t> send[2], fromPeer[2], fromSelf[2];
+        for (int r = 0; r < 2; ++r) {
+          send[r].resize(count);
+          for (size_t i = 0; i < count; ++i) send[r][i] = uint16_t(i * 3 + r * 101);
+          fromPeer[r].assign(count, 0xFFFF);
+          fromSelf[r].assign(count, 0xFFFF);
+        }
+        RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+        for (int r = 0; r < 2; ++r) {
+          cudaStream_t sendStream = fakeStream(900 + 2 * r), recvStream = fakeStream(901 + 2 * r);
+          RANK_CHECK(ncclSend(send[r].data(), count, ncclFloat16, 1 - r, comms[r], sendStream) == ncclSuccess,
+                     "send: %s", lastError().c_str());
+          RANK_CHECK(ncclSend(send[r].data(), count, ncclFloat16, r, comms[r], sendStream) == ncclSuccess,
+                     "send to self: %s", lastError().c_str());
+          RANK_CHECK(ncclRecv(fromPeer[r].data(), count, ncclFloat16, 1 - r, comms[r], recvStream) == ncclSuccess,
+                     "recv: %s", lastError().c_str());
+          RANK_CHECK(ncclRecv(fromSelf[r].data(), count, ncclFloat16, r, comms[r], recvStream) == ncclSuccess,
+                     "recv from self: %s", lastError().c_str());
+        }
+        RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+        // Each stream alone is enough: the send streams wait for the copies
+        // that read their buffers, the receive streams for those that fill theirs.
+        for (int r = 0; r < 2; ++r) sync(fakeStream(901 + 2 * r));
+        for (int r = 0; r < 2; ++r) {
+          RANK_CHECK(fromPeer[r] == send[1 - r], "rank %d: wrong data from its peer", r);
+          RANK_CHECK(fromSelf[r] == send[r], "rank %d: wrong data from itself", r);
+        }
+        for (int r = 0; r < 2; ++r) sync(fakeStream(900 + 2 * r));
+        for (ncclComm_t c : comms) RANK_CHECK(ncclCommDestroy(c) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      p2pOptions());
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
 TEST_CASE("a rank's send to itself is a copy on its stream, captured into a graph too", "[device][p2p]") {
   RunResult result = runRanks(
       1,
