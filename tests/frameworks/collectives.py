@@ -262,7 +262,7 @@ def worker(rank, world):
             same(outs[r][i], gen(r, (c,), torch.float64, ("agc", c)),
                  "all_gather_coalesced input %d (count %d) from rank %d" % (i, c, r))
     check.raises(lambda: dist.all_gather_coalesced([[torch.empty(5)]] * world, [torch.ones(5), torch.ones(2)]),
-                 ["gyre", "all_gather_coalesced", "one tensor per input"], "all_gather_coalesced with short lists")
+                 ["gyre", "all_gather_coalesced", "expected one per input"], "all_gather_coalesced with short lists")
 
     # recv without src: rank 0 takes one message from rank 1 by name first,
     # then every other message from whoever sent it; each message carries its
