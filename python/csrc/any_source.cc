@@ -5,6 +5,7 @@
 #include <thread>
 
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 
 namespace torch_gyre {
 
@@ -24,12 +25,54 @@ constexpr auto kMaxPoll = std::chrono::milliseconds(10);
 }  // namespace
 
 SendLedger::SendLedger(c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout)
-    : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout), received_(size, 0) {}
+    : store_(std::move(store)),
+      rank_(rank),
+      size_(size),
+      timeout_(timeout),
+      received_(size, 0),
+      pending_(size, 0),
+      announcer_([this] { announceLoop(); }) {}
+
+SendLedger::~SendLedger() {
+  {
+    std::lock_guard<std::mutex> lock(pendingMu_);
+    stop_ = true;
+  }
+  pendingCv_.notify_all();
+  announcer_.join();
+}
 
 void SendLedger::announceSend(int dst) {
   if (dst == rank_) return;  // a receive from any source does not look at this rank itself
-  std::lock_guard<std::mutex> lock(storeMu_);
-  store_->add(sentKey(rank_, dst), 1);
+  {
+    std::lock_guard<std::mutex> lock(pendingMu_);
+    ++pending_[dst];
+  }
+  pendingCv_.notify_one();
+}
+
+void SendLedger::announceLoop() {
+  std::vector<int64_t> batch(size_, 0);
+  std::unique_lock<std::mutex> lock(pendingMu_);
+  for (;;) {
+    pendingCv_.wait(lock, [&] {
+      return stop_ || std::any_of(pending_.begin(), pending_.end(), [](int64_t n) { return n > 0; });
+    });
+    if (stop_) return;
+    batch.swap(pending_);
+    lock.unlock();
+    try {
+      std::lock_guard<std::mutex> storeLock(storeMu_);
+      for (int dst = 0; dst < size_; ++dst)
+        if (batch[dst] > 0) store_->add(sentKey(rank_, dst), batch[dst]);
+    } catch (const std::exception& e) {
+      // The store is gone (its server, rank 0, exited or failed): a receive
+      // from any source on a peer then fails after its timeout, naming it.
+      LOG(WARNING) << "gyre backend: rank " << rank_ << " could not announce sends in the store: " << e.what();
+    }
+    std::fill(batch.begin(), batch.end(), 0);
+    lock.lock();
+  }
 }
 
 void SendLedger::noteReceive(int src) { ++received_[src]; }

@@ -10,13 +10,18 @@
 // of the group, so a receive with a source and one without never claim the
 // same message.
 //
-// The cost: one store round trip per send (to the store's server, rank 0's
-// process), paid on the thread that calls send.
+// The announcements go out from a thread of their own, which adds up the
+// sends made while it waits for the store, so a send never waits for the
+// store (a round trip to its server in rank 0's process: 50-100 us on a VM).
+// A receive from any source may see a message's announcement after the
+// data is there; it only waits until then.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -26,8 +31,11 @@ namespace torch_gyre {
 class SendLedger {
  public:
   SendLedger(c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout);
+  ~SendLedger();  // announcements not yet sent are dropped: the group is going away
+  SendLedger(const SendLedger&) = delete;
+  SendLedger& operator=(const SendLedger&) = delete;
 
-  // A send from this rank to `dst` was issued (before it can be matched).
+  // A send from this rank to `dst` was issued (it is announced soon after).
   void announceSend(int dst);
   // A receive from `src` was posted (the group's worker, in issue order).
   void noteReceive(int src);
@@ -40,6 +48,7 @@ class SendLedger {
 
  private:
   int64_t announced(int src);
+  void announceLoop();
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::mutex storeMu_;  // one store request at a time from this group
@@ -49,6 +58,12 @@ class SendLedger {
   std::vector<int64_t> received_;  // per source: receives posted (worker thread only)
   int next_ = 0;
   std::atomic<bool> cancelled_{false};
+  // Sends per destination not yet announced, and the thread announcing them.
+  std::mutex pendingMu_;
+  std::condition_variable pendingCv_;
+  std::vector<int64_t> pending_;
+  bool stop_ = false;
+  std::thread announcer_;
 };
 
 }  // namespace torch_gyre
