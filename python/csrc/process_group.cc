@@ -65,9 +65,9 @@ void ProcessGroupGyre::openBatch() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::closeBatch() {
   std::lock_guard<std::mutex> lock(submitMu_);
-  TORCH_CHECK(batch_, "gyre backend: endCoalescing without startCoalescing");
   TORCH_CHECK(closedBy_ == nullptr, "gyre backend: the process group was closed by ", closedBy_,
               "() and runs no more operations");
+  TORCH_CHECK(batch_, "gyre backend: endCoalescing without startCoalescing");
   std::vector<Op> ops = std::move(*batch_);
   batch_.reset();
   // One more Work for the batch as a whole (what torch 2.x returns to the
