@@ -132,6 +132,69 @@ class CoalescingHooks<false, Base> : public Base {
   void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs*/) override { closeBatch(); }
 };
 
-using BackendAdapter = CoalescingHooks<EndCoalescingReturnsWork<BackendBase>::value, BackendBase>;
+// Hooks that only some torch 2.x revisions declare on c10d::Backend: each
+// layer overrides torch's method where the base declares it and is empty
+// where it does not, so `override` never names a method that is missing.
+// On 1.x none of them exists and every layer is the empty one.
+#define GYRE_DECLARES(Trait, member)                                                        \
+  template <class B, class = void>                                                         \
+  struct Trait : std::false_type {};                                                       \
+  template <class B>                                                                       \
+  struct Trait<B, std::void_t<decltype(&B::member)>> : std::bool_constant<(GYRE_TORCH_MAJOR >= 2)> {};
+GYRE_DECLARES(DeclaresSupportsCoalescing, supportsCoalescing)
+GYRE_DECLARES(DeclaresAbort, abort)
+GYRE_DECLARES(DeclaresShutdown, shutdown)
+#undef GYRE_DECLARES
+
+// supportsCoalescing(): true, so batch_isend_irecv and the coalescing
+// manager hand their ops to startCoalescing/endCoalescing (one gyre group)
+// instead of issuing them one by one.
+template <bool kDeclared, class Base>
+class CoalescingSupport : public Base {
+ public:
+  using Base::Base;
+};
+template <class Base>
+class CoalescingSupport<true, Base> : public Base {
+ public:
+  using Base::Base;
+  bool supportsCoalescing() const override { return true; }
+};
+
+// abort(): stop now, failing what is queued; shutdown(): finish what is
+// queued, then release the communicator. Both under gyre's names, which
+// the process group implements (lifecycle.cc) whatever the torch.
+template <bool kDeclared, class Base>
+class AbortHook : public Base {
+ public:
+  using Base::Base;
+  virtual void abortNow() = 0;
+};
+template <class Base>
+class AbortHook<true, Base> : public Base {
+ public:
+  using Base::Base;
+  virtual void abortNow() = 0;
+  void abort() override { abortNow(); }
+};
+
+template <bool kDeclared, class Base>
+class ShutdownHook : public Base {
+ public:
+  using Base::Base;
+  virtual void shutdownNow() = 0;
+};
+template <class Base>
+class ShutdownHook<true, Base> : public Base {
+ public:
+  using Base::Base;
+  virtual void shutdownNow() = 0;
+  void shutdown() override { shutdownNow(); }
+};
+
+using WithCoalescingSupport = CoalescingSupport<DeclaresSupportsCoalescing<BackendBase>::value, BackendBase>;
+using WithAbort = AbortHook<DeclaresAbort<BackendBase>::value, WithCoalescingSupport>;
+using WithShutdown = ShutdownHook<DeclaresShutdown<BackendBase>::value, WithAbort>;
+using BackendAdapter = CoalescingHooks<EndCoalescingReturnsWork<BackendBase>::value, WithShutdown>;
 
 }  // namespace torch_gyre::compat

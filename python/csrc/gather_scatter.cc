@@ -26,7 +26,7 @@ Op allgatherListOp(const at::Tensor& in, std::vector<at::Tensor> outs, int size,
   op.launch = [src, flat, type](ncclComm_t c, Cleanups&) {
     check(ncclAllGather(src.data(), flat.data_ptr(), src.count(), type, c, nullptr), "ncclAllGather", c);
   };
-  op.finish = [flat, outs]() mutable { split(flat, outs); };
+  op.finish = [flat, outs]() mutable { copySlicesInto(flat, outs); };
   return op;
 }
 
@@ -44,14 +44,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::allgather(std::vector<std::vect
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& /*opts*/) {
-  TORCH_CHECK(outputLists.size() == inputs.size() && !inputs.empty(), "gyre backend: all_gather_coalesced needs one ",
-              "output list per input, got ", outputLists.size(), " lists for ", inputs.size(), " inputs");
+  // torch's layout: one output list per rank, holding that rank's copy of
+  // every input (outputLists[rank][input]).
+  const char* what = "all_gather_coalesced";
+  TORCH_CHECK(!inputs.empty(), "gyre backend: ", what, " got no input tensors");
+  TORCH_CHECK(static_cast<int>(outputLists.size()) == getSize(), "gyre backend: ", what, " needs one output list per ",
+              "rank (", getSize(), "), got ", outputLists.size());
+  for (size_t r = 0; r < outputLists.size(); ++r)
+    TORCH_CHECK(outputLists[r].size() == inputs.size(), "gyre backend: ", what, ": the output list of rank ", r,
+                " has ", outputLists[r].size(), " tensors, expected one per input (", inputs.size(), ")");
   std::vector<Op> ops;
   std::vector<at::Tensor> all;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    ops.push_back(allgatherListOp(inputs[i], outputLists[i], getSize(), "all_gather_coalesced"));
-    all.insert(all.end(), outputLists[i].begin(), outputLists[i].end());
+    std::vector<at::Tensor> perRank;
+    for (const auto& list : outputLists) perRank.push_back(list[i]);
+    ops.push_back(allgatherListOp(inputs[i], perRank, getSize(), what));
   }
+  for (const auto& list : outputLists) all.insert(all.end(), list.begin(), list.end());
   return enqueueGroup(c10d::OpType::ALLGATHER_COALESCED, all, std::move(ops));
 }
 
@@ -100,7 +109,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::gather(std::vector<std::vector<
     check(ncclGather(src.data(), recv, src.count(), type, root, c, nullptr), "ncclGather", c);
   };
   op.finish = [flat, outs]() mutable {
-    if (flat.defined()) split(flat, outs);
+    if (flat.defined()) copySlicesInto(flat, outs);
   };
   return enqueue(c10d::OpType::GATHER, outs, std::move(op));
 }

@@ -25,7 +25,11 @@ PYBIND11_MODULE(_C, m) {
   py::class_<torch_gyre::ProcessGroupGyre, c10::intrusive_ptr<torch_gyre::ProcessGroupGyre>>(m, "ProcessGroupGyre",
                                                                                                base)
       .def(py::init(&create), py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-           py::call_guard<py::gil_scoped_release>());
+           py::call_guard<py::gil_scoped_release>())
+      // What torch 2.x's abort() and shutdown() run, reachable on every torch
+      // (1.x has neither): closes the group, failing or finishing its queue.
+      .def("_gyre_abort", &torch_gyre::ProcessGroupGyre::abortNow)
+      .def("_gyre_shutdown", &torch_gyre::ProcessGroupGyre::shutdownNow);
   // Blocks on the store (rank > 0) and on the other ranks' init: without
   // the GIL, so other Python threads keep running meanwhile.
   m.def("create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),

@@ -19,6 +19,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::send(std::vector<at::Tensor>& t
   op.launch = [src, type, dstRank](ncclComm_t c, Cleanups&) {
     check(ncclSend(src.data(), src.count(), type, dstRank, c, nullptr), "ncclSend", c);
   };
+  ledger_->announceSend(dstRank);
   return enqueue(c10d::OpType::SEND, {t}, std::move(op));
 }
 
@@ -27,18 +28,40 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::recv(std::vector<at::Tensor>& t
   ncclDataType_t type = checkTensor(t, "recv");
   checkPeer(srcRank, "recv source");
   Dense dst(t);
+  SendLedger* ledger = ledger_.get();
   Op op;
   op.p2p = true;
-  op.launch = [dst, type, srcRank](ncclComm_t c, Cleanups&) {
+  op.launch = [dst, type, srcRank, ledger](ncclComm_t c, Cleanups&) {
+    ledger->noteReceive(srcRank);
     check(ncclRecv(dst.data(), dst.count(), type, srcRank, c, nullptr), "ncclRecv", c);
   };
   op.finish = [dst] { dst.writeBack(); };
-  return enqueue(c10d::OpType::RECV, {t}, std::move(op));
+  auto work = enqueue(c10d::OpType::RECV, {t}, std::move(op));
+  static_cast<GyreWork*>(work.get())->setSource(std::make_shared<std::atomic<int>>(srcRank));
+  return work;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::recvAnysource(std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
-  TORCH_CHECK(false, "gyre backend: recv without a source rank is not supported (gyre matches sends and receives "
-              "per pair of ranks); pass src=");
+c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/) {
+  at::Tensor& t = single(tensors, "recv");
+  ncclDataType_t type = checkTensor(t, "recv");
+  Dense dst(t);
+  SendLedger* ledger = ledger_.get();
+  auto source = std::make_shared<std::atomic<int>>(-1);
+  Op op;
+  // Not held back with other sends and receives: it runs alone, after them,
+  // so the group it would otherwise join cannot wait on a send that a peer
+  // issues only after this rank's earlier operations completed.
+  op.p2p = false;
+  op.launch = [dst, type, ledger, source](ncclComm_t c, Cleanups&) {
+    int src = ledger->waitForSender();
+    ledger->noteReceive(src);
+    source->store(src, std::memory_order_release);
+    check(ncclRecv(dst.data(), dst.count(), type, src, c, nullptr), "ncclRecv", c);
+  };
+  op.finish = [dst] { dst.writeBack(); };
+  auto work = enqueue(c10d::OpType::RECVANYSOURCE, {t}, std::move(op));
+  static_cast<GyreWork*>(work.get())->setSource(source);
+  return work;
 }
 
 namespace {

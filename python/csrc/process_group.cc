@@ -14,17 +14,13 @@ ProcessGroupGyre::ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store,
       comm_(std::make_unique<Communicator>(store, rank, size, timeout)),
       // Polling for ops and completions (op_queue.cc, work.cc) only where
       // every rank of the group could have a core of this host to itself.
-      poll_(size <= static_cast<int>(std::thread::hardware_concurrency())) {
+      poll_(size <= static_cast<int>(std::thread::hardware_concurrency())),
+      ledger_(std::make_unique<SendLedger>(store, rank, size, timeout)) {
   Communicator* comm = comm_.get();
   queue_ = std::make_shared<OpQueue>(comm->get(), [comm] { comm->markBroken(); }, poll_);
 }
 
-ProcessGroupGyre::~ProcessGroupGyre() {
-  withoutGil([this] {
-    queue_.reset();  // runs what is queued, joins the worker
-    comm_.reset();
-  });
-}
+ProcessGroupGyre::~ProcessGroupGyre() { close(/*abort=*/false); }
 
 c10::intrusive_ptr<GyreWork> ProcessGroupGyre::makeWork(c10d::OpType type, std::vector<at::Tensor> outputs) {
   auto work = c10::make_intrusive<GyreWork>(getRank(), type, std::move(outputs));
@@ -50,6 +46,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::enqueueGroup(c10d::OpType type,
   // it must not report success before all of them ran.
   for (size_t i = 0; i + 1 < ops.size(); ++i) ops[i].work = makeWork(type, {});
   std::lock_guard<std::mutex> lock(submitMu_);
+  TORCH_CHECK(closedBy_ == nullptr, "gyre backend: the process group was closed by ", closedBy_,
+              "() and runs no more operations");
   if (batch_) {
     for (Op& op : ops) batch_->push_back(std::move(op));
   } else {
@@ -67,6 +65,8 @@ void ProcessGroupGyre::openBatch() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::closeBatch() {
   std::lock_guard<std::mutex> lock(submitMu_);
+  TORCH_CHECK(closedBy_ == nullptr, "gyre backend: the process group was closed by ", closedBy_,
+              "() and runs no more operations");
   TORCH_CHECK(batch_, "gyre backend: endCoalescing without startCoalescing");
   std::vector<Op> ops = std::move(*batch_);
   batch_.reset();

@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "any_source.h"
 #include "communicator.h"
 #include "compat.h"
 #include "op_queue.h"
@@ -68,6 +69,13 @@ class ProcessGroupGyre : public compat::BackendAdapter {
   void openBatch() override;
   c10::intrusive_ptr<c10d::Work> closeBatch() override;
 
+  // Lifecycle (lifecycle.cc), what torch 2.x's abort() and shutdown() call.
+  // After either, the group runs no more operations.
+  // Stops at once: gyre's operation in flight and those queued fail.
+  void abortNow() override;
+  // Runs what is queued, then destroys the communicator.
+  void shutdownNow() override;
+
  private:
   // Wraps `op` in a Work over `outputs` and queues it (or adds it to the open
   // batch); returns the Work.
@@ -76,15 +84,22 @@ class ProcessGroupGyre : public compat::BackendAdapter {
   c10::intrusive_ptr<c10d::Work> enqueueGroup(c10d::OpType type, std::vector<at::Tensor> outputs, std::vector<Op> ops);
   c10::intrusive_ptr<GyreWork> makeWork(c10d::OpType type, std::vector<at::Tensor> outputs);
   void checkPeer(int peer, const char* what) const;
+  // Stops the worker and releases the communicator (abort: without waiting
+  // for the peers); idempotent.
+  void close(bool abort);
 
   // Declared before queue_: the worker stops before the communicator goes.
   std::unique_ptr<Communicator> comm_;
   bool poll_;
+  // Counts sends and receives for recv without a source (any_source.h);
+  // used by ops on the worker, so it outlives queue_.
+  std::unique_ptr<SendLedger> ledger_;
   std::shared_ptr<OpQueue> queue_;
   // Ops may be issued from several threads (DDP's autograd thread and the
   // main thread): the batch and the order of submission are guarded here.
   std::mutex submitMu_;
   std::optional<std::vector<Op>> batch_;  // open between openBatch and closeBatch
+  const char* closedBy_ = nullptr;         // "abort" or "shutdown" once closed (under submitMu_)
 };
 
 }  // namespace torch_gyre

@@ -37,7 +37,7 @@ at::Tensor concat(const std::vector<at::Tensor>& parts) {
   return at::cat(flat);
 }
 
-void split(const at::Tensor& flat, std::vector<at::Tensor>& parts) {
+void copySlicesInto(const at::Tensor& flat, std::vector<at::Tensor>& parts) {
   int64_t offset = 0;
   for (at::Tensor& p : parts) {
     p.copy_(flat.narrow(0, offset, p.numel()).view(p.sizes()));

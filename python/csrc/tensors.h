@@ -38,6 +38,8 @@ struct Dense {
 // all_gather / reduce_scatter / gather / scatter).
 at::Tensor concat(const std::vector<at::Tensor>& parts);
 // Copies consecutive slices of `flat` into `parts`.
-void split(const at::Tensor& flat, std::vector<at::Tensor>& parts);
+// (Not named `split`: torch 2.x's Backend has a virtual split() that would hide it
+// inside the process group's members.)
+void copySlicesInto(const at::Tensor& flat, std::vector<at::Tensor>& parts);
 
 }  // namespace torch_gyre

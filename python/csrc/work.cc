@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <c10/util/Exception.h>
+
 namespace torch_gyre {
 
 namespace {
@@ -31,6 +33,13 @@ bool GyreWork::wait(std::chrono::milliseconds timeout) {
   }
   if (exception_) std::rethrow_exception(exception_);
   return true;
+}
+
+int GyreWork::sourceRank() const {
+  int source = source_ ? source_->load(std::memory_order_acquire) : -1;
+  TORCH_CHECK(source_, "gyre backend: sourceRank() is known only for a receive");
+  TORCH_CHECK(source >= 0, "gyre backend: sourceRank() is known only after the receive ran (call wait() first)");
+  return source;
 }
 
 void GyreWork::complete() {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ class GyreWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // The rank a receive got its message from (what recv() without src
+  // returns): `source` is written by the worker when the receive is posted.
+  void setSource(std::shared_ptr<std::atomic<int>> source) { source_ = std::move(source); }
+  int sourceRank() const override;
 
   void complete();
   void fail(const std::string& message);
@@ -38,6 +43,7 @@ class GyreWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::function<void()> flush_;
+  std::shared_ptr<std::atomic<int>> source_;
   // Set after finish(): wait() polls it briefly before sleeping (see work.cc).
   std::atomic<bool> done_{false};
   bool poll_ = false;

@@ -20,8 +20,9 @@ import torch  # noqa: F401  (loads libtorch before the extension needs it)
 import torch.distributed as _dist
 
 from . import _C
+from ._version import __version__
 
-__all__ = ["ProcessGroupGyre", "BACKEND_NAME"]
+__all__ = ["ProcessGroupGyre", "BACKEND_NAME", "__version__"]
 
 BACKEND_NAME = "gyre"
 ProcessGroupGyre = _C.ProcessGroupGyre

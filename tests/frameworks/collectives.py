@@ -250,13 +250,47 @@ def worker(rank, world):
     for t, ref in zip(ts, refs):
         same(t, ref, "all_reduce_coalesced count %d" % t.numel())
 
-    # all_gather_coalesced: two inputs of different sizes (torch wants one dtype).
-    ins = [gen(rank, (c,), dt, ("agc", c)) for c, dt in ((5, torch.float64), (2, torch.float64))]
-    outs = [[torch.empty_like(t) for _ in range(world)] for t in ins]
+    # all_gather_coalesced: torch passes one output list per rank, each with
+    # one tensor per input (outs[rank][input]). Sizes differ per input, so the
+    # transposed layout would not even fit.
+    sizes = (5, 0, 2)
+    ins = [gen(rank, (c,), torch.float64, ("agc", c)) for c in sizes]
+    outs = [[torch.full_like(t, -1.0) for t in ins] for _ in range(world)]
     dist.all_gather_coalesced(outs, ins)
-    for (c, dt), lst in zip(((5, torch.float64), (2, torch.float64)), outs):
-        for r in range(world):
-            same(lst[r], gen(r, (c,), dt, ("agc", c)), "all_gather_coalesced count %d block %d" % (c, r))
+    for r in range(world):
+        for i, c in enumerate(sizes):
+            same(outs[r][i], gen(r, (c,), torch.float64, ("agc", c)),
+                 "all_gather_coalesced input %d (count %d) from rank %d" % (i, c, r))
+    check.raises(lambda: dist.all_gather_coalesced([[torch.empty(5)]] * world, [torch.ones(5), torch.ones(2)]),
+                 ["gyre", "all_gather_coalesced", "expected one per input"], "all_gather_coalesced with short lists")
+
+    # recv without src: rank 0 takes one message from rank 1 by name first,
+    # then every other message from whoever sent it; each message carries its
+    # sender's data, so the reported source can be checked against it.
+    payload = lambda r, k: gen(r, (13,), torch.float32, ("any", k))  # noqa: E731
+    if rank == 0:
+        got = torch.empty(13)
+        dist.recv(got, 1)
+        same(got, payload(1, 0), "recv(src=1) before receives from any source")
+        seen = []
+        for _ in range(world - 1):
+            t = torch.empty(13)
+            src = dist.recv(t)
+            seen.append(src)
+            same(t, payload(src, 1 if src == 1 else 0), "recv() without src: the data of the reported sender %s" % src)
+        check(sorted(seen) == list(range(1, world)), "recv() without src reported senders %s" % seen)
+        t = torch.empty(13)
+        w = dist.irecv(t)
+        w.wait()
+        check(w._source_rank() == 1, "irecv() without src: source rank %d" % w._source_rank())
+        same(t, payload(1, 2), "irecv() without src: data")
+    else:
+        if rank == 1:
+            dist.send(payload(1, 0), 0)
+        dist.send(payload(rank, 1 if rank == 1 else 0), 0)
+        if rank == 1:
+            dist.isend(payload(1, 2), 0).wait()
+    dist.barrier()
 
     # async_op: several in flight, then wait; get_future with a callback.
     ts = [torch.full((1000,), float(rank + i)) for i in range(4)]
@@ -290,6 +324,26 @@ def worker(rank, world):
         t = torch.tensor([float(rank + 1)])
         dist.all_reduce(t, group=sub)
         same(t, torch.tensor([3.0]), "all_reduce on the subgroup of ranks 0 and 1")
+    dist.barrier()
+
+    # A receive from any source that nobody sends to fails after its group's
+    # timeout, naming why; abort() (torch 2.x's, here under gyre's name)
+    # fails an operation a peer never joins at once, and later ones too.
+    quick = dist.new_group([0, 1], backend="gyre", timeout=datetime.timedelta(seconds=2))
+    stuck = dist.new_group([0, 1], backend="gyre", timeout=datetime.timedelta(seconds=60))
+    if rank == 0:
+        start = time.monotonic()
+        check.raises(lambda: dist.recv(torch.empty(3), group=quick), ["gyre", "no rank", "2000 ms"],
+                     "recv() without src and no sender")
+        check(time.monotonic() - start < 20, "recv() without src gave up after %.1f s" % (time.monotonic() - start))
+        w = dist.all_reduce(torch.ones(4), group=stuck, async_op=True)
+        time.sleep(0.2)
+        start = time.monotonic()
+        stuck._gyre_abort()
+        check.raises(w.wait, ["gyre"], "wait() on an all_reduce after abort")
+        check(time.monotonic() - start < 20, "abort took %.1f s" % (time.monotonic() - start))
+        check.raises(lambda: dist.all_reduce(torch.ones(4), group=stuck), ["gyre", "closed by abort"],
+                     "all_reduce after abort")
     dist.barrier()
 
     # Mismatched sizes across ranks: every rank raises gyre's error (the rank
