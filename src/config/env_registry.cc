@@ -22,8 +22,8 @@ const std::vector<VarSpec>& registry() {
       {"NCCL_BUFFSIZE", Type::Bytes, "4194304", "4096..1073741824",
        "bytes of buffering per connection; one pipeline step is BUFFSIZE/8", 4096, int64_t{1} << 30},
       {"NCCL_ALGO", Type::String, "", "Ring,Tree,Direct; ^ excludes",
-       "restrict the algorithms the cost model may pick (Tree applies to AllReduce; Direct to Broadcast and "
-       "AllGather on 3..8 host ranks of one host)"},
+       "restrict the algorithms the cost model may pick (Tree applies to AllReduce; Direct to Broadcast, "
+       "AllGather, AllReduce and ReduceScatter on 3..8 host ranks of one host)"},
       {"GYRE_SINGLE_COPY", Type::Choice, "auto", "auto,off,always",
        "host collectives on one host read peers' buffers in place (one copy): auto where the owner's buffer came "
        "from gyreMemAllocHost (Broadcast/AllGather from 8 KiB, ReduceScatter from 256 KiB, 2-rank AllReduce from "
@@ -66,7 +66,7 @@ const std::vector<VarSpec>& registry() {
        "1: no NVTX ranges for API calls (they are emitted when gyre was built with NVTX; docs/OBSERVABILITY.md)",
        0, 1},
       {"NCCL_NET_PLUGIN", Type::String, "", "name (loads libnccl-net-<name>.so), a path, or none",
-       "external NCCL net plugin to load (its newest ncclNet_vN that gyre supports: v8)"},
+       "external NCCL net plugin to load (its newest ncclNet_vN that gyre supports: v10, v9 or v8)"},
       {"NCCL_IB_DISABLE", Type::Int, "0", "0..1", "do not use the InfiniBand/RoCE verbs network", 0, 1},
       {"NCCL_IB_QPS_PER_CONNECTION", Type::Int, "1", "1..128",
        "RC queue pairs per IB connection; each message is striped over them", 1, 128},
