@@ -123,8 +123,10 @@ struct ncclCommProperties {
   ncclGinType_t railedGinType;
 };
 
+/* Every member named, so programs built with -Wextra get no warning. */
 #define NCCL_COMM_PROPERTIES_INITIALIZER \
-  { sizeof(ncclCommProperties_t), NCCL_API_MAGIC, NCCL_VERSION_CODE }
+  { sizeof(ncclCommProperties_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, 0, 0, 0, 0, false, false, \
+    (ncclGinType_t)0, 0, false, (ncclGinType_t)0 }
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -24,7 +24,9 @@ std::string linkLabel(const topo::Link& l) {
 }
 
 std::string id(int host, const std::string& node) {
-  std::string s = "h" + std::to_string(host) + "_";
+  std::string s = "h";
+  s += std::to_string(host);
+  s += '_';
   for (char c : node) s += isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return s;
 }

@@ -49,10 +49,15 @@ void printRings(const Model& m) {
       int h = p.ranks[rank].host;
       if (h != host) {
         if (host >= 0 && r.nhosts > 1) line += " >" + nodeId(p, host, ch.exitNic[host]) + "]";
-        if (r.nhosts > 1) line += (host >= 0 ? " [" : "[") + nodeId(p, h, ch.entryNic[h]) + ">";
+        if (r.nhosts > 1) {
+          line += host >= 0 ? " [" : "[";
+          line += nodeId(p, h, ch.entryNic[h]);
+          line += '>';
+        }
         host = h;
       }
-      line += " " + std::to_string(rank);
+      line += ' ';
+      line += std::to_string(rank);
     }
     if (r.nhosts > 1) line += " >" + nodeId(p, host, ch.exitNic[host]) + "]";
     printf("ch %2zu:%s    (%s)\n", c, line.c_str(), edgeSummary(p, ch.order).c_str());

@@ -14,7 +14,9 @@
  * No GPU is needed: nothing here creates a communicator.
  *
  * usage: abi_check LIBNCCL_PATH */
+#ifndef _GNU_SOURCE /* the build defines it for every file */
 #define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -126,8 +126,12 @@ void expectRecovery(Rebuild how, const char* row) {
         ncclCommCount(next, &count);
         RANK_CHECK(got == newRank && count == n - 1, "rank %d: new communicator says rank %d of %d", rank, got, count);
         why = checkEveryCollective(next);
-        rankRecord("saw", "\"" + msg.substr(0, 70) + "...\", then every collective " +
-                              (why.empty() ? "exact" : "WRONG") + " on " + std::to_string(count) + " ranks");
+        std::string saw = "\"";
+        saw += msg.substr(0, 70);
+        saw += "...\", then every collective ";
+        saw += why.empty() ? "exact" : "WRONG";
+        saw += " on " + std::to_string(count) + " ranks";
+        rankRecord("saw", saw);
         RANK_CHECK(why.empty(), "rank %d (now %d) after recovery: %s", rank, newRank, why.c_str());
         RANK_CHECK(ncclCommDestroy(next) == ncclSuccess, "destroy: %s", lastError().c_str());
         const std::string left = recordLeftovers(b);
