@@ -13,8 +13,8 @@
 namespace gyre {
 namespace {
 
-// NCCL_DEBUG=INFO: which executor each collective went to (send/recv name
-// their path in copy_calls.cc). Direct calls that all ranks agree to stage
+// NCCL_DEBUG=INFO: which executor each collective went to (these lists hold
+// collectives only; send/recv name their path in copy_calls.cc). Direct calls that all ranks agree to stage
 // are logged again there.
 void logCollectivePaths(const std::vector<DeviceRequest>& kernels, const std::vector<DeviceRequest>& direct,
                         const std::vector<DeviceRequest>& staged) {
@@ -24,9 +24,8 @@ void logCollectivePaths(const std::vector<DeviceRequest>& kernels, const std::ve
       {&staged, "staged through host memory"}};
   for (const auto& [calls, path] : groups)
     for (const DeviceRequest& c : *calls)
-      if (c.coll != CollKind::SendRecv)
-        GYRE_INFO("COLL", "%s count %zu %s on device %d: %s", collName(c.coll), c.count, datatypeName(c.datatype),
-                  c.comm->cudaDev, path);
+      GYRE_INFO("COLL", "%s count %zu %s on device %d: %s", collName(c.coll), c.count, datatypeName(c.datatype),
+                c.comm->cudaDev, path);
 }
 
 }  // namespace

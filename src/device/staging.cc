@@ -247,14 +247,6 @@ ncclResult_t copyPiece(DeviceRuntime* rt, const StagedCall& s, size_t piece, boo
   return rt->copy2DAsync(device, devicePitch, host, width, width, rows, stream);
 }
 
-// Joins every stream but `driver` into it (intoDriver) or it into them.
-ncclResult_t joinOthers(const std::vector<StreamHandle>& streams, StreamHandle driver,
-                        bool intoDriver) {
-  for (StreamHandle s : streams)
-    if (s != driver) GYRE_CHECK(intoDriver ? joinStreams(s, driver) : joinStreams(driver, s));
-  return ncclSuccess;
-}
-
 // The pipeline, from the moment the driver holds every stream's prior work
 // to the moment it holds the job's last output copy:
 //   in:  copy in 0 | copy in 1 | copy in 2 ...
@@ -396,9 +388,7 @@ bool drainStaging(DeviceComm* comm, double seconds) {
   s.allBuffers.clear();
   s.freeBuffers.clear();
   s.capturedJobs.clear();
-  lock.unlock();
-  s.worker.stop();  // idle: no job is in flight
-  lock.lock();  // their graphs must not run again (as with NCCL, destroy after the graphs)
+  s.worker.stop();  // idle: no job is in flight, and it never takes this mutex  // their graphs must not run again (as with NCCL, destroy after the graphs)
   s.order.destroy();
   for (StreamHandle& stream : s.ownStreams)
     if (stream && rt) rt->streamDestroy(stream);

@@ -19,6 +19,12 @@ ncclResult_t joinStreams(StreamHandle signaler, StreamHandle waiter) {
   return r;
 }
 
+ncclResult_t joinOthers(const std::vector<StreamHandle>& streams, StreamHandle driver, bool intoDriver) {
+  for (StreamHandle s : streams)
+    if (s != driver) GYRE_CHECK(intoDriver ? joinStreams(s, driver) : joinStreams(driver, s));
+  return ncclSuccess;
+}
+
 ncclResult_t StreamCompletions::note(StreamHandle stream) {
   DeviceRuntime* rt = deviceRuntime();
   std::lock_guard<std::mutex> lock(mutex_);

@@ -17,6 +17,10 @@ namespace gyre {
 // event, released once the work it marks completes).
 ncclResult_t joinStreams(StreamHandle signaler, StreamHandle waiter);
 
+// Joins every stream of `streams` but `driver` into it (intoDriver), or it
+// into them.
+ncclResult_t joinOthers(const std::vector<StreamHandle>& streams, StreamHandle driver, bool intoDriver);
+
 class StreamCompletions {
  public:
   // Records the stream's work so far (its event made on first use).

@@ -18,8 +18,6 @@
 namespace gyre {
 namespace {
 
-size_t bytesOf(const DeviceRequest& c) { return c.count * datatypeSize(c.datatype); }
-const char* callName(const DeviceRequest& c) { return c.isSend ? "ncclSend" : "ncclRecv"; }
 
 // Events belong to the device current when they are made and are recorded
 // on that device's streams: a thread driving ranks of several GPUs switches.
@@ -40,7 +38,7 @@ class OnDevice {
 };
 
 void logPath(const DeviceRequest& c, P2PPath path) {
-  GYRE_INFO("P2P", "%s of %zu bytes %s rank %d: %s", callName(c), bytesOf(c), c.isSend ? "to" : "from", c.root,
+  GYRE_INFO("P2P", "%s of %zu bytes %s rank %d: %s", p2pCallName(c), p2pBytes(c), c.isSend ? "to" : "from", c.root,
             p2pPathName(path));
 }
 
@@ -65,13 +63,13 @@ ncclResult_t copySelf(const std::vector<const DeviceRequest*>& calls) {
     for (size_t i = 0; i < sends.size(); ++i) {
       const DeviceRequest& s = *sends[i];
       const DeviceRequest& r = *recvs[i];
-      if (bytesOf(s) != bytesOf(r))
+      if (p2pBytes(s) != p2pBytes(r))
         return fail(ncclInvalidUsage, "rank %d: ncclSend to itself of %zu bytes meets an ncclRecv from itself of "
-                    "%zu bytes (the %zu-th pair of the group)", comm->rank, bytesOf(s), bytesOf(r), i + 1);
+                    "%zu bytes (the %zu-th pair of the group)", comm->rank, p2pBytes(s), p2pBytes(r), i + 1);
       // The copy runs on the receive's stream, after the send's stream
       // reached the send; the send's stream then waits for the copy.
       GYRE_CHECK(joinStreams(s.stream, r.stream));
-      if (bytesOf(s) && r.output != s.input) GYRE_CHECK(rt->copyAsync(r.output, s.input, bytesOf(s), r.stream));
+      if (p2pBytes(s) && r.output != s.input) GYRE_CHECK(rt->copyAsync(r.output, s.input, p2pBytes(s), r.stream));
       GYRE_CHECK(joinStreams(r.stream, s.stream));
       GYRE_CHECK(comm->copies->lastCopies.note(r.stream));
       countP2PPath(s, P2PPath::SelfCopy);
@@ -79,21 +77,6 @@ ncclResult_t copySelf(const std::vector<const DeviceRequest*>& calls) {
     }
   }
   return ncclSuccess;
-}
-
-bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return an && bn && x < y + bn && y < x + an;
-}
-
-// Whether a receive of the same communicator in this batch writes over the
-// send's buffer (in-place AlltoAll): the send then goes from a copy, made
-// before this rank says it is ready, so no peer's write can come first.
-bool sendOverwritten(const DeviceRequest& send, const std::vector<const DeviceRequest*>& calls) {
-  for (const DeviceRequest* c : calls)
-    if (!c->isSend && c->comm == send.comm && overlaps(send.input, bytesOf(send), c->output, bytesOf(*c)))
-      return true;
-  return false;
 }
 
 struct Pending {
@@ -109,10 +92,7 @@ struct Scratch {
 };
 
 ncclResult_t failPair(const DeviceRequest& c, ncclResult_t code, const std::string& why) {
-  ncclResult_t r = fail(code, "%s of %zu bytes %s rank %d at rank %d (peers in one process, copy path): %s",
-                        callName(c), bytesOf(c), c.isSend ? "to" : "from", c.root, c.comm->rank, why.c_str());
-  c.comm->hooks->markFailed(r, c.root);
-  return r;
+  return failP2PCall(c, code, "peers in one process, copy path", why);
 }
 
 // The second side of a pair: both offers are known, both ready events
@@ -160,19 +140,20 @@ ncclResult_t awaitAsFirst(const Pending& p) {
   Deadline deadline = Deadline::afterSeconds(c.comm->collTimeoutSeconds);
   EventHandle done = nullptr;
   std::string error;
-  bool timedOut = false;
-  if (!c.comm->copies->exchange->awaitCopy(p.ticket, deadline, &c.comm->abortFlag, &done, &error, &timedOut)) {
-    if (error == "timed out" || error == "aborted") {
+  switch (c.comm->copies->exchange->awaitCopy(p.ticket, deadline, &c.comm->abortFlag, &done, &error)) {
+    case CopyExchange::Outcome::kCopied: break;
+    case CopyExchange::Outcome::kCopyFailed: return failPair(c, ncclInvalidUsage, error);
+    case CopyExchange::Outcome::kTimedOut:
       rt->eventDestroy(p.ready);  // withdrawn: no copier will wait on it
-      if (timedOut)
-        error = "rank " + std::to_string(c.root) + " (in this process) made no matching " +
-                (c.isSend ? "ncclRecv" : "ncclSend") + " within GYRE_TIMEOUT (" +
-                std::to_string(static_cast<int>(c.comm->collTimeoutSeconds)) +
-                " s); a thread that drives several ranks must make their calls inside one ncclGroupStart/End";
-      else
-        error = "the communicator was aborted before the peer made its call";
-    }
-    return failPair(c, timedOut ? ncclRemoteError : ncclInvalidUsage, error);
+      return failPair(c, ncclRemoteError,
+                      "rank " + std::to_string(c.root) + " (in this process) made no matching " +
+                          (c.isSend ? "ncclRecv" : "ncclSend") + " within GYRE_TIMEOUT (" +
+                          std::to_string(static_cast<int>(c.comm->collTimeoutSeconds)) +
+                          " s); a thread that drives several ranks must make their calls inside one "
+                          "ncclGroupStart/End");
+    case CopyExchange::Outcome::kAborted:
+      rt->eventDestroy(p.ready);
+      return failPair(c, ncclInvalidUsage, "the communicator was aborted before the peer made its call");
   }
   GYRE_CHECK(rt->streamWaitEvent(c.stream, done));
   rt->eventDestroy(done);
@@ -195,9 +176,8 @@ ncclResult_t copyInProcess(const std::vector<const DeviceRequest*>& calls) {
     mine.to = c.isSend ? c.root : c.comm->rank;
     mine.isSend = c.isSend;
     mine.buffer = c.isSend ? const_cast<void*>(c.input) : c.output;
-    mine.bytes = bytesOf(c);
-    mine.call = callName(c);
-    if (c.isSend && sendOverwritten(c, calls)) {
+    mine.bytes = p2pBytes(c);
+    if (c.isSend && sendOverwrittenInBatch(c, calls)) {
       Scratch scratch{cp, nullptr, 0};
       if ((r = takeCopyScratch(c.comm, mine.bytes, &scratch.buffer, &scratch.capacity)) != ncclSuccess) break;
       scratches.push_back(scratch);
@@ -255,6 +235,27 @@ void returnScratch(void* arg) {
 }
 
 }  // namespace
+
+size_t p2pBytes(const DeviceRequest& c) { return c.count * datatypeSize(c.datatype); }
+
+ncclResult_t failP2PCall(const DeviceRequest& c, ncclResult_t code, const char* path, const std::string& why) {
+  ncclResult_t r = fail(code, "%s of %zu bytes %s rank %d at rank %d (%s): %s", p2pCallName(c), p2pBytes(c),
+                        c.isSend ? "to" : "from", c.root, c.comm->rank, path, why.c_str());
+  c.comm->hooks->markFailed(r, c.root);
+  return r;
+}
+
+bool sendOverwrittenInBatch(const DeviceRequest& send, const std::vector<const DeviceRequest*>& batch) {
+  const auto from = reinterpret_cast<uintptr_t>(send.input);
+  const size_t bytes = p2pBytes(send);
+  for (const DeviceRequest* c : batch) {
+    if (c->isSend || c->comm != send.comm) continue;
+    const auto to = reinterpret_cast<uintptr_t>(c->output);
+    const size_t n = p2pBytes(*c);
+    if (bytes && n && from < to + n && to < from + bytes) return true;
+  }
+  return false;
+}
 
 void countP2PPath(const DeviceRequest& c, P2PPath path) {
   c.comm->copies->calls[static_cast<int>(path)].fetch_add(1, std::memory_order_relaxed);

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "include/gyre.h"
@@ -58,6 +59,19 @@ ncclResult_t setupPeerCopies(DeviceComm* comm, const Deadline& deadline);
 
 // Which path `c` (a send or receive) takes.
 P2PPath p2pPathOf(const DeviceRequest& c);
+
+// Bytes a send or receive moves, and its API name for messages.
+size_t p2pBytes(const DeviceRequest& c);
+inline const char* p2pCallName(const DeviceRequest& c) { return c.isSend ? "ncclSend" : "ncclRecv"; }
+
+// Fails `c`'s communicator, naming the call, its peer, the path (`path`)
+// and `why`, and telling the peer.
+ncclResult_t failP2PCall(const DeviceRequest& c, ncclResult_t code, const char* path, const std::string& why);
+
+// Whether a receive of the same communicator in `batch` writes over `send`'s
+// buffer (in-place AlltoAll): the send then goes from a scratch copy of it,
+// made before this rank says it is ready, so no peer's write can come first.
+bool sendOverwrittenInBatch(const DeviceRequest& send, const std::vector<const DeviceRequest*>& batch);
 
 // Counts `c` as taking `path` and names it at NCCL_DEBUG=INFO.
 void countP2PPath(const DeviceRequest& c, P2PPath path);

@@ -41,9 +41,9 @@ void CopyExchange::complete(const Ticket& t, EventHandle done, const std::string
   changed_.notify_all();
 }
 
-bool CopyExchange::awaitCopy(const Ticket& t, const Deadline& deadline, const std::atomic<bool>* abort,
-                             EventHandle* done, std::string* error, bool* timedOut) {
-  *timedOut = false;
+CopyExchange::Outcome CopyExchange::awaitCopy(const Ticket& t, const Deadline& deadline,
+                                              const std::atomic<bool>* abort, EventHandle* done,
+                                              std::string* error) {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     Entry& e = entries_[t];
@@ -51,15 +51,14 @@ bool CopyExchange::awaitCopy(const Ticket& t, const Deadline& deadline, const st
       *done = e.done;
       *error = e.error;
       entries_.erase(t);
-      return error->empty();
+      return error->empty() ? Outcome::kCopied : Outcome::kCopyFailed;
     }
     // Once taken, the copier only queues work and completes: wait for it
     // even past the deadline, so its copy never outlives this call.
-    if (!e.taken && (deadline.expired() || (abort && abort->load()))) {
-      *timedOut = !(abort && abort->load());
+    const bool aborted = abort && abort->load();
+    if (!e.taken && (aborted || deadline.expired())) {
       e.abandoned = true;
-      *error = *timedOut ? "timed out" : "aborted";
-      return false;
+      return aborted ? Outcome::kAborted : Outcome::kTimedOut;
     }
     // Short slices: an abort sets a flag and notifies nobody.
     changed_.wait_for(lock, std::chrono::milliseconds(std::min(20, std::max(1, deadline.remainingMs()))));

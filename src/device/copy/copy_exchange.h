@@ -38,7 +38,6 @@ class CopyExchange {
     void* buffer = nullptr;
     size_t bytes = 0;
     EventHandle ready = nullptr;
-    const char* call = "";  // the API call, for messages
   };
   // Names one exchange: the pair and its sequence number.
   struct Ticket {
@@ -61,12 +60,17 @@ class CopyExchange {
   // (the waiter takes the event over), or why it is not (`error`).
   void complete(const Ticket& t, EventHandle done, const std::string& error);
 
-  // Waits until the other side took the offer and completed; *done is then
-  // the event to wait on (the caller destroys it). False with *error on a
-  // failed copy, on `deadline` (the offer is then withdrawn: a late peer
-  // fails rather than pairing with the next call) or when `abort` is set.
-  bool awaitCopy(const Ticket& t, const Deadline& deadline, const std::atomic<bool>* abort, EventHandle* done,
-                 std::string* error, bool* timedOut);
+  // How a wait in awaitCopy ended.
+  enum class Outcome {
+    kCopied,      // *done is the event to wait on (the caller destroys it)
+    kCopyFailed,  // the copier said why in *error
+    kTimedOut,    // `deadline` passed first; the offer is withdrawn (a late
+                  // peer fails rather than pairing with the next call)
+    kAborted,     // `abort` was set first; withdrawn likewise
+  };
+  // Waits until the other side took the offer and completed.
+  Outcome awaitCopy(const Ticket& t, const Deadline& deadline, const std::atomic<bool>* abort, EventHandle* done,
+                    std::string* error);
 
   // Drops one holder's reference; true for the last, who deletes it.
   bool release();

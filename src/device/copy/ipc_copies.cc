@@ -23,7 +23,6 @@ constexpr int kCopyDone = 1;
 constexpr auto kWatchInterval = std::chrono::milliseconds(100);
 constexpr uint32_t kReleaseAhead = 1u << 30;  // past every value a pending wait can want
 
-size_t bytesOf(const DeviceRequest& c) { return c.count * datatypeSize(c.datatype); }
 bool before(uint32_t value, uint32_t wanted) { return static_cast<int32_t>(value - wanted) < 0; }
 
 // Satisfies every wait this rank's streams have or will have on its inbox.
@@ -217,24 +216,8 @@ struct IpcRecv {
   bool sizesMatch = true;
 };
 
-bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return an && bn && x < y + bn && y < x + an;
-}
-
-bool overwrittenInBatch(const DeviceRequest& send, const std::vector<const DeviceRequest*>& calls) {
-  for (const DeviceRequest* c : calls)
-    if (!c->isSend && c->comm == send.comm && overlaps(send.input, bytesOf(send), c->output, bytesOf(*c)))
-      return true;
-  return false;
-}
-
 ncclResult_t failCall(const DeviceRequest& c, ncclResult_t code, const std::string& why) {
-  ncclResult_t r = fail(code, "%s of %zu bytes %s rank %d at rank %d (another process, CUDA IPC copy): %s",
-                        c.isSend ? "ncclSend" : "ncclRecv", bytesOf(c), c.isSend ? "to" : "from", c.root,
-                        c.comm->rank, why.c_str());
-  c.comm->hooks->markFailed(r, c.root);
-  return r;
+  return failP2PCall(c, code, "another process, CUDA IPC copy", why);
 }
 
 // Phase 1: a note per send; never waits for a peer's call.
@@ -245,10 +228,10 @@ ncclResult_t postSends(const std::vector<const DeviceRequest*>& calls, std::vect
     IpcCopyState& s = *c->comm->copies->ipc;
     IpcSend send{c, s.sendSeq[c->root]++, c->input};
     SendNote note;
-    note.bytes = bytesOf(*c);
+    note.bytes = p2pBytes(*c);
     bool capturing = false;
     GYRE_CHECK(deviceRuntime()->isCapturing(c->stream, &capturing));
-    if (!capturing && overwrittenInBatch(*c, calls)) {
+    if (!capturing && sendOverwrittenInBatch(*c, calls)) {
       GYRE_CHECK(takeCopyScratch(c->comm, note.bytes, &send.scratch, &send.scratchCapacity));
       send.buffer = send.scratch;
     }
@@ -299,7 +282,7 @@ ncclResult_t takeNotes(const std::vector<const DeviceRequest*>& calls, std::vect
     if (capturing)
       return failCall(*c, ncclInvalidUsage, "this receive is captured into a CUDA graph but rank " +
                       std::to_string(c->root) + "'s send is not; both sides of a pair must capture alike");
-    recv.sizesMatch = note.bytes == bytesOf(*c);
+    recv.sizesMatch = note.bytes == p2pBytes(*c);
     if (recv.sizesMatch) {
       void* base = nullptr;
       GYRE_CHECK(mapPeerAllocation(peer.pid, note.allocation, &s.heldBlocks, &base));
@@ -330,10 +313,10 @@ ncclResult_t enqueueStreamWork(DeviceComm* comm, const std::vector<IpcSend>& sen
   StreamHandle driver = streams.front();
   // Flags are generation numbers: a pair's calls must reach the streams in order.
   GYRE_CHECK(comm->copies->lastCopies.followLast(driver));
-  for (StreamHandle other : streams) GYRE_CHECK(joinStreams(other, driver));
+  GYRE_CHECK(joinOthers(streams, driver, true));
   for (const IpcSend& x : sends)
     if (x.call->comm == comm && x.scratch)
-      GYRE_CHECK(rt->copyAsync(x.scratch, x.call->input, bytesOf(*x.call), driver));
+      GYRE_CHECK(rt->copyAsync(x.scratch, x.call->input, p2pBytes(*x.call), driver));
   for (const IpcSend& x : sends)
     if (x.call->comm == comm)
       GYRE_CHECK(rt->streamWriteFlag(driver, s.peerInbox[x.call->root] + kSendReady * n + me, uint32_t(x.seq + 1)));
@@ -346,7 +329,7 @@ ncclResult_t enqueueStreamWork(DeviceComm* comm, const std::vector<IpcSend>& sen
       s.awaitedReady[p] = uint32_t(x.seq + 1);
     }
     GYRE_CHECK(rt->streamWaitFlag(driver, s.inbox + kSendReady * n + p, uint32_t(x.seq + 1)));
-    if (x.sizesMatch) GYRE_CHECK(rt->copyAsync(x.call->output, x.source, bytesOf(*x.call), driver));
+    if (x.sizesMatch) GYRE_CHECK(rt->copyAsync(x.call->output, x.source, p2pBytes(*x.call), driver));
     else mismatch = ncclInvalidUsage;  // already failed; the sender's stream still gets its done
     GYRE_CHECK(rt->streamWriteFlag(driver, s.peerInbox[p] + kCopyDone * n + me, uint32_t(x.seq + 1)));
     countP2PPath(*x.call, P2PPath::IpcCopy);
@@ -363,7 +346,7 @@ ncclResult_t enqueueStreamWork(DeviceComm* comm, const std::vector<IpcSend>& sen
     countP2PPath(*x.call, P2PPath::IpcCopy);
   }
   GYRE_CHECK(comm->copies->lastCopies.note(driver));
-  for (StreamHandle other : streams) GYRE_CHECK(joinStreams(driver, other));
+  GYRE_CHECK(joinOthers(streams, driver, false));
   return mismatch;
 }
 
