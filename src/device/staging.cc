@@ -108,20 +108,12 @@ ncclResult_t takeBuffer(DeviceComm* comm, size_t bytes, void** out, size_t* capa
   StagingState& s = *comm->staging;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    auto best = s.freeBuffers.end();
-    for (auto it = s.freeBuffers.begin(); it != s.freeBuffers.end(); ++it)
-      if (it->first >= bytes && (best == s.freeBuffers.end() || it->first < best->first)) best = it;
-    if (best != s.freeBuffers.end()) {
-      *capacity = best->first;
-      *out = best->second;
-      s.freeBuffers.erase(best);
-      return ncclSuccess;
-    }
+    if (s.buffers.takeFree(bytes, out, capacity)) return ncclSuccess;
   }
   *capacity = std::max<size_t>(bytes, 4096);
   GYRE_CHECK(deviceRuntime()->allocHost(*capacity, out));
   std::lock_guard<std::mutex> lock(s.mutex);
-  s.allBuffers.push_back(*out);
+  s.buffers.all.push_back(*out);
   return ncclSuccess;
 }
 
@@ -215,9 +207,9 @@ void finishJob(void* arg) {
   for (const StagedCall& c : job->calls) {
     StagingState& s = *c.host.comm->staging;
     std::lock_guard<std::mutex> lock(s.mutex);
-    s.freeBuffers.push_back({c.inCapacity, c.stageIn});
-    s.freeBuffers.push_back({c.outCapacity, c.stageOut});
-    if (c.stageScalar) s.freeBuffers.push_back({c.scalarCapacity, c.stageScalar});
+    s.buffers.giveBack(c.stageIn, c.inCapacity);
+    s.buffers.giveBack(c.stageOut, c.outCapacity);
+    if (c.stageScalar) s.buffers.giveBack(c.stageScalar, c.scalarCapacity);
   }
   for (DeviceComm* comm : job->comms) {
     StagingState& s = *comm->staging;
@@ -383,12 +375,11 @@ bool drainStaging(DeviceComm* comm, double seconds) {
   bool drained = s.idle.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return s.jobsInFlight == 0; });
   if (!drained) return false;
   DeviceRuntime* rt = deviceRuntime();
-  for (void* p : s.allBuffers)
+  s.buffers.releaseAll([rt](void* p) {
     if (rt) rt->freeHost(p);
-  s.allBuffers.clear();
-  s.freeBuffers.clear();
-  s.capturedJobs.clear();
-  s.worker.stop();  // idle: no job is in flight, and it never takes this mutex  // their graphs must not run again (as with NCCL, destroy after the graphs)
+  });
+  s.capturedJobs.clear();  // their graphs must not run again (as with NCCL, destroy after the graphs)
+  s.worker.stop();         // idle: no job is in flight, and it never takes this mutex
   s.order.destroy();
   for (StreamHandle& stream : s.ownStreams)
     if (stream && rt) rt->streamDestroy(stream);

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "include/gyre.h"
+#include "src/device/buffer_pool.h"
 #include "src/device/device_comm.h"
 #include "src/device/runtime.h"
 #include "src/device/staging_worker.h"
@@ -44,8 +45,7 @@ namespace gyre {
 struct StagingState {
   std::mutex mutex;
   std::condition_variable idle;
-  std::vector<std::pair<size_t, void*>> freeBuffers;  // (bytes, pointer), returned by finished jobs
-  std::vector<void*> allBuffers;                      // freed at destroy
+  BufferPool buffers;  // host buffers; finished jobs give theirs back
   int jobsInFlight = 0;
   std::vector<std::shared_ptr<void>> capturedJobs;  // jobs recorded into CUDA graphs (staging.cc)
   std::mutex executorMutex;  // one job at a time drives a communicator's connections

@@ -229,7 +229,7 @@ void returnScratch(void* arg) {
   auto* r = static_cast<ScratchReturn*>(arg);
   {
     std::lock_guard<std::mutex> lock(r->state->scratchMutex);
-    r->state->freeScratch.push_back({r->capacity, r->buffer});
+    r->state->scratch.giveBack(r->buffer, r->capacity);
   }
   delete r;
 }
@@ -266,20 +266,12 @@ ncclResult_t takeCopyScratch(DeviceComm* comm, size_t bytes, void** out, size_t*
   CopyState& s = *comm->copies;
   {
     std::lock_guard<std::mutex> lock(s.scratchMutex);
-    auto best = s.freeScratch.end();
-    for (auto it = s.freeScratch.begin(); it != s.freeScratch.end(); ++it)
-      if (it->first >= bytes && (best == s.freeScratch.end() || it->first < best->first)) best = it;
-    if (best != s.freeScratch.end()) {
-      *capacity = best->first;
-      *out = best->second;
-      s.freeScratch.erase(best);
-      return ncclSuccess;
-    }
+    if (s.scratch.takeFree(bytes, out, capacity)) return ncclSuccess;
   }
   *capacity = bytes;
   GYRE_CHECK(deviceRuntime()->deviceAlloc(bytes, out));
   std::lock_guard<std::mutex> lock(s.scratchMutex);
-  s.allScratch.push_back(*out);
+  s.scratch.all.push_back(*out);
   return ncclSuccess;
 }
 
@@ -381,9 +373,7 @@ bool drainPeerCopies(DeviceComm* comm, bool abort, double seconds) {
   releaseIpcCopies(comm, false);
   s.lastCopies.destroy();
   DeviceRuntime* rt = deviceRuntime();
-  for (void* p : s.allScratch) rt->deviceFree(p);
-  s.allScratch.clear();
-  s.freeScratch.clear();
+  s.scratch.releaseAll([rt](void* p) { rt->deviceFree(p); });
   if (s.exchange) s.exchange->release();
   s.exchange = nullptr;
   return true;

@@ -24,6 +24,7 @@
 
 #include "include/gyre.h"
 #include "src/debug/deadline.h"
+#include "src/device/buffer_pool.h"
 #include "src/device/copy/ipc_copies.h"
 #include "src/device/device_comm.h"
 #include "src/device/stream_completions.h"
@@ -49,8 +50,7 @@ struct CopyState {
   // Device scratch for sends whose buffer a receive of the same group
   // overwrites (in-place AlltoAll): taken per call, back once its stream is past it.
   std::mutex scratchMutex;
-  std::vector<std::pair<size_t, void*>> freeScratch;
-  std::vector<void*> allScratch;
+  BufferPool scratch;
 };
 
 // At init: which peers share this process, and their exchange. All ranks
