@@ -160,4 +160,19 @@ ncclResult_t runDirectOnHost(const DirectCall& call) {
   });
 }
 
+void runFlagOpsOnHost(const FlagOps& ops) {
+  for (int i = 0; i < ops.n; ++i) {
+    const FlagOp& op = ops.ops[i];
+    if (op.kind == FlagOpKind::kWrite) {
+      __atomic_store_n(op.flag, op.value, __ATOMIC_RELEASE);
+      continue;
+    }
+    while (!flagReached(__atomic_load_n(op.flag, __ATOMIC_ACQUIRE), op.value)) {
+      if (ops.abort && *ops.abort) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    if (op.kind == FlagOpKind::kWaitAndClear) __atomic_store_n(op.flag, 0u, __ATOMIC_RELEASE);
+  }
+}
+
 }  // namespace gyre

@@ -7,6 +7,7 @@
 #include "include/gyre.h"
 #include "kernels/device_work.h"
 #include "kernels/direct_work.h"
+#include "kernels/flag_work.h"
 
 namespace gyre {
 
@@ -18,5 +19,8 @@ ncclResult_t runLaunchOnHostThreads(const DeviceLaunch& launch, int threadsPerBl
 
 // The direct executor's kernel (kernels/direct_work.h) on the calling thread.
 ncclResult_t runDirectOnHost(const DirectCall& call);
+
+// The flag kernel (kernels/flag_work.h) on the calling thread.
+void runFlagOpsOnHost(const FlagOps& ops);
 
 }  // namespace gyre

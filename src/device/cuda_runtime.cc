@@ -12,6 +12,7 @@
 
 #include "kernels/collective_kernel.h"
 #include "kernels/direct_kernel.h"
+#include "kernels/flag_kernel.h"
 #endif
 
 #include "src/debug/error.h"
@@ -268,6 +269,9 @@ class CudaRuntime final : public DeviceRuntime {
     if (err < 0) return fail(ncclInvalidArgument, "no direct kernel for datatype %d with op %d", call.datatype,
                              call.redop);
     return check(static_cast<cudaError_t>(err), "direct kernel launch");
+  }
+  ncclResult_t launchFlagOps(const FlagOps& ops, StreamHandle stream) override {
+    return check(static_cast<cudaError_t>(launchFlagKernel(ops, stream)), "flag kernel launch");
   }
   ncclResult_t launchKernel(const DeviceLaunch& launch, StreamHandle stream) override {
     int err = launchCollectiveKernel(launch, stream);

@@ -390,6 +390,11 @@ class FakeRuntime final : public DeviceRuntime {
     stream_(stream).push([flag, value] { __atomic_store_n(flag, value, __ATOMIC_RELEASE); });
     return ncclSuccess;
   }
+  ncclResult_t launchFlagOps(const FlagOps& ops, StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("flag kernel launch");
+    stream_(stream).push([ops] { runFlagOpsOnHost(ops); });
+    return ncclSuccess;
+  }
   ncclResult_t launchDirect(const DirectCall& call, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("direct kernel launch");
     stream_(stream).push([call] { runDirectOnHost(call); });

@@ -11,6 +11,7 @@
 #include "include/gyre.h"
 #include "kernels/device_work.h"
 #include "kernels/direct_work.h"
+#include "kernels/flag_work.h"
 
 namespace gyre {
 
@@ -103,6 +104,9 @@ class DeviceRuntime {
   virtual ncclResult_t streamWaitFlag(StreamHandle stream, const uint32_t* flag, uint32_t value) = 0;
   virtual ncclResult_t streamWriteFlag(StreamHandle stream, uint32_t* flag, uint32_t value) = 0;
   virtual ncclResult_t launchDirect(const DirectCall& call, StreamHandle stream) = 0;
+  // The same waits and writes as streamWaitFlag/streamWriteFlag, run by a
+  // one-thread kernel (kernels/flag_work.h says when that is needed).
+  virtual ncclResult_t launchFlagOps(const FlagOps& ops, StreamHandle stream) = 0;
   // Whether a call has failed with a sticky error (a kernel's illegal
   // address, say): the context then fails every call until the process ends.
   virtual bool contextBroken() = 0;

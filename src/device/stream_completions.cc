@@ -25,8 +25,23 @@ ncclResult_t joinOthers(const std::vector<StreamHandle>& streams, StreamHandle d
   return ncclSuccess;
 }
 
+namespace {
+
+// Work captured into a graph runs when the graph is launched, possibly many
+// times: an event recorded during capture marks no run (and CUDA refuses to
+// query it), and a capture may not wait on an event recorded outside it. A
+// graph's runs are the application's to order and finish before destroy, as
+// with NCCL.
+bool capturing(StreamHandle stream) {
+  bool yes = false;
+  return deviceRuntime()->isCapturing(stream, &yes) == ncclSuccess && yes;
+}
+
+}  // namespace
+
 ncclResult_t StreamCompletions::note(StreamHandle stream) {
   DeviceRuntime* rt = deviceRuntime();
+  if (capturing(stream)) return ncclSuccess;
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = std::find_if(events_.begin(), events_.end(), [&](const auto& e) { return e.first == stream; });
   if (it == events_.end()) {
@@ -40,6 +55,7 @@ ncclResult_t StreamCompletions::note(StreamHandle stream) {
 }
 
 ncclResult_t StreamCompletions::followLast(StreamHandle stream) {
+  if (capturing(stream)) return ncclSuccess;
   std::lock_guard<std::mutex> lock(mutex_);
   if (last_ < 0 || events_[last_].first == stream) return ncclSuccess;
   return deviceRuntime()->streamWaitEvent(stream, events_[last_].second);

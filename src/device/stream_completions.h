@@ -21,6 +21,7 @@ ncclResult_t joinStreams(StreamHandle signaler, StreamHandle waiter);
 // into them.
 ncclResult_t joinOthers(const std::vector<StreamHandle>& streams, StreamHandle driver, bool intoDriver);
 
+// Neither records nor waits on a stream that is being captured into a graph.
 class StreamCompletions {
  public:
   // Records the stream's work so far (its event made on first use).

@@ -11,6 +11,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/copy/copy_calls.h"
+#include "src/device/flag_ops.h"
 #include "src/device/ipc_registry.h"
 #include "src/device/process_liveness.h"
 #include "src/device/runtime.h"
@@ -20,6 +21,13 @@ namespace {
 
 constexpr int kSendReady = 0;
 constexpr int kCopyDone = 1;
+
+// Where a captured exchange's flag lives in an inbox: `kind` is kSendReady
+// or kCopyDone, `peer` the other rank of the pair, `slot` the exchange's.
+size_t capturedFlag(int nranks, int kind, int peer, uint32_t slot) {
+  return 2 * size_t(nranks) + (size_t(kind) * nranks + peer) * kCapturedPairSlots + slot;
+}
+size_t inboxWords(int nranks) { return capturedFlag(nranks, 2, 0, 0); }
 constexpr auto kWatchInterval = std::chrono::milliseconds(100);
 constexpr uint32_t kReleaseAhead = 1u << 30;  // past every value a pending wait can want
 
@@ -30,7 +38,8 @@ void releaseWaits(DeviceComm* comm) {
   IpcCopyState& s = *comm->copies->ipc;
   if (s.released.exchange(true) || !s.inbox) return;
   const int n = comm->nranks;
-  std::vector<uint32_t> values(2 * n);
+  // Captured waits want 1 (and clear it after): every one is satisfied.
+  std::vector<uint32_t> values(inboxWords(n), 1);
   {
     std::lock_guard<std::mutex> lock(s.waitsMutex);
     for (int p = 0; p < n; ++p) {
@@ -69,6 +78,14 @@ void watchOnce(DeviceComm* comm, StallClock* clock) {
   bool stalledOnSend = false;
   for (int p = 0; p < n; ++p) {
     if (!s.peers[p]) continue;
+    // A graph may be waiting on any peer it was captured with; it cannot
+    // be seen from here whether it runs, so only a death is noticed.
+    if (s.capturedWith[p] && processGone(peers[p].pid)) {
+      failAndRelease(comm, fail(ncclRemoteError, "rank %d (%s pid %d), with which rank %d's CUDA graphs exchange "
+                                "device buffers by CUDA IPC, died; the graphs' waits on it are released", p,
+                                peers[p].host, peers[p].pid, comm->rank), p);
+      return;
+    }
     bool waitsReady = before(flags[kSendReady * n + p], ready[p]);
     bool waitsDone = before(flags[kCopyDone * n + p], done[p]);
     if (!waitsReady && !waitsDone) continue;
@@ -149,7 +166,7 @@ ncclResult_t setupIpcCopies(DeviceComm* comm, const Deadline& deadline) {
     onHost[r] = peers[r].hostHash == peers[me].hostHash;
     reach[r] = onHost[r] && peers[r].pid != peers[me].pid && !forcedStaged && reaches(comm, peers[r]);
   }
-  const size_t inboxBytes = 2 * n * sizeof(uint32_t);
+  const size_t inboxBytes = inboxWords(n) * sizeof(uint32_t);
   void* inbox = nullptr;
   GYRE_CHECK(rt->deviceAlloc(inboxBytes, &inbox));
   s.inbox = static_cast<uint32_t*>(inbox);
@@ -187,6 +204,8 @@ ncclResult_t setupIpcCopies(DeviceComm* comm, const Deadline& deadline) {
   s.recvSeq.assign(n, 0);
   s.awaitedReady.assign(n, 0);
   s.awaitedDone.assign(n, 0);
+  s.capturedSends.assign(n, 0);
+  s.capturedWith = std::make_unique<std::atomic<bool>[]>(n);
   if (any) {
     s.watchdog = std::thread([comm] { watch(comm); });
     GYRE_INFO("INIT", "device send/recv with ranks of other processes on this host copy by CUDA IPC");
@@ -205,8 +224,9 @@ struct IpcSend {
   const DeviceRequest* call;
   uint64_t seq;
   const void* buffer;       // the user's, or the scratch copy of it
-  void* scratch = nullptr;  // taken from the pool (copy_calls.h)
+  void* scratch = nullptr;  // taken from the pool (copy_calls.h), or owned by a graph
   size_t scratchCapacity = 0;
+  uint32_t capturedSlot = 0;  // SendNote::capturedSlot
 };
 
 struct IpcRecv {
@@ -214,6 +234,7 @@ struct IpcRecv {
   uint64_t seq;
   const void* source = nullptr;  // the sender's buffer as mapped here
   bool sizesMatch = true;
+  uint32_t capturedSlot = 0;  // SendNote::capturedSlot
 };
 
 ncclResult_t failCall(const DeviceRequest& c, ncclResult_t code, const std::string& why) {
@@ -231,17 +252,30 @@ ncclResult_t postSends(const std::vector<const DeviceRequest*>& calls, std::vect
     note.bytes = p2pBytes(*c);
     bool capturing = false;
     GYRE_CHECK(deviceRuntime()->isCapturing(c->stream, &capturing));
-    if (!capturing && sendOverwrittenInBatch(*c, calls)) {
-      GYRE_CHECK(takeCopyScratch(c->comm, note.bytes, &send.scratch, &send.scratchCapacity));
+    bool slotFree = true;
+    if (capturing) {
+      slotFree = s.capturedSends[c->root] < kCapturedPairSlots;
+      if (slotFree) note.capturedSlot = send.capturedSlot = ++s.capturedSends[c->root];
+      else GYRE_INFO("P2P", "rank %d: %d captured sends to rank %d already hold every capture slot; this one stages",
+                     c->comm->rank, kCapturedPairSlots, c->root);
+    }
+    if (slotFree && sendOverwrittenInBatch(*c, calls)) {
+      if (capturing) {
+        // Every replay copies into it again: the graph owns it until destroy.
+        GYRE_CHECK(deviceRuntime()->deviceAlloc(note.bytes, &send.scratch));
+        s.capturedScratch.push_back(send.scratch);
+      } else {
+        GYRE_CHECK(takeCopyScratch(c->comm, note.bytes, &send.scratch, &send.scratchCapacity));
+      }
       send.buffer = send.scratch;
     }
-    note.usable = !capturing && describeOwnAllocation(send.buffer, note.bytes, &note.allocation, &note.offset);
+    note.usable = slotFree && describeOwnAllocation(send.buffer, note.bytes, &note.allocation, &note.offset);
     Deadline deadline = Deadline::afterSeconds(c->comm->collTimeoutSeconds);
     if (!s.mailbox.post(c->comm->rank, c->root, send.seq, note, deadline, &c->comm->abortFlag))
       return failCall(*c, ncclRemoteError, "rank " + std::to_string(c->root) + " has not taken the previous " +
                       "sends' notes within GYRE_TIMEOUT");
     if (!note.usable) {
-      if (send.scratch) returnCopyScratch(c->comm, send.scratch, send.scratchCapacity, nullptr);
+      if (send.scratch && !capturing) returnCopyScratch(c->comm, send.scratch, send.scratchCapacity, nullptr);
       staged->push_back(*c);
       countP2PPath(*c, P2PPath::Staged);
       continue;
@@ -279,9 +313,12 @@ ncclResult_t takeNotes(const std::vector<const DeviceRequest*>& calls, std::vect
     }
     bool capturing = false;
     GYRE_CHECK(deviceRuntime()->isCapturing(c->stream, &capturing));
-    if (capturing)
-      return failCall(*c, ncclInvalidUsage, "this receive is captured into a CUDA graph but rank " +
-                      std::to_string(c->root) + "'s send is not; both sides of a pair must capture alike");
+    if (capturing != (note.capturedSlot != 0))
+      return failCall(*c, ncclInvalidUsage, std::string(capturing ? "this receive is" : "this receive is not") +
+                      " captured into a CUDA graph but rank " + std::to_string(c->root) + "'s send " +
+                      (capturing ? "is not" : "is") + "; both sides of a pair must capture alike");
+    recv.capturedSlot = note.capturedSlot;
+    if (capturing) s.capturedWith[c->root] = true;
     recv.sizesMatch = note.bytes == p2pBytes(*c);
     if (recv.sizesMatch) {
       void* base = nullptr;
@@ -317,32 +354,49 @@ ncclResult_t enqueueStreamWork(DeviceComm* comm, const std::vector<IpcSend>& sen
   for (const IpcSend& x : sends)
     if (x.call->comm == comm && x.scratch)
       GYRE_CHECK(rt->copyAsync(x.scratch, x.call->input, p2pBytes(*x.call), driver));
-  for (const IpcSend& x : sends)
-    if (x.call->comm == comm)
+  for (const IpcSend& x : sends) {
+    if (x.call->comm != comm) continue;
+    if (x.capturedSlot) {
+      s.capturedWith[x.call->root] = true;
+      uint32_t* ready = s.peerInbox[x.call->root] + capturedFlag(n, kSendReady, me, x.capturedSlot - 1);
+      GYRE_CHECK(rt->streamWriteFlag(driver, ready, 1));
+    } else {
       GYRE_CHECK(rt->streamWriteFlag(driver, s.peerInbox[x.call->root] + kSendReady * n + me, uint32_t(x.seq + 1)));
+    }
+  }
   ncclResult_t mismatch = ncclSuccess;
   for (const IpcRecv& x : recvs) {
     if (x.call->comm != comm) continue;
     const int p = x.call->root;
-    {
+    FlagOps before, after;
+    if (x.capturedSlot) {
+      before.add(s.inbox + capturedFlag(n, kSendReady, p, x.capturedSlot - 1), 1, FlagOpKind::kWaitAndClear);
+      after.add(s.peerInbox[p] + capturedFlag(n, kCopyDone, me, x.capturedSlot - 1), 1, FlagOpKind::kWrite);
+    } else {
       std::lock_guard<std::mutex> lock(s.waitsMutex);
       s.awaitedReady[p] = uint32_t(x.seq + 1);
+      before.add(s.inbox + kSendReady * n + p, uint32_t(x.seq + 1), FlagOpKind::kWait);
+      after.add(s.peerInbox[p] + kCopyDone * n + me, uint32_t(x.seq + 1), FlagOpKind::kWrite);
     }
-    GYRE_CHECK(rt->streamWaitFlag(driver, s.inbox + kSendReady * n + p, uint32_t(x.seq + 1)));
+    GYRE_CHECK(enqueueFlagOps(before, driver, FlagRunner::kStreamMemOps));
     if (x.sizesMatch) GYRE_CHECK(rt->copyAsync(x.call->output, x.source, p2pBytes(*x.call), driver));
     else mismatch = ncclInvalidUsage;  // already failed; the sender's stream still gets its done
-    GYRE_CHECK(rt->streamWriteFlag(driver, s.peerInbox[p] + kCopyDone * n + me, uint32_t(x.seq + 1)));
+    GYRE_CHECK(enqueueFlagOps(after, driver, FlagRunner::kStreamMemOps));
     countP2PPath(*x.call, P2PPath::IpcCopy);
   }
   for (const IpcSend& x : sends) {
     if (x.call->comm != comm) continue;
     const int p = x.call->root;
-    {
+    FlagOps done;
+    if (x.capturedSlot) {
+      done.add(s.inbox + capturedFlag(n, kCopyDone, p, x.capturedSlot - 1), 1, FlagOpKind::kWaitAndClear);
+    } else {
       std::lock_guard<std::mutex> lock(s.waitsMutex);
       s.awaitedDone[p] = uint32_t(x.seq + 1);
+      done.add(s.inbox + kCopyDone * n + p, uint32_t(x.seq + 1), FlagOpKind::kWait);
     }
-    GYRE_CHECK(rt->streamWaitFlag(driver, s.inbox + kCopyDone * n + p, uint32_t(x.seq + 1)));
-    if (x.scratch) GYRE_CHECK(returnCopyScratch(comm, x.scratch, x.scratchCapacity, driver));
+    GYRE_CHECK(enqueueFlagOps(done, driver, FlagRunner::kStreamMemOps));
+    if (x.scratch && !x.capturedSlot) GYRE_CHECK(returnCopyScratch(comm, x.scratch, x.scratchCapacity, driver));
     countP2PPath(*x.call, P2PPath::IpcCopy);
   }
   GYRE_CHECK(comm->copies->lastCopies.note(driver));
@@ -383,6 +437,8 @@ void releaseIpcCopies(DeviceComm* comm, bool abort) {
   s.wake.notify_all();
   if (s.watchdog.joinable()) s.watchdog.join();
   releasePeerBlocks(&s.heldBlocks);
+  for (void* p : s.capturedScratch) deviceRuntime()->deviceFree(p);
+  s.capturedScratch.clear();
   // Peers' mappings of the inbox keep its memory until they close them.
   if (s.inbox) deviceRuntime()->deviceFree(s.inbox);
   s.inbox = nullptr;

@@ -19,6 +19,14 @@
 // each other. A send whose buffer cannot be shared (not cudaMalloc'd) says
 // so in its note, and both sides stage that call.
 //
+// Captured into CUDA graphs (both sides must be), a pair's exchange owns a
+// slot of flags instead: the sender writes ready = 1 in the receiver's
+// inbox and later waits for done in its own and clears it; the receiver
+// waits for ready and clears it, copies, and writes done = 1 in the
+// sender's. Cleared flags let every launch of the two graphs meet afresh
+// (src/device/flag_ops.h). A pair has kCapturedPairSlots such exchanges;
+// later captures stage.
+//
 // Inboxes are device memory every peer maps; each rank waits only on its
 // own, so a watchdog can release its waits when a peer dies, stalls past
 // GYRE_TIMEOUT, or the communicator is aborted, without touching its peers.
@@ -27,6 +35,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -39,13 +48,20 @@
 
 namespace gyre {
 
+constexpr int kCapturedPairSlots = 256;
+
 struct IpcCopyState {
   ProcessMailbox mailbox;
   std::vector<bool> peers;            // by rank: pairs with this rank copy by IPC
-  uint32_t* inbox = nullptr;          // [kSendReady][rank], [kCopyDone][rank]
+  // [kSendReady][rank], [kCopyDone][rank], then captured exchanges'
+  // [ready][rank][slot], [done][rank][slot].
+  uint32_t* inbox = nullptr;
   std::vector<uint32_t*> peerInbox;   // by rank, mapped here (null where not a peer)
   std::set<uint64_t> heldBlocks;      // peers' allocations mapped for this communicator
   std::vector<uint64_t> sendSeq, recvSeq;  // by peer: exchanges so far
+  std::vector<uint32_t> capturedSends;     // by peer: capture slots taken
+  std::unique_ptr<std::atomic<bool>[]> capturedWith;  // by peer: some graph waits on it (the watchdog reads it)
+  std::vector<void*> capturedScratch;      // copies of captured sends a receive overwrites
   // Flag values this rank's streams wait for, by peer (the watchdog's view).
   std::mutex waitsMutex;
   std::vector<uint32_t> awaitedReady, awaitedDone;

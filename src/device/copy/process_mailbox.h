@@ -33,7 +33,7 @@ class Bootstrap;
 struct SendNote {
   uint64_t bytes = 0;
   uint32_t usable = 0;  // 0: the sender stages this call, and so must the receiver
-  uint32_t pad = 0;
+  uint32_t capturedSlot = 0;  // 0: not captured; else the pair's capture slot + 1 (ipc_copies.h)
   SharedAllocation allocation;
   uint64_t offset = 0;
 };

@@ -1,0 +1,42 @@
+// One thread runs the flag operations in order. Writes follow a system-wide
+// fence, so what this rank's stream did before (a copy kernel's stores) is
+// visible to whoever sees the flag; waits poll with a short sleep so a
+// waiting kernel leaves its SM's issue slots to the kernels it waits for.
+#include <cuda_runtime.h>
+
+#include "kernels/flag_kernel.h"
+
+namespace gyre {
+namespace {
+
+__device__ uint32_t loadFlag(const uint32_t* flag) { return *reinterpret_cast<const volatile uint32_t*>(flag); }
+
+__device__ void storeFlag(uint32_t* flag, uint32_t value) {
+  __threadfence_system();
+  *reinterpret_cast<volatile uint32_t*>(flag) = value;
+}
+
+__global__ void flagKernel(FlagOps ops) {
+  for (int i = 0; i < ops.n; ++i) {
+    const FlagOp& op = ops.ops[i];
+    if (op.kind == FlagOpKind::kWrite) {
+      storeFlag(op.flag, op.value);
+      continue;
+    }
+    while (!flagReached(loadFlag(op.flag), op.value)) {
+      if (ops.abort && *ops.abort) return;
+      __nanosleep(200);
+    }
+    __threadfence_system();
+    if (op.kind == FlagOpKind::kWaitAndClear) storeFlag(op.flag, 0);
+  }
+}
+
+}  // namespace
+
+int launchFlagKernel(const FlagOps& ops, cudaStream_t stream) {
+  flagKernel<<<1, 1, 0, stream>>>(ops);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace gyre

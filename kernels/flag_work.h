@@ -1,0 +1,46 @@
+// Waits and writes on 32-bit flags in device memory, run by a one-thread
+// kernel (kernels/flag_kernel.cu) instead of by stream memory operations.
+// Streams of one process share the GPU's few hardware queues: a stream
+// memory wait at the head of a queue holds every stream behind it, so a wait
+// on a value another stream of the same process writes later can hang. A
+// waiting kernel occupies one SM slot instead, and the queue moves on. Used
+// where ranks of one process must order their streams by flags: graphs
+// captured per rank, whose replays cannot wait on each other's events.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/primitives/host_device.h"
+
+namespace gyre {
+
+enum class FlagOpKind : uint8_t {
+  kWait = 0,          // until (int32_t)(*flag - value) >= 0, as cuStreamWaitValue32's GEQ
+  kWrite = 1,         // *flag = value, after this rank's earlier work is visible
+  kWaitAndClear = 2,  // kWait, then *flag = 0 (so a replayed graph waits again)
+};
+
+struct FlagOp {
+  uint32_t* flag = nullptr;
+  uint32_t value = 0;
+  FlagOpKind kind = FlagOpKind::kWait;
+};
+
+constexpr int kMaxFlagOps = 24;
+
+struct FlagOps {
+  FlagOp ops[kMaxFlagOps];
+  int32_t n = 0;
+  // Device memory set on abort or when a peer died: waits give up.
+  const volatile uint32_t* abort = nullptr;
+
+  bool add(uint32_t* flag, uint32_t value, FlagOpKind kind) {
+    if (n == kMaxFlagOps) return false;
+    ops[n++] = FlagOp{flag, value, kind};
+    return true;
+  }
+};
+
+GYRE_HOST_DEVICE bool flagReached(uint32_t seen, uint32_t wanted) { return static_cast<int32_t>(seen - wanted) >= 0; }
+
+}  // namespace gyre

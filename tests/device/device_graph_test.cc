@@ -1,0 +1,144 @@
+// CUDA graph capture on device communicators, on the fake CUDA runtime:
+// captured sends, receives and collectives take the same copy and direct
+// paths as eager ones, and every launch of the graphs moves the data the
+// buffers hold at that launch. Each rank captures its own stream into its
+// own graph, as nccl-tests and PyTorch do; the graphs of a pair meet through
+// flags that each side clears after its wait (src/device/flag_ops.h).
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "coll_common.h"
+#include "src/comm/comm.h"
+#include "src/device/copy/copy_calls.h"
+#include "src/device/device_comm.h"
+#include "src/device/direct_calls.h"
+#include "src/device/fake_capture.h"
+#include "src/device/runtime.h"
+
+namespace {
+
+using namespace gyre::test;
+using namespace gyre::test::coll;
+using gyre::P2PPath;
+
+cudaStream_t fakeStream(uintptr_t n) { return reinterpret_cast<cudaStream_t>(n); }
+void sync(cudaStream_t s) { gyre::deviceRuntime()->streamSynchronize(s); }
+
+RankOptions graphOptions() {
+  RankOptions o;
+  o.timeout_s = 120;
+  o.env = {{"GYRE_FAKE_CUDA", "1"}, {"GYRE_TIMEOUT", "10"}, {"GYRE_INIT_TIMEOUT", "10"}};
+  return o;
+}
+
+uint64_t pathCount(ncclComm_t comm, P2PPath p) { return comm->device->copies->calls[static_cast<int>(p)].load(); }
+
+// Device memory of the fake (the only kind CUDA IPC shares).
+struct DeviceBuffer {
+  explicit DeviceBuffer(size_t bytes) { gyre::deviceRuntime()->deviceAlloc(bytes ? bytes : 1, &p); }
+  ~DeviceBuffer() { gyre::deviceRuntime()->deviceFree(p); }
+  template <typename T>
+  T* as() { return static_cast<T*>(p); }
+  void* p = nullptr;
+};
+
+// What rank `from` sends rank `to` at graph launch `launch`.
+int32_t sent(int from, int to, int launch, size_t i) {
+  return int32_t(from * 1000003 + to * 7919 + launch * 104729 + int(i) * 13);
+}
+
+}  // namespace
+
+TEST_CASE("processes on one GPU replay captured sends and receives by CUDA IPC copies, AlltoAll in place too",
+          "[device][p2p][graph][ipc]") {
+  RunResult result = runRanks(
+      3,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        RANK_CHECK(ncclCommInitRank(&comm, n, id, rank) == ncclSuccess, "init: %s", lastError().c_str());
+        const size_t count = 1009;
+        DeviceBuffer send(count * n * 4), recv(count * n * 4), inPlace(count * n * 4);
+        cudaStream_t s = fakeStream(700);
+        gyre::FakeGraph graph;
+        gyre::fakeBeginCapture(s, &graph);
+        RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+        for (int p = 0; p < n; ++p) {
+          RANK_CHECK(ncclSend(send.as<int32_t>() + p * count, count, ncclInt32, p, comm, s) == ncclSuccess,
+                     "captured send: %s", lastError().c_str());
+          RANK_CHECK(ncclRecv(recv.as<int32_t>() + p * count, count, ncclInt32, p, comm, s) == ncclSuccess,
+                     "captured recv: %s", lastError().c_str());
+        }
+        RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+        RANK_CHECK(ncclAlltoAll(inPlace.p, inPlace.p, count, ncclInt32, comm, s) == ncclSuccess,
+                   "captured in-place alltoall: %s", lastError().c_str());
+        gyre::fakeEndCapture(s);
+        RANK_CHECK(pathCount(comm, P2PPath::Staged) == 0, "rank %d staged %llu captured calls", rank,
+                   (unsigned long long)pathCount(comm, P2PPath::Staged));
+        RANK_CHECK(pathCount(comm, P2PPath::IpcCopy) == 4 * uint64_t(n - 1), "rank %d: %llu IPC copies captured",
+                   rank, (unsigned long long)pathCount(comm, P2PPath::IpcCopy));
+        for (int launch = 0; launch < 3; ++launch) {
+          for (int p = 0; p < n; ++p)
+            for (size_t i = 0; i < count; ++i) {
+              send.as<int32_t>()[p * count + i] = sent(rank, p, launch, i);
+              inPlace.as<int32_t>()[p * count + i] = -sent(rank, p, launch, i);
+              recv.as<int32_t>()[p * count + i] = -1;
+            }
+          gyre::fakeLaunchGraph(graph, s);
+          sync(s);
+          for (int p = 0; p < n; ++p)
+            for (size_t i = 0; i < count; ++i) {
+              RANK_CHECK(recv.as<int32_t>()[p * count + i] == sent(p, rank, launch, i),
+                         "launch %d: rank %d's element %zu from rank %d is %d", launch, rank, i, p,
+                         recv.as<int32_t>()[p * count + i]);
+              RANK_CHECK(inPlace.as<int32_t>()[p * count + i] == -sent(p, rank, launch, i),
+                         "launch %d: in-place alltoall, rank %d's element %zu from rank %d is %d", launch, rank, i,
+                         p, inPlace.as<int32_t>()[p * count + i]);
+            }
+          // The peers refill their buffers for the next launch only after
+          // every rank checked this one.
+          RANK_CHECK(ncclAllReduce(send.p, send.p, 1, ncclInt32, ncclSum, comm, fakeStream(701)) == ncclSuccess,
+                     "barrier: %s", lastError().c_str());
+          sync(fakeStream(701));
+        }
+        RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      graphOptions());
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("a receive captured into a graph whose peer process's send is not fails clearly on the receiver",
+          "[device][p2p][graph][ipc][faults]") {
+  RankOptions o = graphOptions();
+  o.env.push_back({"GYRE_TIMEOUT", "3"});
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        RANK_CHECK(ncclCommInitRank(&comm, n, id, rank) == ncclSuccess, "init: %s", lastError().c_str());
+        DeviceBuffer b(4096);
+        cudaStream_t s = fakeStream(710);
+        if (rank == 0) {
+          RANK_CHECK(ncclSend(b.p, 1024, ncclFloat32, 1, comm, s) == ncclSuccess, "eager send: %s",
+                     lastError().c_str());
+        } else {
+          gyre::FakeGraph graph;
+          gyre::fakeBeginCapture(s, &graph);
+          ncclResult_t r = ncclRecv(b.p, 1024, ncclFloat32, 0, comm, s);
+          gyre::fakeEndCapture(s);
+          std::string text = lastError();
+          RANK_CHECK(r != ncclSuccess, "a captured receive matched an uncaptured send");
+          RANK_CHECK(text.find("capture alike") != std::string::npos && text.find("rank 0") != std::string::npos,
+                     "unclear error: %s", text.c_str());
+        }
+        ncclCommAbort(comm);
+        return 0;
+      },
+      o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
