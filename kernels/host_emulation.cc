@@ -175,4 +175,35 @@ void runFlagOpsOnHost(const FlagOps& ops) {
   }
 }
 
+namespace {
+
+// False when the communicator was aborted first.
+bool waitSetOnHost(const uint32_t* flag, const volatile uint32_t* abort) {
+  while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 0) {
+    if (abort && *abort) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  return true;
+}
+
+}  // namespace
+
+void runPairCopiesOnHost(const PairCopyWork& w) {
+  for (int i = 0; i < w.n; ++i)
+    if (w.pairs[i].role == PairRole::kFirst) __atomic_store_n(&w.pairs[i].flags->ready, 1u, __ATOMIC_RELEASE);
+  for (int i = 0; i < w.n; ++i) {
+    const PairCopy& p = w.pairs[i];
+    if (p.role != PairRole::kSecond) continue;
+    if (!waitSetOnHost(&p.flags->ready, w.abort)) return;
+    if (p.bytes) memmove(p.dst, p.src, p.bytes);
+    __atomic_store_n(&p.flags->ready, 0u, __ATOMIC_RELAXED);
+    __atomic_store_n(&p.flags->done, 1u, __ATOMIC_RELEASE);
+  }
+  for (int i = 0; i < w.n; ++i) {
+    if (w.pairs[i].role != PairRole::kFirst) continue;
+    if (!waitSetOnHost(&w.pairs[i].flags->done, w.abort)) return;
+    __atomic_store_n(&w.pairs[i].flags->done, 0u, __ATOMIC_RELEASE);
+  }
+}
+
 }  // namespace gyre

@@ -8,6 +8,7 @@
 #include "kernels/device_work.h"
 #include "kernels/direct_work.h"
 #include "kernels/flag_work.h"
+#include "kernels/pair_copy_work.h"
 
 namespace gyre {
 
@@ -22,5 +23,9 @@ ncclResult_t runDirectOnHost(const DirectCall& call);
 
 // The flag kernel (kernels/flag_work.h) on the calling thread.
 void runFlagOpsOnHost(const FlagOps& ops);
+
+// The point-to-point kernel (kernels/pair_copy_work.h), as one block, on the
+// calling thread.
+void runPairCopiesOnHost(const PairCopyWork& work);
 
 }  // namespace gyre

@@ -13,6 +13,7 @@
 #include "kernels/collective_kernel.h"
 #include "kernels/direct_kernel.h"
 #include "kernels/flag_kernel.h"
+#include "kernels/pair_copy_kernel.h"
 #endif
 
 #include "src/debug/error.h"
@@ -272,6 +273,9 @@ class CudaRuntime final : public DeviceRuntime {
   }
   ncclResult_t launchFlagOps(const FlagOps& ops, StreamHandle stream) override {
     return check(static_cast<cudaError_t>(launchFlagKernel(ops, stream)), "flag kernel launch");
+  }
+  ncclResult_t launchPairCopies(const PairCopyWork& work, StreamHandle stream) override {
+    return check(static_cast<cudaError_t>(launchPairCopyKernel(work, stream)), "point-to-point kernel launch");
   }
   ncclResult_t launchKernel(const DeviceLaunch& launch, StreamHandle stream) override {
     int err = launchCollectiveKernel(launch, stream);

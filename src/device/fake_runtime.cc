@@ -395,6 +395,11 @@ class FakeRuntime final : public DeviceRuntime {
     stream_(stream).push([ops] { runFlagOpsOnHost(ops); });
     return ncclSuccess;
   }
+  ncclResult_t launchPairCopies(const PairCopyWork& work, StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("point-to-point kernel launch");
+    stream_(stream).push([work] { runPairCopiesOnHost(work); });
+    return ncclSuccess;
+  }
   ncclResult_t launchDirect(const DirectCall& call, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("direct kernel launch");
     stream_(stream).push([call] { runDirectOnHost(call); });

@@ -12,6 +12,7 @@
 #include "kernels/device_work.h"
 #include "kernels/direct_work.h"
 #include "kernels/flag_work.h"
+#include "kernels/pair_copy_work.h"
 
 namespace gyre {
 
@@ -107,6 +108,8 @@ class DeviceRuntime {
   // The same waits and writes as streamWaitFlag/streamWriteFlag, run by a
   // one-thread kernel (kernels/flag_work.h says when that is needed).
   virtual ncclResult_t launchFlagOps(const FlagOps& ops, StreamHandle stream) = 0;
+  // The point-to-point kernel (kernels/pair_copy_work.h).
+  virtual ncclResult_t launchPairCopies(const PairCopyWork& work, StreamHandle stream) = 0;
   // Whether a call has failed with a sticky error (a kernel's illegal
   // address, say): the context then fails every call until the process ends.
   virtual bool contextBroken() = 0;

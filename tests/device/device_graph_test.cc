@@ -142,3 +142,78 @@ TEST_CASE("a receive captured into a graph whose peer process's send is not fail
   INFO(result.describe());
   CHECK(result.allOk());
 }
+
+TEST_CASE("ranks of one process on one GPU, each captured into its own graph, exchange by the point-to-point "
+          "kernel at every launch",
+          "[device][p2p][graph]") {
+  RunResult result = runRanks(
+      1,
+      [](int, int, const ncclUniqueId&) {
+        const int n = 3;
+        std::vector<int> devs(n, 0);
+        std::vector<ncclComm_t> comms(n);
+        RANK_CHECK(ncclCommInitAll(comms.data(), n, devs.data()) == ncclSuccess, "init: %s", lastError().c_str());
+        const size_t count = 4099;
+        std::vector<std::vector<int32_t>> send(n), recv(n), inPlace(n);
+        std::vector<gyre::FakeGraph> graphs(n);
+        for (int r = 0; r < n; ++r) {
+          send[r].assign(count * n, 0);
+          recv[r].assign(count * n, -1);
+          inPlace[r].assign(count * n, 0);
+          gyre::fakeBeginCapture(fakeStream(720 + r), &graphs[r]);
+        }
+        RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+        for (int r = 0; r < n; ++r)
+          for (int p = 0; p < n; ++p) {
+            RANK_CHECK(ncclSend(send[r].data() + p * count, count, ncclInt32, p, comms[r], fakeStream(720 + r)) ==
+                           ncclSuccess, "captured send %d->%d: %s", r, p, lastError().c_str());
+            RANK_CHECK(ncclRecv(recv[r].data() + p * count, count, ncclInt32, p, comms[r], fakeStream(720 + r)) ==
+                           ncclSuccess, "captured recv %d<-%d: %s", r, p, lastError().c_str());
+          }
+        RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+        RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+        for (int r = 0; r < n; ++r)
+          RANK_CHECK(ncclAlltoAll(inPlace[r].data(), inPlace[r].data(), count, ncclInt32, comms[r],
+                                  fakeStream(720 + r)) == ncclSuccess, "captured in-place alltoall: %s",
+                     lastError().c_str());
+        RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+        for (int r = 0; r < n; ++r) gyre::fakeEndCapture(fakeStream(720 + r));
+        for (int r = 0; r < n; ++r) {
+          sync(fakeStream(720 + r));
+          RANK_CHECK(recv[r][0] == -1, "rank %d: the captured exchange ran before the graphs were launched", r);
+          RANK_CHECK(pathCount(comms[r], P2PPath::Staged) == 0 && pathCount(comms[r], P2PPath::ProcessCopy) == 0,
+                     "rank %d: %llu staged, %llu eager copies", r,
+                     (unsigned long long)pathCount(comms[r], P2PPath::Staged),
+                     (unsigned long long)pathCount(comms[r], P2PPath::ProcessCopy));
+          RANK_CHECK(pathCount(comms[r], P2PPath::KernelCopy) == 4 * uint64_t(n - 1),
+                     "rank %d: %llu kernel copies captured", r,
+                     (unsigned long long)pathCount(comms[r], P2PPath::KernelCopy));
+        }
+        for (int launch = 0; launch < 3; ++launch) {
+          for (int r = 0; r < n; ++r)
+            for (int p = 0; p < n; ++p)
+              for (size_t i = 0; i < count; ++i) {
+                send[r][p * count + i] = sent(r, p, launch, i);
+                inPlace[r][p * count + i] = -sent(r, p, launch, i);
+                recv[r][p * count + i] = -1;
+              }
+          for (int r = 0; r < n; ++r) gyre::fakeLaunchGraph(graphs[r], fakeStream(720 + r));
+          for (int r = 0; r < n; ++r) sync(fakeStream(720 + r));
+          for (int r = 0; r < n; ++r)
+            for (int p = 0; p < n; ++p)
+              for (size_t i = 0; i < count; ++i) {
+                RANK_CHECK(recv[r][p * count + i] == sent(p, r, launch, i),
+                           "launch %d: rank %d's element %zu from rank %d is %d", launch, r, i, p,
+                           recv[r][p * count + i]);
+                RANK_CHECK(inPlace[r][p * count + i] == -sent(p, r, launch, i),
+                           "launch %d: in-place alltoall, rank %d's element %zu from rank %d is %d", launch, r, i, p,
+                           inPlace[r][p * count + i]);
+              }
+        }
+        for (ncclComm_t c : comms) RANK_CHECK(ncclCommDestroy(c) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      graphOptions());
+  INFO(result.describe());
+  CHECK(result.allOk());
+}

@@ -19,24 +19,6 @@ namespace gyre {
 namespace {
 
 
-// Events belong to the device current when they are made and are recorded
-// on that device's streams: a thread driving ranks of several GPUs switches.
-class OnDevice {
- public:
-  explicit OnDevice(int device) {
-    DeviceRuntime* rt = deviceRuntime();
-    if (rt->currentDevice(&previous_) == ncclSuccess && previous_ != device && device >= 0)
-      switched_ = rt->setDevice(device) == ncclSuccess;
-  }
-  ~OnDevice() {
-    if (switched_) deviceRuntime()->setDevice(previous_);
-  }
-
- private:
-  int previous_ = -1;
-  bool switched_ = false;
-};
-
 void logPath(const DeviceRequest& c, P2PPath path) {
   GYRE_INFO("P2P", "%s of %zu bytes %s rank %d: %s", p2pCallName(c), p2pBytes(c), c.isSend ? "to" : "from", c.root,
             p2pPathName(path));
@@ -104,7 +86,10 @@ ncclResult_t copyAsSecond(const DeviceRequest& c, const CopyExchange::Ticket& t,
   const CopyExchange::Offer& send = mine.isSend ? mine : other;
   const CopyExchange::Offer& recv = mine.isSend ? other : mine;
   std::string error;
-  if (send.bytes != recv.bytes) {
+  if (other.captured) {
+    error = "this " + std::string(p2pCallName(c)) + " is not captured into a CUDA graph but rank " +
+            std::to_string(c.root) + "'s matching call is; both sides of a pair must capture alike";
+  } else if (send.bytes != recv.bytes) {
     char text[256];
     snprintf(text, sizeof(text), "mismatched sizes: rank %d's ncclSend has %zu bytes but rank %d's ncclRecv %zu",
              send.from, send.bytes, recv.to, recv.bytes);
@@ -119,7 +104,7 @@ ncclResult_t copyAsSecond(const DeviceRequest& c, const CopyExchange::Ticket& t,
     if (r == ncclSuccess) r = rt->eventRecord(done, c.stream);
     if (r != ncclSuccess) error = lastErrorText();
   }
-  rt->eventDestroy(other.ready);  // its wait is queued (or never will be)
+  if (other.ready) rt->eventDestroy(other.ready);  // its wait is queued (or never will be)
   rt->eventDestroy(mine.ready);   // nobody waits on this side's
   if (!error.empty()) {
     if (done) rt->eventDestroy(done);
@@ -236,6 +221,16 @@ void returnScratch(void* arg) {
 
 }  // namespace
 
+OnDevice::OnDevice(int device) {
+  DeviceRuntime* rt = deviceRuntime();
+  if (rt->currentDevice(&previous_) == ncclSuccess && previous_ != device && device >= 0)
+    switched_ = rt->setDevice(device) == ncclSuccess;
+}
+
+OnDevice::~OnDevice() {
+  if (switched_) deviceRuntime()->setDevice(previous_);
+}
+
 size_t p2pBytes(const DeviceRequest& c) { return c.count * datatypeSize(c.datatype); }
 
 ncclResult_t failP2PCall(const DeviceRequest& c, ncclResult_t code, const char* path, const std::string& why) {
@@ -292,6 +287,7 @@ const char* p2pPathName(P2PPath p) {
     case P2PPath::ProcessCopy: return "copy within this process (copy engine between the ranks' streams)";
     case P2PPath::IpcCopy: return "CUDA IPC copy from another process (copy engine between stream flags)";
     case P2PPath::Staged: return "staged through host memory";
+    case P2PPath::KernelCopy: return "point-to-point kernel within this process (CUDA graph capture)";
   }
   return "?";
 }
@@ -328,8 +324,10 @@ ncclResult_t setupPeerCopies(DeviceComm* comm, const Deadline& deadline) {
     delete made;  // no other rank took it
     return r;
   }
-  if (local > 1 && hellos[lowest])
+  if (local > 1 && hellos[lowest]) {
     s.exchange = reinterpret_cast<CopyExchange*>(static_cast<uintptr_t>(hellos[lowest]));
+    s.captured = std::make_unique<CapturedCopies>();
+  }
   return setupIpcCopies(comm, deadline);
 }
 
@@ -338,21 +336,25 @@ P2PPath p2pPathOf(const DeviceRequest& c) {
   const CopyState* s = c.comm->copies.get();
   if (copiesByIpc(c.comm, c.root)) return P2PPath::IpcCopy;  // capture: ipc_copies.cc
   if (!s || !s->exchange || !s->inThisProcess[c.root]) return P2PPath::Staged;
-  // A capture cannot wait on another rank's uncaptured events: captured
-  // calls between two ranks stage (both ranks must capture alike).
+  // A graph's launches cannot wait on another rank's events: captured
+  // calls meet by flags in one kernel per rank, which needs both ranks on
+  // one GPU (both ranks must capture alike).
   bool capturing = false;
-  if (deviceRuntime()->isCapturing(c.stream, &capturing) != ncclSuccess || capturing) return P2PPath::Staged;
-  return P2PPath::ProcessCopy;
+  if (deviceRuntime()->isCapturing(c.stream, &capturing) != ncclSuccess) return P2PPath::Staged;
+  if (!capturing) return P2PPath::ProcessCopy;
+  const std::vector<PeerInfo>& peers = c.comm->bootstrap->peers();
+  return peers[c.root].busId == peers[c.comm->rank].busId ? P2PPath::KernelCopy : P2PPath::Staged;
 }
 
 ncclResult_t launchCopyCalls(const std::vector<DeviceRequest>& calls, std::vector<DeviceRequest>* staged) {
-  std::vector<const DeviceRequest*> self, inProcess, ipc;
+  std::vector<const DeviceRequest*> self, inProcess, captured, ipc;
   for (const DeviceRequest& c : calls) {
     if (c.count == 0) continue;  // NCCL skips empty sends and receives on both sides
     switch (p2pPathOf(c)) {
       case P2PPath::SelfCopy: self.push_back(&c); break;
       case P2PPath::ProcessCopy: inProcess.push_back(&c); break;
       case P2PPath::IpcCopy: ipc.push_back(&c); break;
+      case P2PPath::KernelCopy: captured.push_back(&c); break;
       case P2PPath::Staged:
         staged->push_back(c);
         countP2PPath(c, P2PPath::Staged);
@@ -361,6 +363,7 @@ ncclResult_t launchCopyCalls(const std::vector<DeviceRequest>& calls, std::vecto
   }
   if (!self.empty()) GYRE_CHECK(copySelf(self));
   if (!inProcess.empty()) GYRE_CHECK(copyInProcess(inProcess));
+  if (!captured.empty()) GYRE_CHECK(copyCapturedInProcess(captured));
   if (!ipc.empty()) GYRE_CHECK(launchIpcCopies(ipc, staged));
   return ncclSuccess;
 }
@@ -369,11 +372,13 @@ bool drainPeerCopies(DeviceComm* comm, bool abort, double seconds) {
   if (!comm->copies) return true;
   CopyState& s = *comm->copies;
   if (abort) releaseIpcCopies(comm, true);  // first: streams may wait on peers that will never write
+  if (abort && s.captured) abortCapturedCopies(s.captured.get());
   if (!s.lastCopies.waitAll(seconds)) return false;
   releaseIpcCopies(comm, false);
   s.lastCopies.destroy();
   DeviceRuntime* rt = deviceRuntime();
   s.scratch.releaseAll([rt](void* p) { rt->deviceFree(p); });
+  if (s.captured) releaseCapturedCopies(s.captured.get());
   if (s.exchange) s.exchange->release();
   s.exchange = nullptr;
   return true;

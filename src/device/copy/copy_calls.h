@@ -7,6 +7,9 @@
 //                 in the communicator's CopyExchange (copy_exchange.h) and
 //                 the side that arrives second copies the buffer, on its own
 //                 stream, between the two sides' events; no SM, no host hop;
+//   kernel copy   ranks of one process on one GPU, captured into CUDA
+//                 graphs: one point-to-point kernel per rank and batch,
+//                 pairs ordered by flags (captured_copies.h);
 //   IPC copy      ranks of other processes on this host whose GPUs reach
 //                 this one: the receiver pulls through CUDA IPC between
 //                 stream-memory-operation flags (ipc_copies.h);
@@ -25,6 +28,7 @@
 #include "include/gyre.h"
 #include "src/debug/deadline.h"
 #include "src/device/buffer_pool.h"
+#include "src/device/copy/captured_copies.h"
 #include "src/device/copy/ipc_copies.h"
 #include "src/device/device_comm.h"
 #include "src/device/stream_completions.h"
@@ -35,8 +39,8 @@ class CopyExchange;
 
 // Which path a send/recv took (NCCL_DEBUG=INFO names it per call; tests
 // read the counts).
-enum class P2PPath : int { SelfCopy = 0, ProcessCopy = 1, IpcCopy = 2, Staged = 3 };
-constexpr int kP2PPaths = 4;
+enum class P2PPath : int { SelfCopy = 0, ProcessCopy = 1, IpcCopy = 2, Staged = 3, KernelCopy = 4 };
+constexpr int kP2PPaths = 5;
 const char* p2pPathName(P2PPath p);
 
 struct CopyState {
@@ -45,6 +49,7 @@ struct CopyState {
   CopyExchange* exchange = nullptr;
   std::vector<bool> inThisProcess;  // by rank
   std::unique_ptr<IpcCopyState> ipc;  // peers in other processes of this host; null if none
+  std::unique_ptr<CapturedCopies> captured;  // with `exchange`: captured pairs' flags
   StreamCompletions lastCopies;     // destroy waits for these
   std::atomic<uint64_t> calls[kP2PPaths] = {};
   // Device scratch for sends whose buffer a receive of the same group
@@ -56,6 +61,19 @@ struct CopyState {
 // At init: which peers share this process, and their exchange. All ranks
 // call it (it meets over the bootstrap when some process holds several).
 ncclResult_t setupPeerCopies(DeviceComm* comm, const Deadline& deadline);
+
+// Makes `device` current for its scope, when a thread drives ranks of
+// several GPUs (events and kernels belong to the device current when they
+// are made).
+class OnDevice {
+ public:
+  explicit OnDevice(int device);
+  ~OnDevice();
+
+ private:
+  int previous_ = -1;
+  bool switched_ = false;
+};
 
 // Which path `c` (a send or receive) takes.
 P2PPath p2pPathOf(const DeviceRequest& c);

@@ -23,6 +23,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/pair_copy_work.h"
 #include "src/debug/deadline.h"
 #include "src/device/runtime.h"
 
@@ -37,7 +38,10 @@ class CopyExchange {
     bool isSend = false;
     void* buffer = nullptr;
     size_t bytes = 0;
-    EventHandle ready = nullptr;
+    EventHandle ready = nullptr;  // eager calls
+    // Calls captured into a graph (captured_copies.h): their flags.
+    bool captured = false;
+    PairFlags* flags = nullptr;
   };
   // Names one exchange: the pair and its sequence number.
   struct Ticket {

@@ -1,0 +1,46 @@
+// The point-to-point kernel: one launch per rank and batch copies the data
+// of that rank's send/recv pairs with ranks of its own process, ordered by
+// flags in device memory instead of by events, so graphs captured per rank
+// can replay (src/device/copy/captured_copies.h). One kernel holds every
+// pair of the batch: a waiting kernel occupies SM slots, not its stream's
+// hardware queue, and nothing of the batch queues behind it.
+//
+// Each pair owns a slot of three flags. The side that arrived first at the
+// pairing ("first") writes ready = 1 when its kernel starts and, before its
+// kernel ends, waits for done and clears it. The other side ("second") knows
+// both buffers: every block waits for ready and copies its part; the block
+// that finishes last clears ready and the arrival count, then writes done.
+// Cleared flags let the next launch of the same graphs meet afresh.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gyre {
+
+struct PairFlags {
+  uint32_t ready;
+  uint32_t done;
+  uint32_t arrived;  // the second side's blocks that finished their part
+};
+
+enum class PairRole : uint8_t { kFirst = 0, kSecond = 1 };
+
+struct PairCopy {
+  PairFlags* flags = nullptr;
+  PairRole role = PairRole::kFirst;
+  const void* src = nullptr;  // kSecond: the sender's buffer
+  void* dst = nullptr;        // kSecond: the receiver's buffer
+  uint64_t bytes = 0;
+};
+
+constexpr int kMaxPairCopies = 32;
+
+struct PairCopyWork {
+  PairCopy pairs[kMaxPairCopies];
+  int32_t n = 0;
+  // Device memory set on abort: waits give up.
+  const volatile uint32_t* abort = nullptr;
+};
+
+}  // namespace gyre

@@ -1,0 +1,208 @@
+#include "src/device/copy/captured_copies.h"
+
+#include <stdio.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "src/debug/error.h"
+#include "src/device/copy/copy_calls.h"
+#include "src/device/copy/copy_exchange.h"
+#include "src/device/runtime.h"
+#include "src/device/stream_completions.h"
+
+namespace gyre {
+namespace {
+
+constexpr size_t kFlagsPerBlock = 1024;
+
+ncclResult_t failPair(const DeviceRequest& c, ncclResult_t code, const std::string& why) {
+  return failP2PCall(c, code, "peers in one process, captured point-to-point kernel", why);
+}
+
+// A zeroed device allocation the communicator keeps until destroy.
+ncclResult_t ownedZeroed(CapturedCopies& s, size_t bytes, void** out) {
+  DeviceRuntime* rt = deviceRuntime();
+  GYRE_CHECK(rt->deviceAlloc(bytes, out));
+  ncclResult_t r = rt->memsetSync(*out, 0, bytes);
+  if (r != ncclSuccess) {
+    rt->deviceFree(*out);
+    return r;
+  }
+  s.blocks.push_back(*out);
+  return ncclSuccess;
+}
+
+ncclResult_t takeFlags(DeviceComm* comm, PairFlags** out) {
+  CapturedCopies& s = *comm->copies->captured;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.abort) {
+    void* word = nullptr;
+    GYRE_CHECK(ownedZeroed(s, sizeof(uint32_t), &word));
+    s.abort = static_cast<uint32_t*>(word);
+  }
+  if (s.freeFlags.empty()) {
+    void* block = nullptr;
+    GYRE_CHECK(ownedZeroed(s, kFlagsPerBlock * sizeof(PairFlags), &block));
+    for (size_t i = kFlagsPerBlock; i-- > 0;) s.freeFlags.push_back(static_cast<PairFlags*>(block) + i);
+  }
+  *out = s.freeFlags.back();
+  s.freeFlags.pop_back();
+  return ncclSuccess;
+}
+
+void giveBackFlags(DeviceComm* comm, PairFlags* flags) {
+  CapturedCopies& s = *comm->copies->captured;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.freeFlags.push_back(flags);
+}
+
+// One rank's share of the batch: its kernel's pairs, the streams its calls
+// name, copies of sends its receives overwrite, and its pairings still to hear
+// from.
+struct RankBatch {
+  std::vector<StreamHandle> streams;
+  PairCopyWork work;
+  std::vector<std::pair<void*, const DeviceRequest*>> scratchCopies;
+  std::vector<std::pair<const DeviceRequest*, CopyExchange::Ticket>> firsts;
+};
+
+ncclResult_t pairUp(const DeviceRequest& c, const std::vector<const DeviceRequest*>& calls, RankBatch* b) {
+  DeviceComm* comm = c.comm;
+  CopyExchange& x = *comm->copies->exchange;
+  CopyExchange::Offer mine;
+  mine.from = c.isSend ? comm->rank : c.root;
+  mine.to = c.isSend ? c.root : comm->rank;
+  mine.isSend = c.isSend;
+  mine.buffer = c.isSend ? const_cast<void*>(c.input) : c.output;
+  mine.bytes = p2pBytes(c);
+  mine.captured = true;
+  if (c.isSend && sendOverwrittenInBatch(c, calls)) {
+    // Every launch copies into it again: the graph owns it until destroy.
+    void* scratch = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(comm->copies->captured->mutex);
+      GYRE_CHECK(ownedZeroed(*comm->copies->captured, mine.bytes, &scratch));
+    }
+    b->scratchCopies.push_back({scratch, &c});
+    mine.buffer = scratch;
+  }
+  GYRE_CHECK(takeFlags(comm, &mine.flags));
+  CopyExchange::Ticket ticket;
+  CopyExchange::Offer other;
+  std::string error;
+  if (!x.offer(mine, &ticket, &other, &error)) {
+    PairCopy& first = b->work.pairs[b->work.n++];
+    first.flags = mine.flags;
+    first.role = PairRole::kFirst;
+    b->firsts.push_back({&c, ticket});
+    return ncclSuccess;
+  }
+  giveBackFlags(comm, mine.flags);
+  if (!error.empty()) return failPair(c, ncclRemoteError, error);
+  const CopyExchange::Offer& send = mine.isSend ? mine : other;
+  const CopyExchange::Offer& recv = mine.isSend ? other : mine;
+  if (!other.captured) {
+    error = "this " + std::string(p2pCallName(c)) + " is captured into a CUDA graph but rank " +
+            std::to_string(c.root) + "'s matching call is not; both sides of a pair must capture alike";
+  } else if (send.bytes != recv.bytes) {
+    char text[256];
+    snprintf(text, sizeof(text), "mismatched sizes: rank %d's ncclSend has %zu bytes but rank %d's ncclRecv %zu",
+             send.from, send.bytes, recv.to, recv.bytes);
+    error = text;
+  }
+  x.complete(ticket, nullptr, error);
+  if (!error.empty()) return failPair(c, ncclInvalidUsage, error);
+  PairCopy& second = b->work.pairs[b->work.n++];
+  second.flags = other.flags;
+  second.role = PairRole::kSecond;
+  second.src = send.buffer;
+  second.dst = recv.buffer;
+  second.bytes = send.bytes;
+  return ncclSuccess;
+}
+
+// The rank's stream work: its streams joined into the first, the scratch
+// copies, the kernel, the others joined back.
+ncclResult_t launchBatch(DeviceComm* comm, RankBatch& b) {
+  DeviceRuntime* rt = deviceRuntime();
+  OnDevice onDevice(comm->cudaDev);
+  StreamHandle driver = b.streams.front();
+  GYRE_CHECK(joinOthers(b.streams, driver, true));
+  for (const auto& [scratch, send] : b.scratchCopies)
+    GYRE_CHECK(rt->copyAsync(scratch, send->input, p2pBytes(*send), driver));
+  b.work.abort = comm->copies->captured->abort;
+  GYRE_CHECK(rt->launchPairCopies(b.work, driver));
+  return joinOthers(b.streams, driver, false);
+}
+
+ncclResult_t awaitFirst(const DeviceRequest& c, const CopyExchange::Ticket& t) {
+  Deadline deadline = Deadline::afterSeconds(c.comm->collTimeoutSeconds);
+  EventHandle done = nullptr;
+  std::string error;
+  switch (c.comm->copies->exchange->awaitCopy(t, deadline, &c.comm->abortFlag, &done, &error)) {
+    case CopyExchange::Outcome::kCopied: return ncclSuccess;
+    case CopyExchange::Outcome::kCopyFailed: return failPair(c, ncclInvalidUsage, error);
+    case CopyExchange::Outcome::kTimedOut:
+      return failPair(c, ncclRemoteError, "rank " + std::to_string(c.root) + " (in this process) made no matching " +
+                      (c.isSend ? "ncclRecv" : "ncclSend") + " within GYRE_TIMEOUT");
+    case CopyExchange::Outcome::kAborted:
+      return failPair(c, ncclInvalidUsage, "the communicator was aborted before the peer made its call");
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& calls) {
+  std::map<DeviceComm*, RankBatch> batches;
+  std::vector<DeviceComm*> order;
+  for (const DeviceRequest* c : calls) {
+    auto [it, fresh] = batches.try_emplace(c->comm);
+    if (fresh) order.push_back(c->comm);
+    RankBatch& b = it->second;
+    if (std::find(b.streams.begin(), b.streams.end(), c->stream) == b.streams.end()) b.streams.push_back(c->stream);
+  }
+  // Checked before any offer, so no peer pairs with a call that then fails.
+  for (DeviceComm* comm : order) {
+    size_t n = std::count_if(calls.begin(), calls.end(), [&](const DeviceRequest* c) { return c->comm == comm; });
+    if (n > kMaxPairCopies)
+      return fail(ncclInvalidUsage, "rank %d: %zu captured sends and receives with ranks of this process in one "
+                  "group; at most %d fit one point-to-point kernel, so split the group", comm->rank, n,
+                  kMaxPairCopies);
+  }
+  ncclResult_t r = ncclSuccess;
+  for (const DeviceRequest* c : calls) {
+    if ((r = pairUp(*c, calls, &batches[c->comm])) != ncclSuccess) break;
+  }
+  // Launched even after a failure: peers that paired may wait on these flags.
+  for (DeviceComm* comm : order) {
+    ncclResult_t e = launchBatch(comm, batches[comm]);
+    if (r == ncclSuccess) r = e;
+  }
+  for (DeviceComm* comm : order)
+    for (const auto& [c, ticket] : batches[comm].firsts) {
+      ncclResult_t e = awaitFirst(*c, ticket);
+      if (r == ncclSuccess) r = e;
+    }
+  if (r == ncclSuccess)
+    for (const DeviceRequest* c : calls) countP2PPath(*c, P2PPath::KernelCopy);
+  return r;
+}
+
+void abortCapturedCopies(CapturedCopies* c) {
+  std::lock_guard<std::mutex> lock(c->mutex);
+  const uint32_t one = 1;
+  if (c->abort) deviceRuntime()->copySync(c->abort, &one, sizeof(one));
+}
+
+void releaseCapturedCopies(CapturedCopies* c) {
+  std::lock_guard<std::mutex> lock(c->mutex);
+  for (void* p : c->blocks) deviceRuntime()->deviceFree(p);
+  c->blocks.clear();
+  c->freeFlags.clear();
+  c->abort = nullptr;
+}
+
+}  // namespace gyre

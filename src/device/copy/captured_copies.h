@@ -1,0 +1,38 @@
+// Send/recv between ranks of one process on one GPU, captured into CUDA
+// graphs one rank per graph (as nccl-tests and PyTorch capture): the pair
+// still meets in the communicator's CopyExchange when the calls are
+// captured, but the graphs' launches cannot wait on each other's events, so
+// each rank's batch becomes one point-to-point kernel whose pairs meet
+// through flags (kernels/pair_copy_work.h). A flag wait in a kernel holds
+// SM slots, not a hardware queue that the peer's stream may share (see
+// kernels/flag_work.h). Ranks of one process on different GPUs stage when
+// captured.
+#pragma once
+
+#include <mutex>
+#include <vector>
+
+#include "include/gyre.h"
+#include "kernels/pair_copy_work.h"
+#include "src/device/device_comm.h"
+
+namespace gyre {
+
+// What a communicator's captured pairs own for its life: graphs may be
+// launched again at any time until destroy.
+struct CapturedCopies {
+  std::mutex mutex;
+  std::vector<void*> blocks;          // device allocations of flag slots and scratch copies
+  std::vector<PairFlags*> freeFlags;  // slots carved out and not yet owned by a pair
+  uint32_t* abort = nullptr;          // device word the kernels' waits watch
+};
+
+// Queues the captured calls of one batch (group order) between ranks of
+// this process on this GPU: pairs them and launches each rank's kernel.
+ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& calls);
+
+// Abort: releases the kernels' waits. Destroy: frees the flags and copies.
+void abortCapturedCopies(CapturedCopies* c);
+void releaseCapturedCopies(CapturedCopies* c);
+
+}  // namespace gyre
