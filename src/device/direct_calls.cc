@@ -18,6 +18,7 @@
 #include "src/device/copy/copy_calls.h"
 #include "src/device/direct_inprocess.h"
 #include "src/device/direct_share.h"
+#include "src/device/flag_ops.h"
 #include "src/device/ipc_registry.h"
 #include "src/device/process_liveness.h"
 #include "src/call/datatypes.h"
@@ -29,6 +30,32 @@ constexpr int kReady = 0;
 constexpr int kDone = 1;
 constexpr auto kWatchInterval = std::chrono::milliseconds(100);
 constexpr uint32_t kReleaseAhead = 1u << 30;  // a generation every pending wait is satisfied by
+
+// Where a captured call's flag lives in an inbox (its slot, phase, peer).
+size_t capturedFlag(int nranks, uint32_t slot, int phase, int peer) {
+  return 2 * size_t(nranks) * (1 + slot) + size_t(phase) * nranks + peer;
+}
+size_t inboxWords(int nranks) { return 2 * size_t(nranks) * (1 + kCapturedDirectCalls); }
+
+// A captured call (slot > 0): flags of its own, set to 1 and cleared by
+// each waiter, in stream memory operations.
+ncclResult_t enqueueCaptured(DeviceComm* comm, const std::vector<DirectCall>& calls, uint32_t slot,
+                             StreamHandle stream) {
+  DirectState& d = *comm->direct;
+  const int n = comm->nranks, me = comm->rank;
+  for (int phase : {kReady, kDone}) {
+    if (phase == kDone)
+      for (const DirectCall& call : calls) GYRE_CHECK(deviceRuntime()->launchDirect(call, stream));
+    FlagOps ops;
+    for (int p = 0; p < n; ++p)
+      if (p != me) ops.add(d.peerInbox[p] + capturedFlag(n, slot - 1, phase, me), 1, FlagOpKind::kWrite);
+    for (int p = 0; p < n; ++p)
+      if (p != me) ops.add(d.inbox + capturedFlag(n, slot - 1, phase, p), 1, FlagOpKind::kWaitAndClear);
+    GYRE_CHECK(enqueueFlagOps(ops, stream, FlagRunner::kStreamMemOps));
+  }
+  d.callsRun.fetch_add(1);
+  return ncclSuccess;
+}
 
 // Stream order: ready to every peer, wait for theirs, this rank's share
 // (every share on the leader, none on the others), done to every peer, wait
@@ -63,7 +90,9 @@ void releaseWaits(DeviceComm* comm) {
   const uint32_t stop = 1;
   deviceRuntime()->copySync(d.abortWord, &stop, sizeof(stop));  // may fail in a broken context: nothing runs then
   if (!d.inbox) return;  // ranks of one process wait on events, which need no release
-  std::vector<uint32_t> values(2 * comm->nranks, d.generation + kReleaseAhead);
+  // Captured calls' waits want 1 (and clear it after): every one is satisfied.
+  std::vector<uint32_t> values(inboxWords(comm->nranks), 1);
+  std::fill(values.begin(), values.begin() + 2 * comm->nranks, d.generation + kReleaseAhead);
   deviceRuntime()->copySync(d.inbox, values.data(), values.size() * sizeof(uint32_t));
 }
 
@@ -218,7 +247,7 @@ struct ProcessSetup {
 ncclResult_t setupAcrossProcesses(DeviceComm* comm, const Deadline& deadline) {
   DirectState& d = *comm->direct;
   DeviceRuntime* rt = deviceRuntime();
-  const size_t inboxBytes = 2 * comm->nranks * sizeof(uint32_t);
+  const size_t inboxBytes = inboxWords(comm->nranks) * sizeof(uint32_t);
   void* inbox = nullptr;
   GYRE_CHECK(rt->deviceAlloc(inboxBytes, &inbox));
   d.inbox = static_cast<uint32_t*>(inbox);
@@ -362,7 +391,8 @@ ncclResult_t launchAcrossProcesses(const DeviceRequest& c, std::vector<DeviceReq
   }
   std::vector<DirectCall> calls;
   ncclResult_t r = buildDirectCalls(c, infos, &calls);
-  if (r == ncclSuccess) r = enqueueDirect(comm, calls, c.stream);
+  const uint32_t slot = infos[comm->rank].capturedSlot;
+  if (r == ncclSuccess) r = slot ? enqueueCaptured(comm, calls, slot, c.stream) : enqueueDirect(comm, calls, c.stream);
   if (r != ncclSuccess) failAndRelease(comm, r, comm->rank);  // peers may already wait on this rank's signals
   else noteDirectRun(*comm->direct, infos[comm->rank]);
   return r;

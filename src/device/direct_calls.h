@@ -14,7 +14,7 @@
 // Per call:
 //   1. the ranks exchange their call and buffers (so a mismatched call fails
 //      on every rank, naming it, and a call some rank cannot take directly —
-//      graph capture, memory that is not cudaMalloc'd — is staged by all);
+//      memory that is not cudaMalloc'd — is staged by all);
 //   2. on the user's stream: tell every peer "ready" (my earlier work on
 //      this stream is done), wait for every peer's ready, run this rank's
 //      share (kernels/direct_work.h; by default rank 0 runs every share and
@@ -22,7 +22,9 @@
 //      — so no rank's later work touches its buffers while a peer still
 //      reads or writes them.
 // The signals are 32-bit generation numbers written by stream memory
-// operations into each rank's inbox (device memory every peer maps), and
+// operations into each rank's inbox (a call captured into a CUDA graph owns
+// a slot of its own instead, of flags each side clears after its wait, so
+// every launch of the ranks' graphs meets afresh: src/device/flag_ops.h) (device memory every peer maps), and
 // each rank waits only on its own inbox, so a watchdog can release this
 // rank's waits (a peer died, abort) without touching its peers. Waiting by
 // stream memory operations instead of a spinning kernel matters here:
@@ -58,12 +60,17 @@ namespace gyre {
 class Deadline;
 class DirectClique;
 
+// Calls of processes captured into graphs that run direct; later captures stage.
+constexpr uint32_t kCapturedDirectCalls = 512;
+
 struct DirectState {
-  // This rank's inbox in device memory: [kReady][peer], [kDone][peer].
+  // This rank's inbox in device memory: [kReady][peer], [kDone][peer], then
+  // per captured call [slot][kReady][peer], [slot][kDone][peer].
   uint32_t* inbox = nullptr;
   std::vector<uint32_t*> peerInbox;  // each rank's inbox as mapped here (this rank's own included)
   std::atomic<uint32_t> generation{0};  // calls run directly so far
   uint64_t callSeq = 0;              // collectives offered to the direct path, checked across ranks
+  uint32_t capturedCalls = 0;        // processes: capture slots taken
   // Device memory, set when the kernels must not run. Not mapped host
   // memory: every block reads it, and reads over PCIe cost ~1 µs per block
   // on an H100, serialized (a 2 MiB AllReduce took 137 µs).

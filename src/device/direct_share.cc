@@ -18,7 +18,8 @@ constexpr size_t kMaxMappings = 128;  // peer blocks kept mapped; past this, cal
 bool sameCall(const CallInfo& a, const CallInfo& b) {
   bool customA = a.redop >= ncclNumOps, customB = b.redop >= ncclNumOps;
   return a.callSeq == b.callSeq && a.count == b.count && a.coll == b.coll && a.datatype == b.datatype &&
-         a.root == b.root && (customA ? customB : a.redop == b.redop);
+         a.root == b.root && (customA ? customB : a.redop == b.redop) && a.captured == b.captured &&
+         a.capturedSlot == b.capturedSlot;
 }
 
 // Which of a rank's buffers its peers read or write. When one rank runs
@@ -136,9 +137,10 @@ bool runsDirect(CollKind coll) {
 
 std::string describeInfo(const CallInfo& i) {
   char text[160];
-  snprintf(text, sizeof(text), "%s #%llu (count %llu, datatype %d, op %d, root %d)",
+  snprintf(text, sizeof(text), "%s #%llu (count %llu, datatype %d, op %d, root %d%s)",
            collName(static_cast<CollKind>(i.coll)), static_cast<unsigned long long>(i.callSeq),
-           static_cast<unsigned long long>(i.count), i.datatype, i.redop, i.root);
+           static_cast<unsigned long long>(i.count), i.datatype, i.redop, i.root,
+           i.captured ? ", captured into a CUDA graph" : "");
   return text;
 }
 
@@ -162,11 +164,19 @@ CallInfo describeCall(const DeviceRequest& c, bool capturing) {
   info.outputPtr = c.output;
   memcpy(info.scalar, c.scalar.value, sizeof(info.scalar));
   info.scalarPtr = c.scalar.devicePtr;
-  bool ok = !capturing && comm->direct->heldBlocks.size() < kMaxMappings;
+  bool ok = comm->direct->heldBlocks.size() < kMaxMappings;
   if (comm->direct->clique) {
-    info.usable = ok ? 1 : 0;  // addresses of this process: nothing to map
+    info.usable = ok && !capturing ? 1 : 0;  // addresses of this process: nothing to map
     return info;
   }
+  // Processes: a captured call owns a slot of flags for the communicator's
+  // life; once every slot is taken, captured calls stage (all ranks alike,
+  // as they capture alike).
+  info.captured = capturing ? 1 : 0;
+  if (capturing && comm->direct->capturedCalls < kCapturedDirectCalls)
+    info.capturedSlot = ++comm->direct->capturedCalls;
+  else if (capturing)
+    ok = false;
   // Peers apply this rank's scalar to its input; one in device memory of
   // this process they cannot read: stage.
   if (c.scalar.devicePtr) ok = false;

@@ -22,6 +22,8 @@ struct CallInfo {
   int32_t root = 0;
   uint8_t coll = 0, datatype = 0, redop = 0;
   uint8_t usable = 0;  // this rank can run it directly
+  uint8_t captured = 0;       // the call is captured into a CUDA graph (every rank's must be)
+  uint32_t capturedSlot = 0;  // processes: its slot of captured-call flags + 1 (direct_calls.h)
   SharedAllocation input, output;  // the allocations holding the buffers (processes sharing a GPU)
   uint64_t inputOffset = 0, outputOffset = 0;
   const void* inputPtr = nullptr;  // the buffers themselves (ranks of one process)

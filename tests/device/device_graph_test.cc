@@ -217,3 +217,54 @@ TEST_CASE("ranks of one process on one GPU, each captured into its own graph, ex
   INFO(result.describe());
   CHECK(result.allOk());
 }
+
+TEST_CASE("processes on one GPU replay captured AllReduce and AllGather on the direct path", "[device][graph][direct]") {
+  RankOptions o = graphOptions();
+  o.env.push_back({"GYRE_DEVICE_PATH", "direct"});
+  RunResult result = runRanks(
+      3,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        RANK_CHECK(ncclCommInitRank(&comm, n, id, rank) == ncclSuccess, "init: %s", lastError().c_str());
+        RANK_CHECK(comm->device->direct != nullptr, "rank %d: the direct path is not set up", rank);
+        const size_t count = 1031;
+        DeviceBuffer in(count * 4), sum(count * 4), gathered(count * n * 4);
+        cudaStream_t s = fakeStream(730);
+        const uint64_t before = comm->device->direct->callsRun.load();
+        gyre::FakeGraph graph;
+        gyre::fakeBeginCapture(s, &graph);
+        RANK_CHECK(ncclAllReduce(in.p, sum.p, count, ncclInt32, ncclSum, comm, s) == ncclSuccess,
+                   "captured allreduce: %s", lastError().c_str());
+        RANK_CHECK(ncclAllGather(in.p, gathered.p, count, ncclInt32, comm, s) == ncclSuccess,
+                   "captured allgather: %s", lastError().c_str());
+        gyre::fakeEndCapture(s);
+        RANK_CHECK(comm->device->direct->callsRun.load() == before + 2, "rank %d: %llu of 2 captured calls run direct",
+                   rank, (unsigned long long)(comm->device->direct->callsRun.load() - before));
+        for (int launch = 0; launch < 3; ++launch) {
+          for (size_t i = 0; i < count; ++i) in.as<int32_t>()[i] = sent(rank, 0, launch, i);
+          memset(sum.p, 0xff, count * 4);
+          memset(gathered.p, 0xff, count * n * 4);
+          gyre::fakeLaunchGraph(graph, s);
+          sync(s);
+          for (size_t i = 0; i < count; ++i) {
+            int32_t want = 0;
+            for (int p = 0; p < n; ++p) want += sent(p, 0, launch, i);
+            RANK_CHECK(sum.as<int32_t>()[i] == want, "launch %d: rank %d's sum at %zu is %d, not %d", launch, rank, i,
+                       sum.as<int32_t>()[i], want);
+            for (int p = 0; p < n; ++p)
+              RANK_CHECK(gathered.as<int32_t>()[p * count + i] == sent(p, 0, launch, i),
+                         "launch %d: rank %d's gathered block %d at %zu is %d", launch, rank, p, i,
+                         gathered.as<int32_t>()[p * count + i]);
+          }
+          // Peers refill their inputs for the next launch only after every rank checked this one.
+          RANK_CHECK(ncclAllReduce(sum.p, sum.p, 1, ncclInt32, ncclSum, comm, fakeStream(731)) == ncclSuccess,
+                     "barrier: %s", lastError().c_str());
+          sync(fakeStream(731));
+        }
+        RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
