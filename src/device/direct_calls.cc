@@ -341,9 +341,11 @@ bool takesDirect(const DeviceRequest& c) {
   if (!d) return false;
   if (!d->clique) return true;  // processes sharing a GPU: every collective (some then staged, all agreeing)
   if (std::max(inputBytes(c), outputBytes(c)) < d->minBytes) return false;
-  // A graph would freeze the meetings' decisions into every replay: kernels.
+  // Captured calls need a slot of flags (direct_inprocess.cc); the ranks
+  // capture alike, so they count alike.
   bool capturing = false;
-  return deviceRuntime()->isCapturing(c.stream, &capturing) == ncclSuccess && !capturing;
+  if (deviceRuntime()->isCapturing(c.stream, &capturing) != ncclSuccess) return false;
+  return !capturing || d->capturedCalls < kCapturedDirectCalls;
 }
 
 namespace {

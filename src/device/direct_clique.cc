@@ -12,7 +12,8 @@ constexpr auto kAbortCheckEvery = std::chrono::milliseconds(50);
 }  // namespace
 
 DirectClique::DirectClique(int nranks, size_t recordBytes)
-    : readyEvents(nranks, nullptr), doneEvents(nranks, nullptr), nranks_(nranks), recordBytes_(recordBytes), holders_(nranks) {}
+    : readyEvents(nranks, nullptr), doneEvents(nranks, nullptr), capturedInboxes(nranks, nullptr),
+      nranks_(nranks), recordBytes_(recordBytes), holders_(nranks) {}
 
 DirectClique::Call& DirectClique::callOf(uint64_t seq) {
   Call& c = calls_[seq];
@@ -52,11 +53,13 @@ bool DirectClique::collect(uint64_t seq, const Deadline& deadline, const std::at
   return true;
 }
 
-bool DirectClique::release(void (*destroyEvent)(void*)) {
+bool DirectClique::release(void (*destroyEvent)(void*), void (*freeDevice)(void*)) {
   if (holders_.fetch_sub(1) != 1) return false;
   for (const std::vector<void*>* events : {&readyEvents, &doneEvents})
     for (void* e : *events)
       if (e) destroyEvent(e);
+  for (uint32_t* inbox : capturedInboxes)
+    if (inbox) freeDevice(inbox);
   delete this;
   return true;
 }

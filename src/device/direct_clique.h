@@ -37,10 +37,14 @@ class DirectClique {
   // By rank, each set by its owner at set-up: where its stream stood when it
   // made the call (its input is ready), and after its share of the call ran.
   std::vector<void*> readyEvents, doneEvents;
+  // By rank, each set by its owner at set-up: the flags its stream waits on
+  // in calls captured into graphs, [slot][phase][peer] (direct_inprocess.cc).
+  std::vector<uint32_t*> capturedInboxes;
 
   // Drops one holder's reference; true for the last, who then destroys the
-  // events (through `destroyEvent`) and deletes the clique.
-  bool release(void (*destroyEvent)(void*));
+  // events and frees the inboxes (through `destroyEvent`, `freeDevice`) and
+  // deletes the clique.
+  bool release(void (*destroyEvent)(void*), void (*freeDevice)(void*));
 
  private:
   struct Call {

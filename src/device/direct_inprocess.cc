@@ -9,12 +9,42 @@
 #include "src/device/direct_calls.h"
 #include "src/device/direct_clique.h"
 #include "src/device/direct_share.h"
+#include "src/device/flag_ops.h"
 #include "src/device/runtime.h"
 
 namespace gyre {
 namespace {
 
 void destroyEvent(void* e) { deviceRuntime()->eventDestroy(e); }
+void freeDevice(void* p) { deviceRuntime()->deviceFree(p); }
+
+// Where a captured call's flag lives in a rank's captured inbox.
+size_t capturedFlag(int nranks, uint32_t slot, int phase, int peer) {
+  return (size_t(slot) * 2 + phase) * nranks + peer;
+}
+
+// A call captured into a graph: its launches cannot wait on the peers'
+// events, so the ranks meet through the call's own flags, which each waiter
+// clears (src/device/flag_ops.h), run by the flag kernel: a stream memory
+// wait could hold a hardware queue the peer's stream shares.
+ncclResult_t enqueueCaptured(const DeviceRequest& c, const std::vector<DirectCall>& calls, uint32_t slot) {
+  DeviceComm* comm = c.comm;
+  DirectState& d = *comm->direct;
+  const int n = comm->nranks, me = comm->rank;
+  for (int phase : {0, 1}) {
+    if (phase == 1)
+      for (const DirectCall& call : calls) GYRE_CHECK(deviceRuntime()->launchDirect(call, c.stream));
+    FlagOps ops;
+    ops.abort = d.abortWord;
+    for (int p = 0; p < n; ++p)
+      if (p != me) ops.add(d.clique->capturedInboxes[p] + capturedFlag(n, slot - 1, phase, me), 1, FlagOpKind::kWrite);
+    for (int p = 0; p < n; ++p)
+      if (p != me) ops.add(d.clique->capturedInboxes[me] + capturedFlag(n, slot - 1, phase, p), 1,
+                           FlagOpKind::kWaitAndClear);
+    GYRE_CHECK(enqueueFlagOps(ops, c.stream, FlagRunner::kKernel));
+  }
+  return ncclSuccess;
+}
 
 // What ranks of one process post to their clique per call: their CallInfo,
 // then that their share is queued (its done event recorded).
@@ -47,16 +77,22 @@ ncclResult_t meet(const DeviceRequest& c, uint64_t seq, Meeting m, std::vector<C
 // A rank re-records its events only after every peer's waits on them are
 // queued (the meetings order it), so one pair of events per rank serves every
 // call, as long as the calls go one round at a time: `round` holds one call
-// per communicator, the k-th direct call of each in the group.
+// per communicator, the k-th direct call of each in the group. Calls
+// captured into graphs meet by flags instead (enqueueCaptured), after the
+// same meetings.
 ncclResult_t runInProcessRound(const std::vector<const DeviceRequest*>& round) {
   DeviceRuntime* rt = deviceRuntime();
   std::vector<CallInfo> mine(round.size());
   for (size_t k = 0; k < round.size(); ++k) {
     const DeviceRequest& c = *round[k];
     DirectState& d = *c.comm->direct;
-    mine[k] = describeCall(c, false);  // takesDirect kept captures away
-    GYRE_CHECK(d.lastCall.followLast(c.stream));
-    GYRE_CHECK(rt->eventRecord(d.clique->readyEvents[c.comm->rank], c.stream));
+    bool capturing = false;
+    GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
+    mine[k] = describeCall(c, capturing);
+    if (!capturing) {
+      GYRE_CHECK(d.lastCall.followLast(c.stream));
+      GYRE_CHECK(rt->eventRecord(d.clique->readyEvents[c.comm->rank], c.stream));
+    }
     d.clique->post(c.comm->rank, meetingKey(mine[k].callSeq, Meeting::kCall), &mine[k]);
   }
   for (size_t k = 0; k < round.size(); ++k) {
@@ -68,6 +104,12 @@ ncclResult_t runInProcessRound(const std::vector<const DeviceRequest*>& round) {
     GYRE_CHECK(checkAgreement(comm, infos));
     std::vector<DirectCall> calls;
     GYRE_CHECK(buildDirectCalls(c, infos, &calls));
+    if (mine[k].captured) {
+      GYRE_CHECK(enqueueCaptured(c, calls, mine[k].capturedSlot));
+      noteDirectRun(d, mine[k]);
+      d.clique->post(comm->rank, meetingKey(mine[k].callSeq, Meeting::kShareQueued), &mine[k]);
+      continue;
+    }
     for (int p = 0; p < comm->nranks; ++p)
       if (p != comm->rank) GYRE_CHECK(rt->streamWaitEvent(c.stream, d.clique->readyEvents[p]));
     for (const DirectCall& call : calls) GYRE_CHECK(rt->launchDirect(call, c.stream));
@@ -81,8 +123,9 @@ ncclResult_t runInProcessRound(const std::vector<const DeviceRequest*>& round) {
     DirectState& d = *comm->direct;
     std::vector<CallInfo> infos(comm->nranks);
     GYRE_CHECK(meet(c, mine[k].callSeq, Meeting::kShareQueued, &infos));
-    for (int p = 0; p < comm->nranks; ++p)
-      if (p != comm->rank) GYRE_CHECK(rt->streamWaitEvent(c.stream, d.clique->doneEvents[p]));
+    if (!mine[k].captured)
+      for (int p = 0; p < comm->nranks; ++p)
+        if (p != comm->rank) GYRE_CHECK(rt->streamWaitEvent(c.stream, d.clique->doneEvents[p]));
     GYRE_CHECK(d.lastCall.note(c.stream));
     d.callsRun.fetch_add(1);
   }
@@ -108,8 +151,14 @@ ncclResult_t setupInProcess(DeviceComm* comm, const Deadline& deadline) {
   GYRE_CHECK(comm->bootstrap->allGather(hellos.data(), sizeof(uint64_t), deadline, &comm->abortFlag));
   d.clique = reinterpret_cast<DirectClique*>(static_cast<uintptr_t>(hellos[0]));
   // From here on the clique destroys them.
-  GYRE_CHECK(deviceRuntime()->eventCreate(&d.clique->readyEvents[comm->rank]));
-  GYRE_CHECK(deviceRuntime()->eventCreate(&d.clique->doneEvents[comm->rank]));
+  DeviceRuntime* rt = deviceRuntime();
+  GYRE_CHECK(rt->eventCreate(&d.clique->readyEvents[comm->rank]));
+  GYRE_CHECK(rt->eventCreate(&d.clique->doneEvents[comm->rank]));
+  const size_t capturedBytes = capturedFlag(comm->nranks, kCapturedDirectCalls, 0, 0) * sizeof(uint32_t);
+  void* inbox = nullptr;
+  GYRE_CHECK(rt->deviceAlloc(capturedBytes, &inbox));
+  d.clique->capturedInboxes[comm->rank] = static_cast<uint32_t*>(inbox);
+  GYRE_CHECK(rt->memsetSync(inbox, 0, capturedBytes));
   // Every rank's events exist before any rank's first call waits on them.
   return comm->bootstrap->allGather(hellos.data(), sizeof(uint64_t), deadline, &comm->abortFlag);
 }
@@ -127,6 +176,6 @@ ncclResult_t launchInProcess(const std::vector<const DeviceRequest*>& calls) {
   return ncclSuccess;
 }
 
-void releaseInProcess(DeviceComm* comm) { comm->direct->clique->release(destroyEvent); }
+void releaseInProcess(DeviceComm* comm) { comm->direct->clique->release(destroyEvent, freeDevice); }
 
 }  // namespace gyre

@@ -165,18 +165,19 @@ CallInfo describeCall(const DeviceRequest& c, bool capturing) {
   memcpy(info.scalar, c.scalar.value, sizeof(info.scalar));
   info.scalarPtr = c.scalar.devicePtr;
   bool ok = comm->direct->heldBlocks.size() < kMaxMappings;
-  if (comm->direct->clique) {
-    info.usable = ok && !capturing ? 1 : 0;  // addresses of this process: nothing to map
-    return info;
-  }
-  // Processes: a captured call owns a slot of flags for the communicator's
-  // life; once every slot is taken, captured calls stage (all ranks alike,
-  // as they capture alike).
+  // A captured call owns a slot of flags for the communicator's life; once
+  // every slot is taken, captured calls stage (processes) or run as kernels
+  // (ranks of one process: takesDirect), all ranks alike, as they capture
+  // alike.
   info.captured = capturing ? 1 : 0;
   if (capturing && comm->direct->capturedCalls < kCapturedDirectCalls)
     info.capturedSlot = ++comm->direct->capturedCalls;
   else if (capturing)
     ok = false;
+  if (comm->direct->clique) {
+    info.usable = ok ? 1 : 0;  // addresses of this process: nothing to map
+    return info;
+  }
   // Peers apply this rank's scalar to its input; one in device memory of
   // this process they cannot read: stage.
   if (c.scalar.devicePtr) ok = false;

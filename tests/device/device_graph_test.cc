@@ -6,6 +6,7 @@
 // flags that each side clears after its wait (src/device/flag_ops.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -265,6 +266,68 @@ TEST_CASE("processes on one GPU replay captured AllReduce and AllGather on the d
         return 0;
       },
       o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("ranks of one process on one GPU, each captured into its own graph, replay AllReduce and ReduceScatter "
+          "on the direct path",
+          "[device][graph][direct]") {
+  RunResult result = runRanks(
+      1,
+      [](int, int, const ncclUniqueId&) {
+        const int n = 3;
+        std::vector<int> devs(n, 0);
+        std::vector<ncclComm_t> comms(n);
+        RANK_CHECK(ncclCommInitAll(comms.data(), n, devs.data()) == ncclSuccess, "init: %s", lastError().c_str());
+        RANK_CHECK(comms[0]->device->direct && comms[0]->device->direct->clique,
+                   "ranks of one process do not run direct");
+        const size_t count = 997;
+        std::vector<std::vector<float>> in(n), sum(n), scattered(n);
+        std::vector<gyre::FakeGraph> graphs(n);
+        std::vector<uint64_t> before(n);
+        for (int r = 0; r < n; ++r) {
+          in[r].assign(count * n, 0);
+          sum[r].assign(count * n, -1);
+          scattered[r].assign(count, -1);
+          before[r] = comms[r]->device->direct->callsRun.load();
+          gyre::fakeBeginCapture(fakeStream(740 + r), &graphs[r]);
+        }
+        RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+        for (int r = 0; r < n; ++r) {
+          RANK_CHECK(ncclAllReduce(in[r].data(), sum[r].data(), count * n, ncclFloat32, ncclSum, comms[r],
+                                   fakeStream(740 + r)) == ncclSuccess, "captured allreduce: %s", lastError().c_str());
+          RANK_CHECK(ncclReduceScatter(in[r].data(), scattered[r].data(), count, ncclFloat32, ncclMax, comms[r],
+                                       fakeStream(740 + r)) == ncclSuccess, "captured reducescatter: %s",
+                     lastError().c_str());
+        }
+        RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+        for (int r = 0; r < n; ++r) {
+          gyre::fakeEndCapture(fakeStream(740 + r));
+          RANK_CHECK(comms[r]->device->direct->callsRun.load() == before[r] + 2,
+                     "rank %d: %llu of 2 captured calls ran direct", r,
+                     (unsigned long long)(comms[r]->device->direct->callsRun.load() - before[r]));
+        }
+        for (int launch = 0; launch < 3; ++launch) {
+          for (int r = 0; r < n; ++r)
+            for (size_t i = 0; i < count * n; ++i) in[r][i] = float(sent(r, 0, launch, i) % 4096);
+          for (int r = 0; r < n; ++r) gyre::fakeLaunchGraph(graphs[r], fakeStream(740 + r));
+          for (int r = 0; r < n; ++r) sync(fakeStream(740 + r));
+          for (int r = 0; r < n; ++r)
+            for (size_t i = 0; i < count * n; ++i) {
+              float want = 0, top = in[0][i];
+              for (int p = 0; p < n; ++p) want += in[p][i], top = std::max(top, in[p][i]);
+              RANK_CHECK(sum[r][i] == want, "launch %d: rank %d's sum at %zu is %g, not %g", launch, r, i, sum[r][i],
+                         want);
+              if (i / count == size_t(r))
+                RANK_CHECK(scattered[r][i % count] == top, "launch %d: rank %d's max at %zu is %g, not %g", launch, r,
+                           i % count, scattered[r][i % count], top);
+            }
+        }
+        for (ncclComm_t c : comms) RANK_CHECK(ncclCommDestroy(c) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      graphOptions());
   INFO(result.describe());
   CHECK(result.allOk());
 }
