@@ -42,6 +42,8 @@ void usage(const ArgsSpec& spec, FILE* out) {
       "  -G, --device <0|1>         1: device memory on GPU localRank %% count through\n"
       "                             ncclCommInitRank, CUDA-event timing (default 0: host;\n"
       "                             GYRE_BENCH_HOST_TIMER=1: the host clock instead)\n"
+      "  -C, --cudagraph <n>        with -G 1: capture the timed iterations in a CUDA graph\n"
+      "                             and launch it n times (as nccl-tests -G n; default 0)\n"
       "  -R, --local_register <0|1> host memory: 1 allocates the buffers with\n"
       "                             gyreMemAllocHost, which peers map for single-copy\n"
       "                             transfers (default 0: aligned_alloc)\n"
@@ -99,13 +101,14 @@ int parseArgs(int argc, char** argv, const ArgsSpec& spec, BenchArgs* args) {
       {"nthreads", required_argument, nullptr, 't'},
       {"ngpus", required_argument, nullptr, 'g'},
       {"device", required_argument, nullptr, 'G'},
+      {"cudagraph", required_argument, nullptr, 'C'},
       {"local_register", required_argument, nullptr, 'R'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0}};
   long v = 0;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:r:a:p:T:t:g:G:R:h", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:r:a:p:T:t:g:G:C:R:h", kLong, nullptr)) != -1) {
     bool ok = true;
     switch (c) {
       case 'b': ok = parseSize(optarg, &args->minBytes); break;
@@ -129,6 +132,7 @@ int parseArgs(int argc, char** argv, const ArgsSpec& spec, BenchArgs* args) {
       case 'T': ok = parseInt(optarg, 0, INT_MAX, &v); args->timeoutSeconds = static_cast<int>(v); break;
       case 'G': ok = parseInt(optarg, 0, 1, &v); args->device = v != 0; break;
       case 'R': ok = parseInt(optarg, 0, 1, &v); args->sharedAlloc = v != 0; break;
+      case 'C': ok = parseInt(optarg, 0, 1 << 20, &v); args->graphLaunches = static_cast<int>(v); break;
       case 't':
       case 'g': ok = parseInt(optarg, 1, 1, &v); break;
       case 'h': usage(spec, stdout); return 0;
@@ -142,6 +146,10 @@ int parseArgs(int argc, char** argv, const ArgsSpec& spec, BenchArgs* args) {
   }
   if (optind < argc) {
     std::fprintf(stderr, "%s: unexpected argument '%s'\n", spec.program, argv[optind]);
+    return 2;
+  }
+  if (args->graphLaunches > 0 && !args->device) {
+    std::fprintf(stderr, "%s: -C (CUDA graphs) needs device memory: add -G 1\n", spec.program);
     return 2;
   }
   if (args->minBytes > args->maxBytes) {

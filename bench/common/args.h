@@ -28,6 +28,7 @@ struct BenchArgs {
   int timeoutSeconds = 600;     // -T, fork mode only; 0 = none
   bool device = false;          // -G 1: device memory and ncclCommInitRank (nccl-tests' setting)
   bool sharedAlloc = false;     // -R 1: host buffers from gyreMemAllocHost (peers can map them)
+  int graphLaunches = 0;        // -C n: time the iterations captured in a CUDA graph, launched n times
 };
 
 // Which flags a collective understands (-o and -r are meaningless for some).

@@ -213,12 +213,28 @@ class RankRunner {
     // The previous collective returned on every rank only once all had
     // joined it, so the ranks start this loop together.
     if (r == ncclSuccess && !memory_->synchronize()) r = ncclUnhandledCudaError;
-    memory_->startTimer();
-    for (int i = 0; i < args_.iters && r == ncclSuccess; ++i) r = call();
-    double us = memory_->stopTimerUs();
-    if (r != ncclSuccess) return r;
+    double us = 0;
+    int calls = args_.iters;
+    if (args_.graphLaunches > 0) {
+      // Captured once, then launched: one launch untimed, the rest timed.
+      if (r == ncclSuccess && !memory_->beginCapture()) r = ncclUnhandledCudaError;
+      for (int i = 0; i < args_.iters && r == ncclSuccess; ++i) r = call();
+      if (!memory_->endCapture() && r == ncclSuccess) r = ncclUnhandledCudaError;
+      if (r == ncclSuccess && (!memory_->launchGraph() || !memory_->synchronize())) r = ncclUnhandledCudaError;
+      if (r != ncclSuccess) return r;
+      memory_->startTimer();
+      for (int g = 0; g < args_.graphLaunches; ++g)
+        if (!memory_->launchGraph()) return ncclUnhandledCudaError;
+      us = memory_->stopTimerUs();
+      calls = args_.iters * args_.graphLaunches;
+    } else {
+      memory_->startTimer();
+      for (int i = 0; i < args_.iters && r == ncclSuccess; ++i) r = call();
+      us = memory_->stopTimerUs();
+      if (r != ncclSuccess) return r;
+    }
     if (us < 0) return ncclUnhandledCudaError;
-    out->timeUs = us / args_.iters;
+    out->timeUs = us / calls;
     if (!args_.check || (inPlace && !coll_.checkInPlace)) return ncclSuccess;
     // The timed loop left results (in-place: results of results) behind;
     // start again from known inputs and a receive buffer that cannot pass.

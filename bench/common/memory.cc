@@ -59,6 +59,7 @@ class HostMemory final : public BenchMemory {
 class DeviceMemory final : public BenchMemory {
  public:
   ~DeviceMemory() override {
+    dropGraph();
     if (start_) cudaEventDestroy(start_);
     if (stop_) cudaEventDestroy(stop_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -123,6 +124,14 @@ class DeviceMemory final : public BenchMemory {
     return ms * 1000.0;
   }
   bool synchronize() override { return check(cudaStreamSynchronize(stream_)); }
+  bool beginCapture() override {
+    dropGraph();
+    return check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  }
+  bool endCapture() override {
+    return check(cudaStreamEndCapture(stream_, &graph_)) && check(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+  bool launchGraph() override { return exec_ && check(cudaGraphLaunch(exec_, stream_)); }
   std::string lastError() const override { return error_; }
 
  private:
@@ -132,7 +141,16 @@ class DeviceMemory final : public BenchMemory {
     return false;
   }
 
+  void dropGraph() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+    exec_ = nullptr;
+    graph_ = nullptr;
+  }
+
   int device_ = 0;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   const bool hostTimer_ = [] {

@@ -30,6 +30,11 @@ class BenchMemory {
   virtual void startTimer() = 0;
   virtual double stopTimerUs() = 0;
   virtual bool synchronize() = 0;
+  // CUDA graphs (device memory only): what is issued between begin and end
+  // is captured instead of run; launchGraph runs it again.
+  virtual bool beginCapture() { return false; }
+  virtual bool endCapture() { return false; }
+  virtual bool launchGraph() { return false; }
   // Why the last failing call failed.
   virtual std::string lastError() const = 0;
 };

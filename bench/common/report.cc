@@ -40,11 +40,11 @@ void printRunHeader(const char* program, const BenchArgs& args, const RankContex
   std::printf("# gyre %d.%d.%d, NCCL API version %d\n", GYRE_MAJOR, GYRE_MINOR, GYRE_PATCH,
               version);
   std::printf("# nRanks %d launcher %s minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d "
-              "iters: %d validation: %d average: %d memory: %s\n",
+              "iters: %d validation: %d average: %d memory: %s cudagraph: %d\n",
               ctx.nranks, ctx.launcher, args.minBytes, args.maxBytes,
               args.stepFactor > 1 ? args.stepFactor : args.stepBytes,
               args.stepFactor > 1 ? "factor" : "bytes", args.warmupIters, args.iters,
-              args.check ? 1 : 0, args.average, args.device ? "device" : "host");
+              args.check ? 1 : 0, args.average, args.device ? "device" : "host", args.graphLaunches);
   std::printf("#\n# Using %s memory\n", args.device ? "device" : "host");
   for (size_t i = 0; i < ranks.size(); ++i)
     std::printf("#  Rank %2zu Pid %6d on %10s %s\n", i, ranks[i].pid, ranks[i].host.c_str(),

@@ -8,6 +8,11 @@
 // previous (with one rank, to itself).
 //
 //   nccl_abi_bw LIBNCCL [MIN_BYTES=8] [MAX_BYTES=1073741824] [allreduce|sendrecv|alltoall] [RANKS=1]
+//               [eager|graph]
+//
+// graph: the out-of-place time is of the same calls captured into one CUDA
+// graph per rank's stream (as nccl-tests -G captures) and launched once per
+// timing, divided by the calls it holds.
 //
 // Columns: size (per rank), out-of-place time, algbw and busbw (nccl-tests'
 // factors), in-place time, copy time and bandwidth, and the number of wrong
@@ -143,17 +148,41 @@ double timeUs(Ranks& k, int warmup, int iters, Run run) {
   return ms * 1000.0 / iters;
 }
 
+// Microseconds per call when `iters` calls of `run` are captured into one
+// graph per rank's stream and the graphs are launched together.
+template <typename Run>
+double timeGraphUs(Ranks& k, int iters, Run run) {
+  const int n = k.n();
+  std::vector<cudaGraph_t> graphs(n);
+  std::vector<cudaGraphExec_t> execs(n);
+  for (cudaStream_t s : k.streams) CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < iters; ++i) run();
+  for (int r = 0; r < n; ++r) CUDA_OK(cudaStreamEndCapture(k.streams[r], &graphs[r]));
+  for (int r = 0; r < n; ++r) CUDA_OK(cudaGraphInstantiate(&execs[r], graphs[r], 0));
+  auto launch = [&] {
+    for (int r = 0; r < n; ++r) CUDA_OK(cudaGraphLaunch(execs[r], k.streams[r]));
+  };
+  const double us = timeUs(k, 1, 1, launch) / iters;
+  for (int r = 0; r < n; ++r) {
+    cudaGraphExecDestroy(execs[r]);
+    cudaGraphDestroy(graphs[r]);
+  }
+  return us;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: nccl_abi_bw LIBNCCL [MIN_BYTES] [MAX_BYTES] [allreduce|sendrecv|alltoall] [RANKS]\n");
+    std::fprintf(stderr, "usage: nccl_abi_bw LIBNCCL [MIN_BYTES] [MAX_BYTES] [allreduce|sendrecv|alltoall] [RANKS] "
+                 "[eager|graph]\n");
     return 2;
   }
   const size_t minBytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 8;
   const size_t maxBytes = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : size_t(1) << 30;
   const std::string opName = argc > 4 ? argv[4] : "allreduce";
   const int nranks = argc > 5 ? std::atoi(argv[5]) : 1;
+  const bool graphMode = argc > 6 && std::string(argv[6]) == "graph";
   if (nranks < 1 || nranks > 64) {
     std::fprintf(stderr, "nccl_abi_bw: RANKS must be 1..64\n");
     return 2;
@@ -189,8 +218,9 @@ int main(int argc, char** argv) {
   nccl.getVersion(&version);
   Dl_info info{};
   dladdr(reinterpret_cast<void*>(nccl.allReduce), &info);
-  std::printf("# library %s (version code %d), %s, %d rank(s) on GPU 0\n",
-              info.dli_fname ? info.dli_fname : argv[1], version, opName.c_str(), nranks);
+  std::printf("# library %s (version code %d), %s, %d rank(s) on GPU 0%s\n",
+              info.dli_fname ? info.dli_fname : argv[1], version, opName.c_str(), nranks,
+              graphMode ? ", out of place captured in CUDA graphs" : "");
 
   CUDA_OK(cudaSetDevice(0));
   Ranks k;
@@ -231,9 +261,10 @@ int main(int argc, char** argv) {
     const size_t moved = op == Op::AlltoAll ? count * nranks * sizeof(float) : count * sizeof(float);
     const int iters = bytes <= (size_t(1) << 20) ? 100 : 20;
     r = ncclSuccess;
-    double oop = timeUs(k, 5, iters, [&] {
+    auto outOfPlace = [&] {
       if (r == ncclSuccess) r = runOp(nccl, op, k, false, count);
-    });
+    };
+    double oop = graphMode ? timeGraphUs(k, iters, outOfPlace) : timeUs(k, 5, iters, outOfPlace);
     for (int i = 0; i < nranks; ++i) CUDA_OK(cudaMemsetAsync(k.recv[i], 0xff, bytes, k.streams[i]));
     if (r == ncclSuccess) r = runOp(nccl, op, k, false, count);
     size_t wrong = 0;
