@@ -1,14 +1,16 @@
 // The direct executor: ranks that share one GPU run a collective as one pass
 // over each other's buffers. Two cases:
 //   - ranks of different processes (GYRE_DEVICE_PATH=direct): buffers are
-//     mapped by CUDA IPC, calls exchanged over the bootstrap ring; every
+//     mapped by CUDA IPC, calls exchanged through the host's mailbox; every
 //     collective goes this way (or is staged, all ranks agreeing);
 //   - ranks of one process (GYRE_DEVICE_PATH=auto, calls of at least
 //     GYRE_DIRECT_MIN_BYTES, default 0; =direct, all calls): buffers are this
 //     process's addresses, calls exchanged through a DirectClique and streams
-//     ordered by events (direct_inprocess.h); CUDA-graph captures (and calls
-//     under GYRE_DIRECT_MIN_BYTES) run as kernels over FIFOs, which move every
-//     byte through a FIFO slot and back (about twice the memory traffic).
+//     ordered by events (direct_inprocess.h), or, for calls captured into
+//     CUDA graphs, by flags the flag kernel waits on; calls under
+//     GYRE_DIRECT_MIN_BYTES (and captured calls once every capture slot is
+//     taken) run as kernels over FIFOs, which move every byte through a FIFO
+//     slot and back (about twice the memory traffic).
 // What both share (CallInfo, the agreement check, a rank's share of a call)
 // is direct_share.h. The steps below are those of processes sharing a GPU.
 // Per call:
@@ -104,9 +106,9 @@ struct DirectState {
 // ranks agree.
 ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline);
 
-// Whether the direct executor takes collective `c` (its size, and not under
-// graph capture, for ranks of one process). Every rank decides alike for
-// matching calls.
+// Whether the direct executor takes collective `c` (its size, and a free
+// capture slot when captured, for ranks of one process). Every rank decides
+// alike for matching calls.
 bool takesDirect(const DeviceRequest& c);
 
 // Runs the collectives of a direct communicator (in group order); the ones
