@@ -63,7 +63,7 @@ class Deadline;
 class DirectClique;
 
 // Calls of processes captured into graphs that run direct; later captures stage.
-constexpr uint32_t kCapturedDirectCalls = 512;
+constexpr uint32_t kCapturedDirectCalls = 4096;
 
 struct DirectState {
   // This rank's inbox in device memory: [kReady][peer], [kDone][peer], then

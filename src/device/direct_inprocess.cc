@@ -6,6 +6,7 @@
 #include <string>
 
 #include "src/bootstrap/bootstrap.h"
+#include "src/debug/error.h"
 #include "src/device/direct_calls.h"
 #include "src/device/direct_clique.h"
 #include "src/device/direct_share.h"
@@ -105,6 +106,11 @@ ncclResult_t runInProcessRound(const std::vector<const DeviceRequest*>& round) {
     std::vector<DirectCall> calls;
     GYRE_CHECK(buildDirectCalls(c, infos, &calls));
     if (mine[k].captured) {
+      // takesDirect saw a free slot, but calls of one group took the last.
+      if (!mine[k].capturedSlot)
+        return fail(ncclInvalidUsage, "rank %d: %s: calls of its group took the last of the %u capture slots "
+                    "of this communicator's direct path; later captured collectives run as kernels, so capture it "
+                    "in a group of its own", comm->rank, describeInfo(mine[k]).c_str(), kCapturedDirectCalls);
       GYRE_CHECK(enqueueCaptured(c, calls, mine[k].capturedSlot));
       noteDirectRun(d, mine[k]);
       d.clique->post(comm->rank, meetingKey(mine[k].callSeq, Meeting::kShareQueued), &mine[k]);
