@@ -1,7 +1,5 @@
 #include "src/device/copy/captured_copies.h"
 
-#include <stdio.h>
-
 #include <algorithm>
 #include <map>
 #include <string>
@@ -103,15 +101,7 @@ ncclResult_t pairUp(const DeviceRequest& c, const std::vector<const DeviceReques
   if (!error.empty()) return failPair(c, ncclRemoteError, error);
   const CopyExchange::Offer& send = mine.isSend ? mine : other;
   const CopyExchange::Offer& recv = mine.isSend ? other : mine;
-  if (!other.captured) {
-    error = "this " + std::string(p2pCallName(c)) + " is captured into a CUDA graph but rank " +
-            std::to_string(c.root) + "'s matching call is not; both sides of a pair must capture alike";
-  } else if (send.bytes != recv.bytes) {
-    char text[256];
-    snprintf(text, sizeof(text), "mismatched sizes: rank %d's ncclSend has %zu bytes but rank %d's ncclRecv %zu",
-             send.from, send.bytes, recv.to, recv.bytes);
-    error = text;
-  }
+  error = CopyExchange::mismatch(mine, other);
   x.complete(ticket, nullptr, error);
   if (!error.empty()) return failPair(c, ncclInvalidUsage, error);
   PairCopy& second = b->work.pairs[b->work.n++];

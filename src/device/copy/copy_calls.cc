@@ -85,16 +85,7 @@ ncclResult_t copyAsSecond(const DeviceRequest& c, const CopyExchange::Ticket& t,
   CopyExchange& x = *c.comm->copies->exchange;
   const CopyExchange::Offer& send = mine.isSend ? mine : other;
   const CopyExchange::Offer& recv = mine.isSend ? other : mine;
-  std::string error;
-  if (other.captured) {
-    error = "this " + std::string(p2pCallName(c)) + " is not captured into a CUDA graph but rank " +
-            std::to_string(c.root) + "'s matching call is; both sides of a pair must capture alike";
-  } else if (send.bytes != recv.bytes) {
-    char text[256];
-    snprintf(text, sizeof(text), "mismatched sizes: rank %d's ncclSend has %zu bytes but rank %d's ncclRecv %zu",
-             send.from, send.bytes, recv.to, recv.bytes);
-    error = text;
-  }
+  std::string error = CopyExchange::mismatch(mine, other);
   ncclResult_t r = ncclSuccess;
   EventHandle done = nullptr;
   if (error.empty()) {

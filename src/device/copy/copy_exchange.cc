@@ -1,5 +1,7 @@
 #include "src/device/copy/copy_exchange.h"
 
+#include <stdio.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -69,6 +71,22 @@ bool CopyExchange::release() {
   if (holders_.fetch_sub(1) != 1) return false;
   delete this;
   return true;
+}
+
+std::string CopyExchange::mismatch(const Offer& mine, const Offer& other) {
+  const Offer& send = mine.isSend ? mine : other;
+  const Offer& recv = mine.isSend ? other : mine;
+  char text[256];
+  if (mine.captured != other.captured) {
+    snprintf(text, sizeof(text), "this %s is %scaptured into a CUDA graph but rank %d's matching call is%s; both sides "
+             "of a pair must capture alike", mine.isSend ? "ncclSend" : "ncclRecv", mine.captured ? "" : "not ",
+             mine.isSend ? mine.to : mine.from, mine.captured ? " not" : "");
+    return text;
+  }
+  if (send.bytes == recv.bytes) return "";
+  snprintf(text, sizeof(text), "mismatched sizes: rank %d's ncclSend has %zu bytes but rank %d's ncclRecv %zu",
+           send.from, send.bytes, recv.to, recv.bytes);
+  return text;
 }
 
 }  // namespace gyre

@@ -76,6 +76,10 @@ class CopyExchange {
   Outcome awaitCopy(const Ticket& t, const Deadline& deadline, const std::atomic<bool>* abort, EventHandle* done,
                     std::string* error);
 
+  // Why the pair of `mine` and `other` cannot be copied, "" when it can:
+  // sizes that differ, or one side captured into a CUDA graph and not the other.
+  static std::string mismatch(const Offer& mine, const Offer& other);
+
   // Drops one holder's reference; true for the last, who deletes it.
   bool release();
 
