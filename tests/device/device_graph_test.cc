@@ -331,3 +331,91 @@ TEST_CASE("ranks of one process on one GPU, each captured into its own graph, re
   INFO(result.describe());
   CHECK(result.allOk());
 }
+
+TEST_CASE("a captured group mixing AllReduce with sends and receives replays right on ranks of one process",
+          "[device][graph][p2p][direct]") {
+  RunResult result = runRanks(
+      1,
+      [](int, int, const ncclUniqueId&) {
+        const int n = 2;
+        std::vector<int> devs(n, 0);
+        std::vector<ncclComm_t> comms(n);
+        RANK_CHECK(ncclCommInitAll(comms.data(), n, devs.data()) == ncclSuccess, "init: %s", lastError().c_str());
+        const size_t count = 613;
+        std::vector<std::vector<int32_t>> in(n), sum(n), got(n);
+        std::vector<gyre::FakeGraph> graphs(n);
+        for (int r = 0; r < n; ++r) {
+          in[r].assign(count, 0);
+          sum[r].assign(count, -1);
+          got[r].assign(count, -1);
+          gyre::fakeBeginCapture(fakeStream(750 + r), &graphs[r]);
+        }
+        RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+        for (int r = 0; r < n; ++r) {
+          cudaStream_t s = fakeStream(750 + r);
+          RANK_CHECK(ncclAllReduce(in[r].data(), sum[r].data(), count, ncclInt32, ncclSum, comms[r], s) ==
+                         ncclSuccess, "captured allreduce: %s", lastError().c_str());
+          RANK_CHECK(ncclSend(in[r].data(), count, ncclInt32, 1 - r, comms[r], s) == ncclSuccess,
+                     "captured send: %s", lastError().c_str());
+          RANK_CHECK(ncclRecv(got[r].data(), count, ncclInt32, 1 - r, comms[r], s) == ncclSuccess,
+                     "captured recv: %s", lastError().c_str());
+        }
+        RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+        for (int r = 0; r < n; ++r) gyre::fakeEndCapture(fakeStream(750 + r));
+        for (int launch = 0; launch < 2; ++launch) {
+          for (int r = 0; r < n; ++r)
+            for (size_t i = 0; i < count; ++i) in[r][i] = sent(r, 0, launch, i);
+          for (int r = 0; r < n; ++r) gyre::fakeLaunchGraph(graphs[r], fakeStream(750 + r));
+          for (int r = 0; r < n; ++r) sync(fakeStream(750 + r));
+          for (int r = 0; r < n; ++r)
+            for (size_t i = 0; i < count; ++i) {
+              RANK_CHECK(sum[r][i] == sent(0, 0, launch, i) + sent(1, 0, launch, i),
+                         "launch %d: rank %d's sum at %zu is %d", launch, r, i, sum[r][i]);
+              RANK_CHECK(got[r][i] == sent(1 - r, 0, launch, i), "launch %d: rank %d received %d at %zu", launch, r,
+                         got[r][i], i);
+            }
+        }
+        for (ncclComm_t c : comms) RANK_CHECK(ncclCommDestroy(c) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      graphOptions());
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("a send captured into a graph whose receive on a rank of the same process is not fails on both ranks",
+          "[device][graph][p2p][faults]") {
+  RankOptions o = graphOptions();
+  o.env.push_back({"GYRE_TIMEOUT", "3"});
+  RunResult result = runRanks(
+      1,
+      [](int, int, const ncclUniqueId&) {
+        const int n = 2;
+        std::vector<int> devs(n, 0);
+        std::vector<ncclComm_t> comms(n);
+        RANK_CHECK(ncclCommInitAll(comms.data(), n, devs.data()) == ncclSuccess, "init: %s", lastError().c_str());
+        std::vector<float> a(256, 1), b(256, 0);
+        gyre::FakeGraph graph;
+        gyre::fakeBeginCapture(fakeStream(761), &graph);
+        RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+        RANK_CHECK(ncclRecv(b.data(), b.size(), ncclFloat32, 1, comms[0], fakeStream(760)) == ncclSuccess,
+                   "eager recv: %s", lastError().c_str());
+        RANK_CHECK(ncclSend(a.data(), a.size(), ncclFloat32, 0, comms[1], fakeStream(761)) == ncclSuccess,
+                   "captured send: %s", lastError().c_str());
+        ncclResult_t r = ncclGroupEnd();
+        gyre::fakeEndCapture(fakeStream(761));
+        std::string text = lastError();
+        RANK_CHECK(r != ncclSuccess, "a captured send matched an uncaptured receive");
+        RANK_CHECK(text.find("capture alike") != std::string::npos, "unclear error: %s", text.c_str());
+        for (int k = 0; k < n; ++k) {
+          ncclResult_t async = ncclSuccess;
+          ncclCommGetAsyncError(comms[k], &async);
+          RANK_CHECK(async != ncclSuccess, "rank %d was not failed", k);
+          ncclCommAbort(comms[k]);
+        }
+        return 0;
+      },
+      o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}

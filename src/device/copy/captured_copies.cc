@@ -145,7 +145,8 @@ ncclResult_t awaitFirst(const DeviceRequest& c, const CopyExchange::Ticket& t) {
 
 }  // namespace
 
-ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& calls) {
+ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& calls,
+                                   std::vector<std::function<ncclResult_t()>>* after) {
   std::map<DeviceComm*, RankBatch> batches;
   std::vector<DeviceComm*> order;
   for (const DeviceRequest* c : calls) {
@@ -171,13 +172,19 @@ ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& call
     ncclResult_t e = launchBatch(comm, batches[comm]);
     if (r == ncclSuccess) r = e;
   }
+  if (r == ncclSuccess)
+    for (const DeviceRequest* c : calls) countP2PPath(*c, P2PPath::KernelCopy);
+  std::vector<std::pair<const DeviceRequest*, CopyExchange::Ticket>> firsts;
   for (DeviceComm* comm : order)
-    for (const auto& [c, ticket] : batches[comm].firsts) {
+    firsts.insert(firsts.end(), batches[comm].firsts.begin(), batches[comm].firsts.end());
+  after->push_back([firsts] {
+    ncclResult_t r = ncclSuccess;
+    for (const auto& [c, ticket] : firsts) {
       ncclResult_t e = awaitFirst(*c, ticket);
       if (r == ncclSuccess) r = e;
     }
-  if (r == ncclSuccess)
-    for (const DeviceRequest* c : calls) countP2PPath(*c, P2PPath::KernelCopy);
+    return r;
+  });
   return r;
 }
 

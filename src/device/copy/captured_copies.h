@@ -9,6 +9,7 @@
 // captured.
 #pragma once
 
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -28,8 +29,10 @@ struct CapturedCopies {
 };
 
 // Queues the captured calls of one batch (group order) between ranks of
-// this process on this GPU: pairs them and launches each rank's kernel.
-ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& calls);
+// this process on this GPU: pairs them and launches each rank's kernel. The
+// first sides' waits for their peers' calls go to `after`.
+ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& calls,
+                                   std::vector<std::function<ncclResult_t()>>* after);
 
 // Abort: releases the kernels' waits. Destroy: frees the flags and copies.
 void abortCapturedCopies(CapturedCopies* c);

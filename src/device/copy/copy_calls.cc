@@ -138,7 +138,7 @@ ncclResult_t awaitAsFirst(const Pending& p) {
   return ncclSuccess;
 }
 
-ncclResult_t copyInProcess(const std::vector<const DeviceRequest*>& calls) {
+ncclResult_t copyInProcess(const std::vector<const DeviceRequest*>& calls, AfterOffers* after) {
   DeviceRuntime* rt = deviceRuntime();
   std::vector<Pending> pending;
   std::vector<Scratch> scratches;
@@ -181,16 +181,20 @@ ncclResult_t copyInProcess(const std::vector<const DeviceRequest*>& calls) {
   }
   // Offers already made are waited for even after a failure: their peers
   // may be copying into or out of these buffers.
-  for (const Pending& p : pending) {
-    OnDevice onDevice(p.call->comm->cudaDev);
-    ncclResult_t w = awaitAsFirst(p);
-    if (r == ncclSuccess) r = w;
-  }
-  // After the copy that reads it (this stream ran it or waits for it).
-  for (const Scratch& x : scratches) {
-    ncclResult_t e = returnCopyScratch(x.call->comm, x.buffer, x.capacity, x.call->stream);
-    if (r == ncclSuccess) r = e;
-  }
+  after->push_back([pending, scratches] {
+    ncclResult_t r = ncclSuccess;
+    for (const Pending& p : pending) {
+      OnDevice onDevice(p.call->comm->cudaDev);
+      ncclResult_t w = awaitAsFirst(p);
+      if (r == ncclSuccess) r = w;
+    }
+    // After the copy that reads it (this stream ran it or waits for it).
+    for (const Scratch& x : scratches) {
+      ncclResult_t e = returnCopyScratch(x.call->comm, x.buffer, x.capacity, x.call->stream);
+      if (r == ncclSuccess) r = e;
+    }
+    return r;
+  });
   return r;
 }
 
@@ -353,8 +357,17 @@ ncclResult_t launchCopyCalls(const std::vector<DeviceRequest>& calls, std::vecto
     }
   }
   if (!self.empty()) GYRE_CHECK(copySelf(self));
-  if (!inProcess.empty()) GYRE_CHECK(copyInProcess(inProcess));
-  if (!captured.empty()) GYRE_CHECK(copyCapturedInProcess(captured));
+  // Every pair of ranks of this process is offered, eager and captured
+  // alike, before any side waits for its peer: one thread may drive both.
+  AfterOffers after;
+  ncclResult_t r = ncclSuccess;
+  if (!inProcess.empty()) r = copyInProcess(inProcess, &after);
+  if (!captured.empty() && r == ncclSuccess) r = copyCapturedInProcess(captured, &after);
+  for (const auto& wait : after) {
+    ncclResult_t w = wait();
+    if (r == ncclSuccess) r = w;
+  }
+  GYRE_CHECK(r);
   if (!ipc.empty()) GYRE_CHECK(launchIpcCopies(ipc, staged));
   return ncclSuccess;
 }
@@ -362,9 +375,11 @@ ncclResult_t launchCopyCalls(const std::vector<DeviceRequest>& calls, std::vecto
 bool drainPeerCopies(DeviceComm* comm, bool abort, double seconds) {
   if (!comm->copies) return true;
   CopyState& s = *comm->copies;
-  if (abort) releaseIpcCopies(comm, true);  // first: streams may wait on peers that will never write
+  // First: streams may wait on peers that will never write. Their memory is
+  // freed only once they are past it (or, on abort, have had the time).
+  if (abort) releaseIpcWaits(comm);
   if (abort && s.captured) abortCapturedCopies(s.captured.get());
-  if (!s.lastCopies.waitAll(seconds)) return false;
+  if (!s.lastCopies.waitAll(seconds) && !abort) return false;
   releaseIpcCopies(comm, false);
   s.lastCopies.destroy();
   DeviceRuntime* rt = deviceRuntime();

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,10 @@ class OnDevice {
   int previous_ = -1;
   bool switched_ = false;
 };
+
+// What a copy path still has to wait for once every pair of a batch is
+// offered (its first sides' waits for their peers).
+using AfterOffers = std::vector<std::function<ncclResult_t()>>;
 
 // Which path `c` (a send or receive) takes.
 P2PPath p2pPathOf(const DeviceRequest& c);

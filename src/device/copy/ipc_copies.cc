@@ -426,6 +426,10 @@ ncclResult_t launchIpcCopies(const std::vector<const DeviceRequest*>& calls, std
   return r;
 }
 
+void releaseIpcWaits(DeviceComm* comm) {
+  if (comm->copies && comm->copies->ipc) releaseWaits(comm);
+}
+
 void releaseIpcCopies(DeviceComm* comm, bool abort) {
   if (!comm->copies || !comm->copies->ipc) return;
   IpcCopyState& s = *comm->copies->ipc;

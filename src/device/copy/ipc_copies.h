@@ -86,6 +86,9 @@ bool copiesByIpc(const DeviceComm* comm, int peer);
 // go to `staged` on both sides.
 ncclResult_t launchIpcCopies(const std::vector<const DeviceRequest*>& calls, std::vector<DeviceRequest>* staged);
 
+// Abort: satisfies every wait this rank's streams have on its inbox.
+void releaseIpcWaits(DeviceComm* comm);
+
 // Destroy/abort, after this rank's streams drained (or not: abort releases
 // the waits first): stops the watchdog, unmaps the peers, frees the inbox.
 void releaseIpcCopies(DeviceComm* comm, bool abort);
