@@ -326,6 +326,27 @@ def worker(rank, world):
         same(t, torch.tensor([3.0]), "all_reduce on the subgroup of ranks 0 and 1")
     dist.barrier()
 
+    # A group split from the default one: what torch 2.x's split() runs for
+    # new_group/split_group (under gyre's name here, where 1.13 has no
+    # split()). Every rank calls it; the members get a group whose gyre
+    # communicator is split from the parent's, rank 0 (not a member) None.
+    default_pg = dist.distributed_c10d._get_default_group()
+    members = list(range(1, world))
+    split_store = dist.PrefixStore("gyre_split/", dist.distributed_c10d._get_default_store())
+    child = default_pg._gyre_split(split_store, members, datetime.timedelta(seconds=30))
+    if rank in members:
+        check(child is not None and child.rank() == members.index(rank) and child.size() == len(members),
+              "split group: rank %s of %s" % (child and child.rank(), child and child.size()))
+        for count in (1, 7, 1009):
+            gen = torch.Generator().manual_seed(count)
+            inputs = [torch.randint(-1000, 1000, (count,), generator=gen).double() for _ in range(world)]
+            t = inputs[rank].clone()
+            child.allreduce([t]).wait()
+            same(t, sum(inputs[r] for r in members), "all_reduce of %d on the split group of ranks %s" % (count, members))
+    else:
+        check(child is None, "split: rank 0 is not a member and gets no group")
+    dist.barrier()
+
     # A receive from any source that nobody sends to fails after its group's
     # timeout, naming why; abort() (torch 2.x's, here under gyre's name)
     # fails an operation a peer never joins at once, and later ones too.

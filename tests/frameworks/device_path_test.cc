@@ -237,6 +237,37 @@ TEST_CASE("a peer that dies surfaces as an error naming the waiting rank, within
   REQUIRE(run.allOk());
 }
 
+TEST_CASE("a peer that dies after enqueueing surfaces through gyre's asynchronous error, naming the rank", "[torch][device]") {
+  RunResult run = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
+    FakeStreamOps ops;
+    dev::DeviceComm comm(ops, rank, nranks, /*timeoutSeconds=*/3, inheritedId(id));
+    comm.bind(0);
+    gyre::DeviceRuntime* rt = gyre::deviceRuntime();
+    dev::Stream caller = ops.createStream();
+    std::vector<float> buf = inputOf(rank, 4099);
+    StreamGate gate;
+    RANK_CHECK(rt->hostFunc(caller, &StreamGate::wait, &gate) == ncclSuccess, "hostFunc: %s", lastError().c_str());
+    auto work = dev::StreamWork::launch(comm, 0, caller, "all_reduce", [&](ncclComm_t c, dev::Stream s) {
+      comm.check(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, c, s), "ncclAllReduce");
+    });
+    // Both calls are enqueued; rank 1 dies before its stream runs its share.
+    if (rank == 1) _exit(0);
+    gate.open = true;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string e = errorOf([&] { work->synchronize(std::chrono::seconds(40)); });
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    RANK_CHECK(e.find("rank 0 of 2 on cuda:0") != std::string::npos && e.find("all_reduce") != std::string::npos &&
+                   e.find("asynchronous") != std::string::npos,
+               "rank 0: the error does not come from gyre's asynchronous error naming the rank: %s", e.c_str());
+    RANK_CHECK(took < 30, "rank 0: the error took %.1f s", took);
+    std::string again = errorOf([&] { work->isCompleted(); });
+    RANK_CHECK(!again.empty(), "rank 0: the failed work later reads as completed");
+    return 0;
+  }, fakeOptions(/*gyreTimeout=*/3));
+  INFO(run.describe());
+  REQUIRE(run.allOk());
+}
+
 TEST_CASE("a split group's device communicator reduces over its members only", "[torch][device]") {
   RunResult run = runRanks(3, [](int rank, int nranks, const ncclUniqueId& id) {
     FakeStreamOps ops;
