@@ -42,6 +42,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());
   m.attr("torch_major") = GYRE_TORCH_MAJOR;
+#if defined(GYRE_TORCH_CUDART)
+  m.attr("cuda") = true;
+#else
+  m.attr("cuda") = false;
+#endif
   int version = 0;
   ncclGetVersion(&version);
   m.attr("nccl_api_version") = version;
