@@ -118,7 +118,8 @@ std::string errorOf(const std::function<void()>& f) {
 TEST_CASE("a group's all-reduce runs after the caller's stream and the caller's stream waits for it", "[torch][device]") {
   RunResult run = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
     FakeStreamOps ops;
-    dev::DeviceComm comm(ops, rank, nranks, 30, inheritedId(id));
+    auto commPtr = std::make_shared<dev::DeviceComm>(ops, rank, nranks, 30, inheritedId(id));
+    dev::DeviceComm& comm = *commPtr;
     gyre::DeviceRuntime* rt = gyre::deviceRuntime();
     dev::Stream caller = ops.createStream(), after = ops.createStream();
     for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1009), size_t(65537)}) {
@@ -127,7 +128,7 @@ TEST_CASE("a group's all-reduce runs after the caller's stream and the caller's 
       std::vector<float> buf = input;
       StreamGate gate;  // the caller's earlier work, still running
       RANK_CHECK(rt->hostFunc(caller, &StreamGate::wait, &gate) == ncclSuccess, "hostFunc: %s", lastError().c_str());
-      auto work = dev::StreamWork::launch(comm, 0, caller, "all_reduce", [&](ncclComm_t c, dev::Stream s) {
+      auto work = dev::StreamWork::launch(commPtr, 0, caller, "all_reduce", [&](ncclComm_t c, dev::Stream s) {
         comm.check(ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, c, s), "ncclAllReduce");
       });
       auto held = std::make_shared<int>(1);
@@ -162,7 +163,8 @@ TEST_CASE("a group's all-reduce runs after the caller's stream and the caller's 
 TEST_CASE("a group binds to one device and refuses tensors on another, naming both", "[torch][device]") {
   RunResult run = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
     FakeStreamOps ops;
-    dev::DeviceComm comm(ops, rank, nranks, 30, inheritedId(id));
+    auto commPtr = std::make_shared<dev::DeviceComm>(ops, rank, nranks, 30, inheritedId(id));
+    dev::DeviceComm& comm = *commPtr;
     RANK_CHECK(!comm.bound() && comm.device() == -1, "rank %d: bound before any use", rank);
     comm.bind(0);  // torch's device_id: made before the first operation
     ncclComm_t first = comm.on(0, "all_reduce");
@@ -184,13 +186,14 @@ TEST_CASE("a group binds to one device and refuses tensors on another, naming bo
 TEST_CASE("after abort every operation of the group is refused naming abort", "[torch][device]") {
   RunResult run = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
     FakeStreamOps ops;
-    dev::DeviceComm comm(ops, rank, nranks, 30, inheritedId(id));
+    auto commPtr = std::make_shared<dev::DeviceComm>(ops, rank, nranks, 30, inheritedId(id));
+    dev::DeviceComm& comm = *commPtr;
     comm.bind(0);
     comm.abort();
     dev::Stream caller = ops.createStream();
     std::vector<float> buf(3, 1.0f);
     std::string e = errorOf([&] {
-      dev::StreamWork::launch(comm, 0, caller, "all_reduce", [&](ncclComm_t c, dev::Stream s) {
+      dev::StreamWork::launch(commPtr, 0, caller, "all_reduce", [&](ncclComm_t c, dev::Stream s) {
         comm.check(ncclAllReduce(buf.data(), buf.data(), 3, ncclFloat32, ncclSum, c, s), "ncclAllReduce");
       });
     });
@@ -208,14 +211,15 @@ TEST_CASE("a peer that dies surfaces as an error naming the waiting rank, within
   RankOptions o = fakeOptions(/*gyreTimeout=*/3);
   RunResult run = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
     FakeStreamOps ops;
-    dev::DeviceComm comm(ops, rank, nranks, /*timeoutSeconds=*/3, inheritedId(id));
+    auto commPtr = std::make_shared<dev::DeviceComm>(ops, rank, nranks, /*timeoutSeconds=*/3, inheritedId(id));
+    dev::DeviceComm& comm = *commPtr;
     comm.bind(0);
     if (rank == 1) _exit(0);  // gone without joining the all-reduce
     dev::Stream caller = ops.createStream();
     std::vector<float> buf = inputOf(rank, 4099);
     const auto t0 = std::chrono::steady_clock::now();
     std::string e = errorOf([&] {
-      auto work = dev::StreamWork::launch(comm, 0, caller, "all_reduce", [&](ncclComm_t c, dev::Stream s) {
+      auto work = dev::StreamWork::launch(commPtr, 0, caller, "all_reduce", [&](ncclComm_t c, dev::Stream s) {
         comm.check(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, c, s), "ncclAllReduce");
       });
       work->synchronize(std::chrono::seconds(40));
@@ -240,14 +244,15 @@ TEST_CASE("a peer that dies surfaces as an error naming the waiting rank, within
 TEST_CASE("a peer that dies after enqueueing surfaces through gyre's asynchronous error, naming the rank", "[torch][device]") {
   RunResult run = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
     FakeStreamOps ops;
-    dev::DeviceComm comm(ops, rank, nranks, /*timeoutSeconds=*/3, inheritedId(id));
+    auto commPtr = std::make_shared<dev::DeviceComm>(ops, rank, nranks, /*timeoutSeconds=*/3, inheritedId(id));
+    dev::DeviceComm& comm = *commPtr;
     comm.bind(0);
     gyre::DeviceRuntime* rt = gyre::deviceRuntime();
     dev::Stream caller = ops.createStream();
     std::vector<float> buf = inputOf(rank, 4099);
     StreamGate gate;
     RANK_CHECK(rt->hostFunc(caller, &StreamGate::wait, &gate) == ncclSuccess, "hostFunc: %s", lastError().c_str());
-    auto work = dev::StreamWork::launch(comm, 0, caller, "all_reduce", [&](ncclComm_t c, dev::Stream s) {
+    auto work = dev::StreamWork::launch(commPtr, 0, caller, "all_reduce", [&](ncclComm_t c, dev::Stream s) {
       comm.check(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, c, s), "ncclAllReduce");
     });
     // Both calls are enqueued; rank 1 dies before its stream runs its share.
@@ -274,7 +279,7 @@ TEST_CASE("a split group's device communicator reduces over its members only", "
     dev::DeviceComm parent(ops, rank, nranks, 30, inheritedId(id));
     // Ranks 0 and 2 form the new group, in reverse order; rank 1 is not in it.
     const bool member = rank != 1;
-    auto child = parent.split(0, member ? 7 : NCCL_SPLIT_NOCOLOR, /*key=*/-rank, 30);
+    std::shared_ptr<dev::DeviceComm> child = parent.split(0, member ? 7 : NCCL_SPLIT_NOCOLOR, /*key=*/-rank, 30);
     if (!member) {
       RANK_CHECK(child == nullptr, "rank 1: got a communicator of a group it is not in");
       return 0;
@@ -285,7 +290,7 @@ TEST_CASE("a split group's device communicator reduces over its members only", "
     dev::Stream caller = ops.createStream();
     for (size_t count : {size_t(1), size_t(4099)}) {
       std::vector<float> buf = inputOf(rank, count);
-      auto work = dev::StreamWork::launch(*child, 0, caller, "all_reduce", [&](ncclComm_t c, dev::Stream s) {
+      auto work = dev::StreamWork::launch(child, 0, caller, "all_reduce", [&](ncclComm_t c, dev::Stream s) {
         child->check(ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, c, s), "ncclAllReduce");
       });
       work->synchronize(std::chrono::seconds(30));

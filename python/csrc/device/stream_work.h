@@ -32,8 +32,10 @@ class StreamWork {
  public:
   // Enqueues `calls` (gyre calls on `comm` and the stream it is given) after
   // the work already on `caller`. Errors from `calls` (DeviceComm::raise)
-  // propagate; the events are released either way.
-  static std::shared_ptr<StreamWork> launch(DeviceComm& comm, int device, Stream caller, std::string what,
+  // propagate; the events are released either way. The work keeps `comm`
+  // alive: a Work may outlive its process group.
+  static std::shared_ptr<StreamWork> launch(const std::shared_ptr<DeviceComm>& comm, int device, Stream caller,
+                                            std::string what,
                                             const std::function<void(ncclComm_t, Stream)>& calls);
   ~StreamWork();
   StreamWork(const StreamWork&) = delete;
@@ -50,10 +52,10 @@ class StreamWork {
   void synchronize(std::chrono::milliseconds timeout);
 
  private:
-  StreamWork(DeviceComm& comm, std::string what) : comm_(comm), what_(std::move(what)) {}
+  StreamWork(std::shared_ptr<DeviceComm> comm, std::string what) : comm_(std::move(comm)), what_(std::move(what)) {}
   void finished();  // under mu_
 
-  DeviceComm& comm_;
+  std::shared_ptr<DeviceComm> comm_;
   std::string what_;
   std::mutex mu_;
   Event end_ = nullptr;
