@@ -48,7 +48,7 @@ def worker(rank, world):
     import torch
     import torch.distributed as dist
 
-    import torch_gyre  # noqa: F401
+    import torch_gyre
 
     dist.init_process_group("gyre", timeout=datetime.timedelta(seconds=60))
     assert dist.get_backend() == "gyre", dist.get_backend()
@@ -345,6 +345,9 @@ def worker(rank, world):
             same(t, sum(inputs[r] for r in members), "all_reduce of %d on the split group of ranks %s" % (count, members))
     else:
         check(child is None, "split: rank 0 is not a member and gets no group")
+    if not torch_gyre.CUDA:
+        check.raises(lambda: default_pg._gyre_bind_device(0), ["gyre", "device_id", "without CUDA"],
+                     "device_id in a build without CUDA")
     dist.barrier()
 
     # A receive from any source that nobody sends to fails after its group's
