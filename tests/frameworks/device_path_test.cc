@@ -305,3 +305,37 @@ TEST_CASE("a split group's device communicator reduces over its members only", "
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("the CUDA runtime's stream ops report a missing device as an error naming the call", "[torch][device]") {
+  // In a forked rank, so the test process itself never initialises CUDA.
+  RunResult run = runRanks(1, [](int, int, const ncclUniqueId&) {
+    dev::StreamOps* ops = dev::cudaStreamOps();
+    if (ops == nullptr) return 0;  // built without the CUDA runtime: nothing to check
+    try {
+      int d = ops->currentDevice();
+      dev::Stream s = ops->createStream();
+      dev::Event e = ops->createEvent();
+      ops->record(e, s);
+      bool done = false;
+      for (int i = 0; i < 10000 && !done; ++i) done = ops->query(e);
+      RANK_CHECK(done, "an event recorded on an idle stream of device %d never completed", d);
+      ops->destroyEvent(e);
+      ops->destroyStream(s);
+    } catch (const std::runtime_error& err) {
+      // No GPU here: the refusal names the runtime call and its reason.
+      std::string text = err.what();
+      RANK_CHECK(text.find("gyre backend: cuda") != std::string::npos && text.find("failed") != std::string::npos,
+                 "unexpected error text: %s", text.c_str());
+      rankRecord("no_gpu", text);
+    }
+    return 0;
+  }, RankOptions{});
+  INFO(run.describe());
+  REQUIRE(run.allOk());
+  for (const RankOutcome& r : run.ranks)
+    if (r.records.count("no_gpu")) WARN("no GPU here; the CUDA runtime said: " << r.records.at("no_gpu"));
+}
+
+}  // namespace
