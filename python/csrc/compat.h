@@ -11,9 +11,10 @@
 // compiled (no torch 2.x here); it was checked by hand against torch 2.x's
 // headers (c10d/Backend.hpp, Work.hpp, Types.hpp, ProcessGroup.cpp and
 // distributed_c10d.py of several 2.x revisions): the names and parameter
-// types of every method ProcessGroupGyre overrides, Work's constructor and
-// protected members, getFuture, the PREMUL_SUM supplement, and the creator
-// call and register_backend(devices=...) of the Python side.
+// types of every method ProcessGroupGyre overrides (split's and
+// eagerConnectSingleDevice's included), Work's constructor and protected
+// members, getFuture, the PREMUL_SUM supplement, and the creator call and
+// register_backend(devices=...) of the Python side.
 // docs/TORCH-2X.md lists what was checked and against what.
 //
 // Debian's 1.13 ships no <torch/version.h>; pip wheels (2.x) do, so its
