@@ -1,12 +1,20 @@
 #!/usr/bin/env python3
-"""torch.distributed all_reduce busbw on CPU tensors, backend gyre vs gloo.
+"""torch.distributed all_reduce busbw, backend gyre beside torch's own.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/torch/allreduce_bw.py [-p 2 4] [-b 8] [-e 256M] [-f 4] [--csv out.csv]
+    PYTHONPATH=build/python python3 bench/torch/allreduce_bw.py --device cuda -p 1 2 -b 1M -e 256M
 
 For each rank count of -p, forks that many ranks per backend (env:// on
-127.0.0.1, loopback) and prints, per size, the median time of -n iterations after -w warm-ups and the busbw
-(algbw * 2(n-1)/n, as nccl-tests), both backends in one run so the ratio is
-measured under the same machine load.
+127.0.0.1, loopback) and prints, per size, the median time of -n iterations
+after -w warm-ups and the busbw (algbw * 2(n-1)/n, as nccl-tests; for one
+rank, algbw), both backends in one run so the ratio is measured under the
+same machine load.
+
+The other backend: gloo on CPU tensors; with --device cuda, nccl at one
+rank and gloo beyond (the ranks share the visible GPUs round-robin, and
+nccl refuses two processes on one GPU, which gyre serves). On CUDA tensors
+each iteration is timed to the end of the work on the GPU
+(torch.cuda.synchronize()).
 """
 import argparse
 import os
@@ -34,23 +42,32 @@ def worker(opts):
     import torch.distributed as dist
     if opts.backend == "gyre":
         import torch_gyre  # noqa: F401
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    device = torch.device("cpu")
+    sync = lambda: None  # noqa: E731
+    if opts.device == "cuda":
+        device = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        sync = torch.cuda.synchronize
     dist.init_process_group(opts.backend)
-    rank, world = dist.get_rank(), dist.get_world_size()
     for size in sizes(opts):
-        t = torch.ones(max(1, size // 4))
+        t = torch.ones(max(1, size // 4), device=device)
         times = []
         for i in range(opts.warmup + opts.iters):
             dist.barrier()
+            sync()
             start = time.perf_counter()
             dist.all_reduce(t)
+            sync()
             if i >= opts.warmup:
                 times.append(time.perf_counter() - start)
         # Every rank's median, the slowest counts.
-        med = torch.tensor([statistics.median(times)], dtype=torch.float64)
+        med = torch.tensor([statistics.median(times)], dtype=torch.float64, device=device)
         dist.all_reduce(med, op=dist.ReduceOp.MAX)
         if rank == 0:
             us = med.item() * 1e6
-            busbw = t.numel() * 4 / med.item() / 1e9 * 2 * (world - 1) / world
+            factor = 2 * (world - 1) / world if world > 1 else 1
+            busbw = t.numel() * 4 / med.item() / 1e9 * factor
             print("%s %d %.1f %.3f" % (opts.backend, t.numel() * 4, us, busbw), flush=True)
     dist.destroy_process_group()
 
@@ -84,6 +101,7 @@ def main():
     ap.add_argument("-n", "--iters", type=int, default=20)
     ap.add_argument("-w", "--warmup", type=int, default=3)
     ap.add_argument("--csv", help="also write the rows to this CSV file")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the tensors are")
     ap.add_argument("--backend", default=None)
     ap.add_argument("--worker", action="store_true")
     opts = ap.parse_args()
@@ -91,22 +109,26 @@ def main():
         worker(opts)
         return
     opts.passthrough = ["-b", str(opts.begin), "-e", str(opts.end), "-f", str(opts.factor), "-n", str(opts.iters),
-                       "-w", str(opts.warmup)]
+                       "-w", str(opts.warmup), "--device", opts.device]
     csv = []
     for world in opts.ranks:
-        res = {b: run_backend(opts, b, world) for b in ("gyre", "gloo")}
-        print("# torch.distributed all_reduce, float32 sum, %d ranks, CPU tensors; median of %d, slowest rank%s" %
-              (world, opts.iters, "; more ranks than cores: oversubscribed" if world > (os.cpu_count() or 1) else ""))
-        print("| size (B) | gyre µs | gyre busbw GB/s | gloo µs | gloo busbw GB/s | gyre/gloo busbw |")
+        other = "nccl" if opts.device == "cuda" and world == 1 else "gloo"
+        res = {b: run_backend(opts, b, world) for b in ("gyre", other)}
+        where = "CPU tensors" if opts.device == "cpu" else "CUDA tensors"
+        print("# torch.distributed all_reduce, float32 sum, %d ranks, %s; median of %d, slowest rank%s" %
+              (world, where, opts.iters,
+               "; more ranks than cores: oversubscribed" if opts.device == "cpu" and world > (os.cpu_count() or 1)
+               else ""))
+        print("| size (B) | gyre µs | gyre busbw GB/s | %s µs | %s busbw GB/s | gyre/%s busbw |" % (other, other, other))
         print("|---|---|---|---|---|---|")
         for size in sorted(res["gyre"]):
-            g, o = res["gyre"][size], res["gloo"].get(size, (float("nan"), float("nan")))
+            g, o = res["gyre"][size], res[other].get(size, (float("nan"), float("nan")))
             print("| %d | %.1f | %.3f | %.1f | %.3f | %.2f |" % (size, g[0], g[1], o[0], o[1], o[0] / g[0]))
-            csv.append("%d,%d,%.1f,%.4f,%.1f,%.4f" % (world, size, g[0], g[1], o[0], o[1]))
+            csv.append("%s,%s,%d,%d,%.1f,%.4f,%.1f,%.4f" % (opts.device, other, world, size, g[0], g[1], o[0], o[1]))
         print()
     if opts.csv:
         with open(opts.csv, "w") as f:
-            f.write("ranks,bytes,gyre_us,gyre_busbw_gbs,gloo_us,gloo_busbw_gbs\n")
+            f.write("device,other,ranks,bytes,gyre_us,gyre_busbw_gbs,other_us,other_busbw_gbs\n")
             f.write("\n".join(csv) + "\n")
 
 

@@ -46,16 +46,21 @@ def main():
     for ranks in sorted({int(r["ranks"]) for r in busbw}):
         rows = sorted((r for r in busbw if int(r["ranks"]) == ranks), key=lambda r: int(r["bytes"]))
         sizes = [int(r["bytes"]) for r in rows]
-        for backend in ("gyre", "gloo"):
-            left.plot(sizes, [float(r[backend + "_busbw_gbs"]) for r in rows], styles[backend], marker="o",
-                      markersize=3, label="%s, %d ranks" % (backend, ranks))
+        # Columns gyre_* and other_* (the other backend named by column
+        # `other`; CSVs of older runs have gloo_* instead).
+        for backend in ("gyre", "other"):
+            column = backend if backend + "_busbw_gbs" in rows[0] else "gloo"
+            name = rows[0].get("other", "gloo") if backend == "other" else "gyre"
+            left.plot(sizes, [float(r[column + "_busbw_gbs"]) for r in rows], styles.get(name, ":"), marker="o",
+                      markersize=3, label="%s, %d ranks" % (name, ranks))
     left.set_xscale("log", base=2)
     ticks = [s for s in sorted({int(r["bytes"]) for r in busbw})][::2]
     left.set_xticks(ticks)
     left.set_xticklabels([size_label(s) for s in ticks], rotation=45, ha="right")
     left.set_xlabel("message size (float32 sum)")
     left.set_ylabel("busbw (GB/s)")
-    left.set_title("torch.distributed all_reduce, CPU tensors")
+    left.set_title("torch.distributed all_reduce, %s tensors" %
+                   ("CUDA" if busbw and busbw[0].get("device") == "cuda" else "CPU"))
     left.grid(True, alpha=0.3)
     left.legend()
 

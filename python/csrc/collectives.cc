@@ -28,11 +28,15 @@ Op allreduceOp(const at::Tensor& t, const c10d::ReduceOp& rop, const char* what)
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
   at::Tensor& t = single(tensors, "all_reduce");
+  if (CudaBackend* cuda = cudaFor("all_reduce", {&t}))
+    return cuda->allreduce(tensors, opts.reduceOp, c10d::OpType::ALLREDUCE, "all_reduce");
   return enqueue(c10d::OpType::ALLREDUCE, {t}, allreduceOp(t, opts.reduceOp, "all_reduce"));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                      const c10d::AllreduceCoalescedOptions& opts) {
+  if (CudaBackend* cuda = cudaFor("all_reduce_coalesced", {}, {&tensors}))
+    return cuda->allreduce(tensors, opts.reduceOp, c10d::OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced");
   std::vector<Op> ops;
   for (const at::Tensor& t : tensors) ops.push_back(allreduceOp(t, opts.reduceOp, "all_reduce_coalesced"));
   TORCH_CHECK(!ops.empty(), "gyre backend: all_reduce_coalesced got no tensors");
@@ -42,8 +46,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::allreduce_coalesced(std::vector
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
   at::Tensor& t = single(tensors, "broadcast");
-  ncclDataType_t type = checkTensor(t, "broadcast");
   checkPeer(static_cast<int>(opts.rootRank), "broadcast root");
+  if (CudaBackend* cuda = cudaFor("broadcast", {&t})) return cuda->broadcast(t, static_cast<int>(opts.rootRank));
+  ncclDataType_t type = checkTensor(t, "broadcast");
   Dense d(t);
   int root = static_cast<int>(opts.rootRank);
   Op op;
@@ -57,9 +62,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::broadcast(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::reduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::ReduceOptions& opts) {
   at::Tensor& t = single(tensors, "reduce");
+  checkPeer(static_cast<int>(opts.rootRank), "reduce root");
+  if (CudaBackend* cuda = cudaFor("reduce", {&t})) return cuda->reduce(t, opts.reduceOp, static_cast<int>(opts.rootRank));
   ncclDataType_t type = checkTensor(t, "reduce");
   checkOp(opts.reduceOp, "reduce");
-  checkPeer(static_cast<int>(opts.rootRank), "reduce root");
   Dense d(t);
   int root = static_cast<int>(opts.rootRank);
   c10d::ReduceOp rop = opts.reduceOp;

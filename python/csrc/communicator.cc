@@ -46,21 +46,23 @@ double collTimeoutSeconds(std::chrono::milliseconds timeout) {
   return seconds > 0 && seconds < kMax ? seconds : kMax;
 }
 
-ncclUniqueId exchangeId(const c10::intrusive_ptr<c10d::Store>& store, int rank) {
+}  // namespace
+
+ncclUniqueId exchangeUniqueId(const c10::intrusive_ptr<c10d::Store>& store, int rank, const char* key) {
   ncclUniqueId id{};
   if (rank == 0) {
     check(ncclGetUniqueId(&id), "ncclGetUniqueId", nullptr);
     const auto* bytes = reinterpret_cast<const uint8_t*>(id.internal);
-    store->set(kIdKey, std::vector<uint8_t>(bytes, bytes + sizeof(id.internal)));
+    store->set(key, std::vector<uint8_t>(bytes, bytes + sizeof(id.internal)));
     return id;
   }
   // get() waits for the key with the store's timeout.
   std::vector<uint8_t> bytes;
   try {
-    bytes = store->get(kIdKey);
+    bytes = store->get(key);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "gyre backend: rank ", rank, " waited for rank 0 to publish gyre's unique id (store key '",
-                kIdKey, "') until the store gave up, after ", store->getTimeout().count(),
+                key, "') until the store gave up, after ", store->getTimeout().count(),
                 " ms: is rank 0 running and using backend gyre? (", e.what(), ")");
   }
   TORCH_CHECK(bytes.size() == sizeof(id.internal), "gyre backend: the unique id in the store has ", bytes.size(),
@@ -69,18 +71,27 @@ ncclUniqueId exchangeId(const c10::intrusive_ptr<c10d::Store>& store, int rank) 
   return id;
 }
 
-}  // namespace
-
 Communicator::Communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                            std::chrono::milliseconds timeout) {
   TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "gyre backend: rank ", rank, " outside a group of ", size);
   applyInitTimeout(timeout);
-  ncclUniqueId id = exchangeId(store, rank);
+  ncclUniqueId id = exchangeUniqueId(store, rank, kIdKey);
   check(gyreCommInitRankHost(&comm_, size, id, rank, nullptr), "gyreCommInitRankHost", nullptr);
   ncclResult_t r = gyreCommSetTimeout(comm_, collTimeoutSeconds(timeout));
   if (r != ncclSuccess) {
     std::string why = ncclGetLastError(comm_);
     ncclCommAbort(comm_);  // the destructor does not run for a throwing constructor
+    comm_ = nullptr;
+    TORCH_CHECK(false, "gyre backend: gyreCommSetTimeout: ", why);
+  }
+}
+
+Communicator::Communicator(ncclComm_t comm, std::chrono::milliseconds timeout) : comm_(comm) {
+  // A split communicator starts again from GYRE_TIMEOUT, not its parent's.
+  ncclResult_t r = gyreCommSetTimeout(comm_, collTimeoutSeconds(timeout));
+  if (r != ncclSuccess) {
+    std::string why = ncclGetLastError(comm_);
+    ncclCommAbort(comm_);
     comm_ = nullptr;
     TORCH_CHECK(false, "gyre backend: gyreCommSetTimeout: ", why);
   }

@@ -15,12 +15,19 @@ namespace torch_gyre {
 // message (ncclGetLastError) when `r` is not ncclSuccess.
 void check(ncclResult_t r, const char* call, ncclComm_t comm);
 
+// A group's unique id under store key `key`: rank 0 makes and publishes it,
+// the others wait for it with the store's timeout (an error naming the key
+// and rank 0 when it does not come).
+ncclUniqueId exchangeUniqueId(const c10::intrusive_ptr<c10d::Store>& store, int rank, const char* key);
+
 class Communicator {
  public:
   // Collective over the group: rank 0 makes the id and publishes it; the
   // others wait for it with the store's timeout.
   Communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                std::chrono::milliseconds timeout);
+  // Takes over `comm` (split from another group's), with the group's timeout.
+  Communicator(ncclComm_t comm, std::chrono::milliseconds timeout);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

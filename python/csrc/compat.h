@@ -11,9 +11,10 @@
 // compiled (no torch 2.x here); it was checked by hand against torch 2.x's
 // headers (c10d/Backend.hpp, Work.hpp, Types.hpp, ProcessGroup.cpp and
 // distributed_c10d.py of several 2.x revisions): the names and parameter
-// types of every method ProcessGroupGyre overrides, Work's constructor and
-// protected members, getFuture, the PREMUL_SUM supplement, and the creator
-// call and register_backend(devices=...) of the Python side.
+// types of every method ProcessGroupGyre overrides (split's and
+// eagerConnectSingleDevice's included), Work's constructor and protected
+// members, getFuture, the PREMUL_SUM supplement, and the creator call and
+// register_backend(devices=...) of the Python side.
 // docs/TORCH-2X.md lists what was checked and against what.
 //
 // Debian's 1.13 ships no <torch/version.h>; pip wheels (2.x) do, so its
@@ -33,11 +34,13 @@
 #endif
 #endif
 
+#include <chrono>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -144,7 +147,19 @@ class CoalescingHooks<false, Base> : public Base {
 GYRE_DECLARES(DeclaresSupportsCoalescing, supportsCoalescing)
 GYRE_DECLARES(DeclaresAbort, abort)
 GYRE_DECLARES(DeclaresShutdown, shutdown)
+GYRE_DECLARES(DeclaresSupportsSplitting, supportsSplitting)
+GYRE_DECLARES(DeclaresEagerConnect, eagerConnectSingleDevice)
 #undef GYRE_DECLARES
+
+// split(store, ranks, options), the form ProcessGroup::splitGroup calls
+// (an earlier 2.x revision declares supportsSplitting without it).
+template <class B, class = void>
+struct DeclaresSplit : std::false_type {};
+template <class B>
+struct DeclaresSplit<B, std::void_t<decltype(std::declval<B&>().split(
+                            std::declval<const c10::intrusive_ptr<c10d::Store>&>(), std::declval<const std::vector<int>&>(),
+                            std::declval<const c10::intrusive_ptr<typename B::Options>&>()))>>
+    : std::bool_constant<(GYRE_TORCH_MAJOR >= 2)> {};
 
 // supportsCoalescing(): true, so batch_isend_irecv and the coalescing
 // manager hand their ops to startCoalescing/endCoalescing (one gyre group)
@@ -192,9 +207,54 @@ class ShutdownHook<true, Base> : public Base {
   void shutdown() override { shutdownNow(); }
 };
 
+// split(): torch 2.x's new_group/split_group by splitting this group's
+// communicators (ncclCommSplit) instead of making new ones through the
+// store; supportsSplitting() says so. `Root` is the class declaring split
+// (c10d::Backend), whose pointer split returns.
+template <bool kDeclared, class Base, class Root>
+class SplitHook : public Base {
+ public:
+  using Base::Base;
+  virtual c10::intrusive_ptr<Root> splitMembers(const c10::intrusive_ptr<c10d::Store>& store,
+                                                const std::vector<int>& ranks, std::chrono::milliseconds timeout) = 0;
+};
+template <class Base, class Root>
+class SplitHook<true, Base, Root> : public Base {
+ public:
+  using Base::Base;
+  virtual c10::intrusive_ptr<Root> splitMembers(const c10::intrusive_ptr<c10d::Store>& store,
+                                                const std::vector<int>& ranks, std::chrono::milliseconds timeout) = 0;
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<Root> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                 const c10::intrusive_ptr<typename Root::Options>& opts) override {
+    return splitMembers(store, ranks, opts ? std::chrono::milliseconds(opts->timeout) : std::chrono::milliseconds(0));
+  }
+};
+
+// eagerConnectSingleDevice(device): init_process_group(device_id=...) makes
+// the device communicator at once.
+template <bool kDeclared, class Base>
+class EagerConnectHook : public Base {
+ public:
+  using Base::Base;
+  virtual void bindDevice(int device) = 0;
+};
+template <class Base>
+class EagerConnectHook<true, Base> : public Base {
+ public:
+  using Base::Base;
+  virtual void bindDevice(int device) = 0;
+  void eagerConnectSingleDevice(at::Device device) override {
+    if (device.is_cuda()) bindDevice(device.index());
+  }
+};
+
 using WithCoalescingSupport = CoalescingSupport<DeclaresSupportsCoalescing<BackendBase>::value, BackendBase>;
 using WithAbort = AbortHook<DeclaresAbort<BackendBase>::value, WithCoalescingSupport>;
 using WithShutdown = ShutdownHook<DeclaresShutdown<BackendBase>::value, WithAbort>;
-using BackendAdapter = CoalescingHooks<EndCoalescingReturnsWork<BackendBase>::value, WithShutdown>;
+using WithSplit = SplitHook<DeclaresSplit<BackendBase>::value && DeclaresSupportsSplitting<BackendBase>::value,
+                            WithShutdown, BackendBase>;
+using WithEagerConnect = EagerConnectHook<DeclaresEagerConnect<BackendBase>::value, WithSplit>;
+using BackendAdapter = CoalescingHooks<EndCoalescingReturnsWork<BackendBase>::value, WithEagerConnect>;
 
 }  // namespace torch_gyre::compat

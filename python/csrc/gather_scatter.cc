@@ -38,6 +38,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::allgather(std::vector<std::vect
   at::Tensor& in = single(inputs, "all_gather");
   TORCH_CHECK(outputs.size() == 1, "gyre backend: all_gather takes one output list per process, got ",
               outputs.size());
+  if (CudaBackend* cuda = cudaFor("all_gather", {&in}, {&outputs[0]})) return cuda->allgather(outputs[0], in);
   return enqueue(c10d::OpType::ALLGATHER, outputs[0], allgatherListOp(in, outputs[0], getSize(), "all_gather"));
 }
 
@@ -53,6 +54,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::allgather_coalesced(
   for (size_t r = 0; r < outputLists.size(); ++r)
     TORCH_CHECK(outputLists[r].size() == inputs.size(), "gyre backend: ", what, ": the output list of rank ", r,
                 " has ", outputLists[r].size(), " tensors, expected one per input (", inputs.size(), ")");
+  std::vector<const std::vector<at::Tensor>*> lists{&inputs};
+  for (const auto& list : outputLists) lists.push_back(&list);
+  TORCH_CHECK(cudaFor(what, {}, lists) == nullptr, "gyre backend: ", what,
+              " runs CPU tensors only; for CUDA tensors use all_gather_into_tensor (one call per tensor)");
   std::vector<Op> ops;
   std::vector<at::Tensor> all;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -67,6 +72,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::allgather_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                  const c10d::AllgatherOptions& /*opts*/) {
   const char* what = "all_gather_into_tensor";
+  if (CudaBackend* cuda = cudaFor(what, {&input, &output})) return cuda->allgatherBase(output, input, what);
   ncclDataType_t type = checkTensor(input, what);
   checkTensor(output, what);
   checkShape(output, input.numel() * getSize(), input.scalar_type(), what, "the output tensor");
@@ -84,9 +90,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::gather(std::vector<std::vector<
                                                         const c10d::GatherOptions& opts) {
   const char* what = "gather";
   at::Tensor& in = single(inputs, what);
-  ncclDataType_t type = checkTensor(in, what);
   int root = static_cast<int>(opts.rootRank);
   checkPeer(root, "gather root");
+  if (CudaBackend* cuda = cudaFor(what, {&in}, outputs.empty() ? std::vector<const std::vector<at::Tensor>*>{}
+                                                                 : std::vector<const std::vector<at::Tensor>*>{&outputs[0]})) {
+    std::vector<at::Tensor> none;
+    TORCH_CHECK(getRank() == root || outputs.empty() || outputs[0].empty(),
+                "gyre backend: gather takes output tensors only at the root");
+    return cuda->gather(getRank() == root && !outputs.empty() ? outputs[0] : none, in, root);
+  }
+  ncclDataType_t type = checkTensor(in, what);
   std::vector<at::Tensor> outs;
   at::Tensor flat;
   if (getRank() == root) {
@@ -119,9 +132,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::scatter(std::vector<at::Tensor>
                                                          const c10d::ScatterOptions& opts) {
   const char* what = "scatter";
   at::Tensor& out = single(outputs, what);
-  ncclDataType_t type = checkTensor(out, what);
   int root = static_cast<int>(opts.rootRank);
   checkPeer(root, "scatter root");
+  if (CudaBackend* cuda = cudaFor(what, {&out}, inputs.empty() ? std::vector<const std::vector<at::Tensor>*>{}
+                                                               : std::vector<const std::vector<at::Tensor>*>{&inputs[0]})) {
+    std::vector<at::Tensor> none;
+    TORCH_CHECK(getRank() == root || inputs.empty() || inputs[0].empty(),
+                "gyre backend: scatter takes input tensors only at the root");
+    return cuda->scatter(out, getRank() == root && !inputs.empty() ? inputs[0] : none, root);
+  }
+  ncclDataType_t type = checkTensor(out, what);
   at::Tensor flat;
   if (getRank() == root) {
     TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), "gyre backend: scatter needs ",
@@ -149,9 +169,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::reduce_scatter(std::vector<at::
                                                                 const c10d::ReduceScatterOptions& opts) {
   const char* what = "reduce_scatter";
   at::Tensor& out = single(outputs, what);
-  ncclDataType_t type = checkTensor(out, what);
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), "gyre backend: reduce_scatter ",
               "needs an input list of ", getSize(), " tensors (one per rank)");
+  if (CudaBackend* cuda = cudaFor(what, {&out}, {&inputs[0]})) return cuda->reduceScatter(out, inputs[0], opts.reduceOp);
+  ncclDataType_t type = checkTensor(out, what);
   for (const at::Tensor& i : inputs[0]) {
     checkTensor(i, what);
     checkShape(i, out.numel(), out.scalar_type(), what, "an input tensor");
@@ -173,6 +194,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::reduce_scatter(std::vector<at::
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                       const c10d::ReduceScatterOptions& opts) {
   const char* what = "reduce_scatter_tensor";
+  if (CudaBackend* cuda = cudaFor(what, {&input, &output}))
+    return cuda->reduceScatterBase(output, input, opts.reduceOp, what);
   ncclDataType_t type = checkTensor(output, what);
   checkTensor(input, what);
   checkShape(input, output.numel() * getSize(), output.scalar_type(), what, "the input tensor");

@@ -25,6 +25,13 @@ void ProcessGroupGyre::close(bool abort) {
     ncclResult_t r = ncclCommRevoke(comm_->get(), NCCL_REVOKE_DEFAULT);
     if (r != ncclSuccess) LOG(WARNING) << "gyre backend: ncclCommRevoke: " << ncclGetLastError(comm_->get());
   }
+  if (cuda_) {
+    if (abort) {
+      cuda_->abort();
+    } else {
+      cuda_->shutdown();
+    }
+  }
   withoutGil([this] {
     queue_.reset();  // runs (or, revoked, fails) what is queued and joins the worker
     comm_.reset();

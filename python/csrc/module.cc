@@ -29,12 +29,24 @@ PYBIND11_MODULE(_C, m) {
       // What torch 2.x's abort() and shutdown() run, reachable on every torch
       // (1.x has neither): closes the group, failing or finishing its queue.
       .def("_gyre_abort", &torch_gyre::ProcessGroupGyre::abortNow)
-      .def("_gyre_shutdown", &torch_gyre::ProcessGroupGyre::shutdownNow);
+      .def("_gyre_shutdown", &torch_gyre::ProcessGroupGyre::shutdownNow)
+      // What torch 2.x's split() runs (new_group by splitting), reachable on
+      // every torch: collective over the group; None outside `ranks`.
+      .def("_gyre_split", &torch_gyre::ProcessGroupGyre::splitGroup, py::arg("store"), py::arg("ranks"),
+           py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
+      // What init_process_group(device_id=...) runs on torch 2.x.
+      .def("_gyre_bind_device", &torch_gyre::ProcessGroupGyre::bindDevice, py::arg("device"),
+           py::call_guard<py::gil_scoped_release>());
   // Blocks on the store (rank > 0) and on the other ranks' init: without
   // the GIL, so other Python threads keep running meanwhile.
   m.def("create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());
   m.attr("torch_major") = GYRE_TORCH_MAJOR;
+#if defined(GYRE_TORCH_CUDART)
+  m.attr("cuda") = true;
+#else
+  m.attr("cuda") = false;
+#endif
   int version = 0;
   ncclGetVersion(&version);
   m.attr("nccl_api_version") = version;

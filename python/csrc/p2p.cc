@@ -11,8 +11,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::send(std::vector<at::Tensor>& t
   // Tags are not matched: sends and receives between a pair of ranks pair
   // up in issue order, as gyre's (and NCCL's) do.
   at::Tensor& t = single(tensors, "send");
-  ncclDataType_t type = checkTensor(t, "send");
   checkPeer(dstRank, "send destination");
+  if (CudaBackend* cuda = cudaFor("send", {&t})) return cuda->send(t, dstRank);
+  ncclDataType_t type = checkTensor(t, "send");
   Dense src(t);
   Op op;
   op.p2p = true;
@@ -25,8 +26,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::send(std::vector<at::Tensor>& t
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::recv(std::vector<at::Tensor>& tensors, int srcRank, int /*tag*/) {
   at::Tensor& t = single(tensors, "recv");
-  ncclDataType_t type = checkTensor(t, "recv");
   checkPeer(srcRank, "recv source");
+  if (CudaBackend* cuda = cudaFor("recv", {&t})) return cuda->recv(t, srcRank);
+  ncclDataType_t type = checkTensor(t, "recv");
   Dense dst(t);
   SendLedger* ledger = ledger_.get();
   Op op;
@@ -43,6 +45,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::recv(std::vector<at::Tensor>& t
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/) {
   at::Tensor& t = single(tensors, "recv");
+  TORCH_CHECK(cudaFor("recv", {&t}) == nullptr,
+              "gyre backend: recv without src runs CPU tensors only; name the source rank for a CUDA tensor");
   ncclDataType_t type = checkTensor(t, "recv");
   Dense dst(t);
   SendLedger* ledger = ledger_.get();
@@ -121,6 +125,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::alltoall_base(at::Tensor& outpu
                                                                std::vector<int64_t>& inputSplits,
                                                                const c10d::AllToAllOptions& /*opts*/) {
   const char* what = "all_to_all_single";
+  if (CudaBackend* cuda = cudaFor(what, {&input, &output}))
+    return cuda->alltoallBase(output, input, outputSplits, inputSplits);
   ncclDataType_t type = checkTensor(input, what);
   checkTensor(output, what);
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "gyre backend: ", what, ": output dtype ",
@@ -155,6 +161,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::alltoall(std::vector<at::Tensor
   TORCH_CHECK(static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(),
               "gyre backend: ", what, " needs ", getSize(), " input and output tensors, got ", inputs.size(), " and ",
               outputs.size());
+  if (CudaBackend* cuda = cudaFor(what, {}, {&inputs, &outputs})) return cuda->alltoall(outputs, inputs);
   ncclDataType_t type = checkTensor(inputs[0], what);
   Exchange ex;
   std::vector<Dense> dsts;

@@ -1,9 +1,11 @@
 // The torch.distributed backend "gyre": every c10d operation on CPU tensors,
-// run by a gyre host-memory communicator.
+// run by a gyre host-memory communicator, and on CUDA tensors, run by the
+// group's device communicator on torch's current stream (cuda_backend.h).
 //
-// Each operation is checked and prepared on the calling thread (so a bad
+// Each CPU operation is checked and prepared on the calling thread (so a bad
 // dtype, op, device or size raises at the call), then queued to the group's
-// worker (op_queue.h), which completes its Work and future.
+// worker (op_queue.h), which completes its Work and future. A call's tensors
+// are all on the CPU or all on one CUDA device; a mix raises.
 #pragma once
 
 #include <memory>
@@ -14,6 +16,7 @@
 #include "any_source.h"
 #include "communicator.h"
 #include "compat.h"
+#include "cuda_backend.h"
 #include "op_queue.h"
 
 namespace torch_gyre {
@@ -22,6 +25,10 @@ class ProcessGroupGyre : public compat::BackendAdapter {
  public:
   ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout);
+  // A group split from another (splitGroup): its host communicator already
+  // made, its CUDA side split or made lazily.
+  ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
+                   ncclComm_t hostComm, std::unique_ptr<CudaBackend> cuda);
   ~ProcessGroupGyre() override;
 
   const std::string getBackendName() const override { return "gyre"; }
@@ -76,6 +83,20 @@ class ProcessGroupGyre : public compat::BackendAdapter {
   // Runs what is queued, then destroys the communicator.
   void shutdownNow() override;
 
+  // The members `ranks` (ranks of this group, sorted) as a new group split
+  // from this one (ncclCommSplit of the host communicator, and of the device
+  // communicator when it is made): collective over this group; nullptr on a
+  // rank outside `ranks`. What torch 2.x's split() runs where it exists.
+  c10::intrusive_ptr<ProcessGroupGyre> splitGroup(const c10::intrusive_ptr<c10d::Store>& store,
+                                                  const std::vector<int>& ranks, std::chrono::milliseconds timeout);
+  c10::intrusive_ptr<compat::BackendBase> splitMembers(const c10::intrusive_ptr<c10d::Store>& store,
+                                                       const std::vector<int>& ranks,
+                                                       std::chrono::milliseconds timeout) override {
+    return splitGroup(store, ranks, timeout);
+  }
+  // Makes the device communicator now, on cuda:`device` (torch's device_id).
+  void bindDevice(int device) override;
+
  private:
   // Wraps `op` in a Work over `outputs` and queues it (or adds it to the open
   // batch); returns the Work.
@@ -84,6 +105,11 @@ class ProcessGroupGyre : public compat::BackendAdapter {
   c10::intrusive_ptr<c10d::Work> enqueueGroup(c10d::OpType type, std::vector<at::Tensor> outputs, std::vector<Op> ops);
   c10::intrusive_ptr<GyreWork> makeWork(c10d::OpType type, std::vector<at::Tensor> outputs);
   void checkPeer(int peer, const char* what) const;
+  // The CUDA side when the call's tensors are CUDA tensors, nullptr when
+  // they are CPU ones; raises for a mix of devices, for CUDA tensors in a
+  // build without CUDA, and after abort or shutdown.
+  CudaBackend* cudaFor(const char* what, const std::vector<const at::Tensor*>& tensors,
+                       const std::vector<const std::vector<at::Tensor>*>& lists = {});
   // Stops the worker and releases the communicator (abort: without waiting
   // for the peers); idempotent.
   void close(bool abort);
@@ -95,6 +121,9 @@ class ProcessGroupGyre : public compat::BackendAdapter {
   // used by ops on the worker, so it outlives queue_.
   std::unique_ptr<SendLedger> ledger_;
   std::shared_ptr<OpQueue> queue_;
+  // CUDA tensors; nullptr in a build without CUDA.
+  std::unique_ptr<CudaBackend> cuda_;
+  std::chrono::milliseconds timeout_;
   // Ops may be issued from several threads (DDP's autograd thread and the
   // main thread): the batch and the order of submission are guarded here.
   std::mutex submitMu_;

@@ -7,6 +7,10 @@ reading its share of every global batch through DistributedSampler. The
 final weights must equal those of one process that trains on the same
 global batches, both with DDP's built-in all-reduce and with a comm hook
 that averages through all_reduce(...).get_future().
+
+With `--device cuda` the ranks train on CUDA tensors, sharing the visible
+GPUs round-robin (2 and 4 processes on one GPU, which torch's nccl backend
+refuses); skipped (77) without a GPU or without a CUDA build of torch_gyre.
 """
 import os
 import subprocess
@@ -48,31 +52,36 @@ def averaging_hook(state, bucket):
     return dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0])
 
 
-def worker(out, hook):
+def worker(out, hook, device):
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     import torch_gyre  # noqa: F401
 
+    dev = torch.device("cpu")
+    if device == "cuda":
+        dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
     dist.init_process_group("gyre")  # env:// from torchrun
     rank, world = dist.get_rank(), dist.get_world_size()
     ds = make_data(world)
     loader = torch.utils.data.DataLoader(ds, batch_size=BATCH, sampler=sampler(ds, world, rank))
-    model = DDP(make_model())
+    model = DDP(make_model().to(dev), device_ids=[dev] if device == "cuda" else None)
     if hook:
         model.register_comm_hook(None, averaging_hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     start = time.monotonic()
     steps = 0
     for x, y in loader:
+        x, y = x.to(dev), y.to(dev)
         opt.zero_grad()
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
         steps += 1
     assert steps == STEPS, steps
     if rank == 0:
-        torch.save(model.module.state_dict(), out)
+        torch.save({k: v.cpu() for k, v in model.module.state_dict().items()}, out)
         print("rank 0: %d DDP steps on %d ranks in %.2f s" % (steps, world, time.monotonic() - start))
     dist.destroy_process_group()
 
@@ -93,9 +102,14 @@ def reference(world):
     return model.state_dict()
 
 
-def driver():
+def driver(device):
     harness.require_torch_gyre()
     import torch
+    if device == "cuda":
+        import torch_gyre
+        if not torch.cuda.is_available() or not torch_gyre.CUDA:
+            print("SKIP: needs a GPU and torch_gyre built against a CUDA torch")
+            sys.exit(harness.SKIP)
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         for world in (2, 4):
@@ -109,7 +123,7 @@ def driver():
                 cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world),
                        "--redirects", "1", "--tee", "1", "--log_dir", os.path.join(tmp, "logs%d%d" % (world, hook)),
                        "--master_addr", "127.0.0.1", "--master_port", str(harness.free_port()),
-                       os.path.abspath(__file__), "--worker", out] + (["--hook"] if hook else [])
+                       os.path.abspath(__file__), "--worker", out, "--device", device] + (["--hook"] if hook else [])
                 env = dict(os.environ, NCCL_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
                 start = time.monotonic()
                 try:
@@ -118,7 +132,7 @@ def driver():
                     rc, text = p.returncode, p.stdout
                 except subprocess.TimeoutExpired as e:
                     rc, text = None, (e.stdout or b"").decode(errors="replace") + "\n[killed after 120 s]"
-                name = "torchrun %d ranks%s" % (world, " with a get_future comm hook" if hook else "")
+                name = "torchrun %d ranks on %s%s" % (world, device, " with a get_future comm hook" if hook else "")
                 print("---- %s: exit %s, %.1f s" % (name, rc, time.monotonic() - start))
                 print("\n".join(line for line in text.splitlines() if "Warning" not in line))
                 if rc != 0:
@@ -134,7 +148,8 @@ def driver():
 
 
 if __name__ == "__main__":
+    device = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cpu"
     if "--worker" in sys.argv:
-        worker(sys.argv[sys.argv.index("--worker") + 1], "--hook" in sys.argv)
+        worker(sys.argv[sys.argv.index("--worker") + 1], "--hook" in sys.argv, device)
     else:
-        driver()
+        driver(device)
