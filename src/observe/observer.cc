@@ -33,6 +33,12 @@ struct RunEvent {
   CommObserver* owner;
   void* handle;
   bool isGroup;
+  // A Coll or P2p event's call, for the lanes that look for their parent
+  // (stepev::laneParent): the sequence number, or the peer and direction.
+  bool p2p = false;
+  uint64_t seq = 0;
+  int peer = -1;
+  bool isSend = false;
 };
 __thread size_t runEventCount = 0;
 std::vector<RunEvent>& runEvents() {
@@ -128,7 +134,7 @@ void startRunEvent(CommObserver& o, const CollCall& call, const CommObserver::Pl
     d.coll.parentGroup = group;
   }
   if (void* h = profiler::start(o.profilerContext, &d)) {
-    runEvents().push_back({&o, h, false});
+    runEvents().push_back({&o, h, false, p2p, seq, call.root, call.isSend});
     runEventCount = runEvents().size();
   }
 }
@@ -288,6 +294,24 @@ void observeRepeatedCall(CommObserver& o, const CollCall& call, uint64_t seq) {
 }
 
 bool anyProfiler = false;
+
+namespace stepev {
+
+bool wantsSteps(const CommObserver* o) {
+  return o && activeRunScopes > 0 && (o->profilerMask & (profiler::kProxyOp | profiler::kProxyStep));
+}
+
+void* laneParent(CommObserver* o, bool p2p, uint64_t seq, int peer, bool isSend) {
+  const std::vector<RunEvent>& events = runEvents();
+  for (size_t i = runFirstEvent; i < events.size(); ++i) {
+    const RunEvent& e = events[i];
+    if (e.isGroup || e.owner != o || e.p2p != p2p) continue;
+    if (p2p ? e.peer == peer && e.isSend == isSend : e.seq == seq) return e.handle;
+  }
+  return nullptr;
+}
+
+}  // namespace stepev
 
 void HostRunScope::begin() {
   ++activeRunScopes;

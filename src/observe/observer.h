@@ -14,6 +14,7 @@
 #include "src/bootstrap/wire.h"
 #include "src/call/call.h"
 #include "src/observe/call_counters.h"
+#include "src/observe/step_events.h"
 
 namespace gyre {
 
@@ -113,8 +114,8 @@ void observeRepeatedCall(CommObserver& o, const CollCall& call, uint64_t seq);
 
 // One run of the host executor: profiler events started in it stop when it
 // returns (children first).
-// Inline and empty until some communicator of the process has a profiler.
-extern bool anyProfiler;
+// Inline and empty until some communicator of the process has a profiler
+// (anyProfiler, step_events.h).
 class HostRunScope {
  public:
   HostRunScope() : active_(anyProfiler) {
