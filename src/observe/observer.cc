@@ -158,6 +158,7 @@ uint64_t commIdOf(uint64_t secret) {
 
 void startObserving(CommObserver* o, uint64_t secret, const std::vector<PeerInfo>& peers, int rank, bool isHost) {
   o->commId = commIdOf(secret);
+  o->secret = secret;
   o->rank = rank;
   o->nranks = static_cast<int>(peers.size());
   std::set<uint64_t> hosts;

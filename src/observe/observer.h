@@ -22,6 +22,9 @@ struct CommObserver {
   CommCounters counters;
   // Set by startObserving once the rendezvous is done (0 / -1 before).
   uint64_t commId = 0;  // same on every rank, derived from the session secret (which it does not reveal)
+  // The session secret, kept for the status endpoint's challenges
+  // (status_auth.h): it checks a client's proof and is never sent.
+  uint64_t secret = 0;
   int rank = -1;
   int nranks = 0;
   int nNodes = 0;
