@@ -336,7 +336,7 @@ void printComm(const std::string& comm, const std::map<int, RankState>& ranks,
     printf("  => rank%s %s did not answer (stopped or hung); the others are idle\n", silent.size() > 1 ? "s" : "",
            rankList(silent).c_str());
   } else if (busy.empty()) {
-    printf("  => all ranks here are idle\n");
+    printf(remote ? "  => all ranks asked are idle\n" : "  => all ranks here are idle\n");
   } else {
     printf("  => every rank is in a call; none is behind\n");
   }

@@ -2,9 +2,9 @@
 // ext-profiler/.../profiler_v5.h): the layouts and values a plugin built
 // against NCCL expects. gyre fills the API events (group, collective and
 // point-to-point API calls), the group, collective and point-to-point
-// events, ProxyOp and ProxyStep events for its lanes' steps
-// (step_events.h) and KernelLaunch/KernelCh events for device kernels;
-// the proxy control and network ones have no counterpart here.
+// events, and ProxyOp and ProxyStep events for the host executor's lane
+// steps (step_events.h); the kernel, proxy control and network ones are
+// not delivered.
 // Version 6 of the interface has the same function table and extends the
 // descriptor's union with copy-engine events only: the members gyre fills
 // sit at the same places, so a v6 plugin is driven through these types too.
