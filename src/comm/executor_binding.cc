@@ -61,6 +61,7 @@ void createExecutorViews(ncclComm* comm) {
   if (comm->isHost) return;
   comm->device = std::make_unique<DeviceComm>(comm->abortFlag, comm->asyncError, comm->opCount);
   DeviceComm& d = *comm->device;
+  d.observer = &comm->observer;
   d.rank = comm->rank;
   d.nranks = comm->nranks;
   d.cudaDev = comm->cudaDev;

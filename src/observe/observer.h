@@ -116,25 +116,7 @@ void observeHostCall(CommObserver& o, const CollCall& call, ExecPath path, const
 void observeRepeatedCall(CommObserver& o, const CollCall& call, uint64_t seq);
 
 // One run of the host executor: profiler events started in it stop when it
-// returns (children first).
-// Inline and empty until some communicator of the process has a profiler
-// (anyProfiler, step_events.h).
-class HostRunScope {
- public:
-  HostRunScope() : active_(anyProfiler) {
-    if (active_) begin();
-  }
-  ~HostRunScope() {
-    if (active_) end();
-  }
-  HostRunScope(const HostRunScope&) = delete;
-  HostRunScope& operator=(const HostRunScope&) = delete;
-
- private:
-  void begin();
-  void end();
-  bool active_;
-  size_t firstEvent_ = 0;
-};
+// returns (children first). The same scope as a device launch's (step_events.h).
+using HostRunScope = RunScope;
 
 }  // namespace gyre

@@ -44,7 +44,10 @@ using RankBody = std::function<bool(ncclComm_t comm, int rank, int nranks)>;
 
 // Runs `body` on `nranks` host ranks with `env`; each rank records the
 // plugin's lines (when `plugin` is loaded) and its init/finalize counts.
-RunOutput runRecorded(int nranks, const Env& env, const std::string& plugin, const RankBody& body) {
+// `device`: device communicators (ncclCommInitRank; the env must select
+// the fake CUDA runtime).
+RunOutput runRecorded(int nranks, const Env& env, const std::string& plugin, const RankBody& body,
+                      bool device = false) {
   LogDir logs;
   RankOptions options;
   options.timeout_s = 60;
@@ -56,7 +59,9 @@ RunOutput runRecorded(int nranks, const Env& env, const std::string& plugin, con
       nranks,
       [&](int rank, int n, const ncclUniqueId& id) {
         ncclComm_t comm = nullptr;
-        RANK_CHECK(gyreCommInitRankHost(&comm, n, id, rank, nullptr) == ncclSuccess, "init: %s", lastError().c_str());
+        const ncclResult_t init = device ? ncclCommInitRank(&comm, n, id, rank)
+                                         : gyreCommInitRankHost(&comm, n, id, rank, nullptr);
+        RANK_CHECK(init == ncclSuccess, "init: %s", lastError().c_str());
         if (!body(comm, rank, n)) return 1;
         RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
         void* lib = plugin.empty() ? nullptr : dlopen(plugin.c_str(), RTLD_NOW | RTLD_NOLOAD);
@@ -452,6 +457,113 @@ TEST_CASE("a profiler plugin receives a ProxyOp per lane connection and a ProxyS
           INFO("rank " << r << " channel " << channel << " sends to " << peer);
           CHECK(recvPeer[peer][channel] == r);
         }
+    }
+  }
+}
+
+namespace {
+
+constexpr int kDeviceCalls = 3;
+
+// AllReduces of device buffers (ncclMemAlloc'd; the fake runtime's device
+// memory is host memory, and GYRE_FAKE_CUDA=2 makes each call wait for its
+// stream), each checked.
+bool deviceCalls(ncclComm_t comm, int rank, int n) {
+  void* in = nullptr;
+  void* out = nullptr;
+  RANK_CHECK(ncclMemAlloc(&in, kRingCount * sizeof(int32_t)) == ncclSuccess, "ncclMemAlloc: %s", lastError().c_str());
+  RANK_CHECK(ncclMemAlloc(&out, kRingCount * sizeof(int32_t)) == ncclSuccess, "ncclMemAlloc: %s", lastError().c_str());
+  auto* src = static_cast<int32_t*>(in);
+  auto* dst = static_cast<int32_t*>(out);
+  for (int call = 0; call < kDeviceCalls; ++call) {
+    for (size_t i = 0; i < kRingCount; ++i) src[i] = valueOf(rank + call, i);
+    RANK_CHECK(ncclAllReduce(in, out, kRingCount, ncclInt32, ncclSum, comm, nullptr) == ncclSuccess,
+               "allreduce: %s", lastError().c_str());
+    for (size_t i = 0; i < kRingCount; ++i) {
+      int64_t sum = 0;
+      for (int r = 0; r < n; ++r) sum += valueOf(r + call, i);
+      RANK_CHECK(dst[i] == sum, "call %d element %zu: %d, expected %lld", call, i, dst[i], static_cast<long long>(sum));
+    }
+  }
+  ncclMemFree(in);
+  ncclMemFree(out);
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("a profiler plugin receives KernelLaunch, collective and KernelCh events of device kernels", "[observe]") {
+  const std::string plugin = envPath("OBSERVE_PROFILER");
+  REQUIRE(!plugin.empty());
+  // GroupApi, CollApi, Group, Coll, KernelCh, KernelLaunch.
+  const int mask = (1 << 8) | (1 << 9) | (1 << 0) | (1 << 1) | (1 << 6) | (1 << 11);
+  for (int n : {2, 3}) {
+    DYNAMIC_SECTION(n << " ranks on the fake device") {
+      RunOutput run = runRecorded(n,
+                                  {{"NCCL_PROFILER_PLUGIN", plugin},
+                                   {"GYRETEST_PROFILER_MASK", std::to_string(mask)},
+                                   {"GYRE_FAKE_CUDA", "2"},
+                                   {"GYRE_DEVICE_PATH", "kernels"},
+                                   {"GYRE_TIMEOUT", "20"}},
+                                  plugin, deviceCalls, /*device=*/true);
+      INFO(run.result.describe());
+      REQUIRE(run.result.allOk());
+      for (int rank = 0; rank < n; ++rank) {
+        std::vector<std::string> lines = pluginLines(run.result.ranks[rank]);
+        std::string all;
+        for (const std::string& l : lines) all += l + "\n";
+        INFO("rank " << rank << " plugin lines:\n" << all.substr(0, 20000));
+        CHECK(all.find("error") == std::string::npos);
+        std::vector<int> order;
+        std::map<int, Ev> events = parseEvents(lines, &order);
+        for (const auto& [id, e] : events) {
+          INFO("event " << id << " " << e.kind);
+          REQUIRE(e.startAt >= 0);
+          CHECK(e.stops == 1);
+          CHECK(e.stopAt > e.startAt);
+          if (e.parent) {
+            REQUIRE(events.count(e.parent) == 1);
+            CHECK(events[e.parent].startAt < e.startAt);
+            // A KernelCh event ends when the kernel does, which may be after
+            // its Coll event (stopped once the call is enqueued, as NCCL does).
+            if (e.kind != "KernelCh") CHECK(events[e.parent].stopAt > e.stopAt);
+          }
+        }
+        // One launch per call, under the call's group API event; one Coll
+        // event per call with its sequence number, one KernelCh event per
+        // lane, each stopped with its KernelChStop state.
+        std::vector<const Ev*> launches = ofKind(events, order, "KernelLaunch");
+        std::vector<const Ev*> colls = ofKind(events, order, "Coll");
+        REQUIRE(launches.size() == static_cast<size_t>(kDeviceCalls));
+        REQUIRE(colls.size() == static_cast<size_t>(kDeviceCalls));
+        for (int c = 0; c < kDeviceCalls; ++c) {
+          INFO("call " << c);
+          REQUIRE(launches[c]->parent != 0);
+          CHECK(events[launches[c]->parent].kind == "GroupApi");
+          CHECK(std::stoull(launches[c]->fields.at("stream")) == 0);
+          const Ev& coll = *colls[c];
+          CHECK(coll.fields.at("func") == "AllReduce");
+          CHECK(coll.fields.at("seq") == std::to_string(c + 1));
+          CHECK(coll.fields.at("count") == std::to_string(kRingCount));
+          CHECK(coll.fields.at("algo") == "unknown");
+          CHECK(std::regex_match(coll.fields.at("proto"), std::regex("Simple|LL")));
+          REQUIRE(coll.parent != 0);
+          CHECK(events[coll.parent].kind == "Group");
+          std::vector<const Ev*> channels = childrenOf(events, order, coll.id, "KernelCh");
+          CHECK(static_cast<int64_t>(channels.size()) == field(coll, "nChannels"));
+          CHECK(!channels.empty());
+          for (const Ev* ch : channels) {
+            CHECK(ch->fields.at("pTimer") == "0");
+            REQUIRE(ch->states.size() == 1);
+            CHECK(ch->states[0].first == 22);
+            CHECK(ch->states[0].second == " pTimer=0");
+          }
+          // The kernel of call c ended before call c+1's launch: the fake
+          // runtime waits for the stream in each call (GYRE_FAKE_CUDA=2).
+          if (c + 1 < kDeviceCalls)
+            for (const Ev* ch : channels) CHECK(ch->stopAt < launches[c + 1]->startAt);
+        }
+      }
     }
   }
 }
