@@ -310,17 +310,21 @@ constexpr size_t kP2pCount = 37;     // doubles each rank sends to the next
 
 int32_t valueOf(int rank, size_t i) { return static_cast<int32_t>((i * 2654435761u + rank * 40503u) % 100003u) - 50000; }
 
-// A ring AllReduce, then a group sending to the next rank and receiving
-// from the previous one; both results checked against sums computed here.
+constexpr int kRingCalls = 2;  // the second repeats the first's plan and lanes
+
+// Ring AllReduces, then a group sending to the next rank and receiving
+// from the previous one; the results checked against sums computed here.
 bool ringCalls(ncclComm_t comm, int rank, int n) {
   std::vector<int32_t> in(kRingCount), out(kRingCount, 0);
-  for (size_t i = 0; i < kRingCount; ++i) in[i] = valueOf(rank, i);
-  RANK_CHECK(ncclAllReduce(in.data(), out.data(), kRingCount, ncclInt32, ncclSum, comm, nullptr) == ncclSuccess,
-             "allreduce: %s", lastError().c_str());
-  for (size_t i = 0; i < kRingCount; ++i) {
-    int64_t sum = 0;
-    for (int r = 0; r < n; ++r) sum += valueOf(r, i);
-    RANK_CHECK(out[i] == sum, "allreduce element %zu: %d, expected %lld", i, out[i], static_cast<long long>(sum));
+  for (int call = 0; call < kRingCalls; ++call) {
+    for (size_t i = 0; i < kRingCount; ++i) in[i] = valueOf(rank + call, i);
+    RANK_CHECK(ncclAllReduce(in.data(), out.data(), kRingCount, ncclInt32, ncclSum, comm, nullptr) == ncclSuccess,
+               "allreduce: %s", lastError().c_str());
+    for (size_t i = 0; i < kRingCount; ++i) {
+      int64_t sum = 0;
+      for (int r = 0; r < n; ++r) sum += valueOf(r + call, i);
+      RANK_CHECK(out[i] == sum, "allreduce element %zu: %d, expected %lld", i, out[i], static_cast<long long>(sum));
+    }
   }
   std::vector<double> sendBuf(kP2pCount), recvBuf(kP2pCount, -1);
   for (size_t i = 0; i < kP2pCount; ++i) sendBuf[i] = rank * 1000.0 + i;
@@ -395,44 +399,47 @@ TEST_CASE("a profiler plugin receives a ProxyOp per lane connection and a ProxyS
           if (e.kind == "ProxyStep") CHECK(events[e.parent].kind == "ProxyOp");
         }
         std::vector<const Ev*> colls = ofKind(events, order, "Coll");
-        REQUIRE(colls.size() == 1);
-        const Ev& coll = *colls[0];
-        CHECK(coll.fields.at("algo") == "Ring");
-        const int channels = static_cast<int>(field(coll, "nChannels"));
-        std::vector<const Ev*> ops = childrenOf(events, order, coll.id, "ProxyOp");
-        // Every channel sends to one peer and receives from one, the same
-        // number of chunks each way: 2(n-1) per piece of the channel's slice
-        // (n-1 to reduce, n-1 to pass the sums on).
-        CHECK(static_cast<int>(ops.size()) == 2 * channels);
-        std::map<int, int64_t> sendSteps, recvSteps;
-        for (const Ev* op : ops) {
-          INFO("ProxyOp " << op->id);
-          const int channel = static_cast<int>(field(*op, "channel"));
-          const bool isSend = field(*op, "isSend") == 1;
-          const int peer = static_cast<int>(field(*op, "peer"));
-          CHECK(channel < channels);
-          CHECK(peer != rank);
-          CHECK((peer >= 0 && peer < n));
-          CHECK(field(*op, "pid") > 0);
-          const int64_t nSteps = field(*op, "nSteps");
-          CHECK(nSteps > 0);
-          CHECK(nSteps % (2 * (n - 1)) == 0);
-          (isSend ? sendPeer : recvPeer)[rank][channel] = peer;
-          (isSend ? sendSteps : recvSteps)[channel] = nSteps;
-          std::vector<const Ev*> steps = childrenOf(events, order, op->id, "ProxyStep");
-          REQUIRE(static_cast<int64_t>(steps.size()) == nSteps);
-          int64_t opBytes = 0;
-          for (size_t k = 0; k < steps.size(); ++k) {
-            CHECK(field(*steps[k], "step") == static_cast<int64_t>(k));
-            if (k > 0) CHECK(steps[k - 1]->stopAt < steps[k]->startAt);  // one chunk after the other
-            const int64_t b = stepBytes(*steps[k]);
-            CHECK(b > 0);
-            CHECK(b <= field(*op, "chunkSize"));
-            opBytes += b;
+        REQUIRE(colls.size() == static_cast<size_t>(kRingCalls));
+        for (const Ev* collEv : colls) {
+          const Ev& coll = *collEv;
+          INFO("collective " << coll.fields.at("seq"));
+          CHECK(coll.fields.at("algo") == "Ring");
+          const int channels = static_cast<int>(field(coll, "nChannels"));
+          std::vector<const Ev*> ops = childrenOf(events, order, coll.id, "ProxyOp");
+          // Every channel sends to one peer and receives from one, the same
+          // number of chunks each way: 2(n-1) per piece of the channel's slice
+          // (n-1 to reduce, n-1 to pass the sums on).
+          CHECK(static_cast<int>(ops.size()) == 2 * channels);
+          std::map<int, int64_t> sendSteps, recvSteps;
+          for (const Ev* op : ops) {
+            INFO("ProxyOp " << op->id);
+            const int channel = static_cast<int>(field(*op, "channel"));
+            const bool isSend = field(*op, "isSend") == 1;
+            const int peer = static_cast<int>(field(*op, "peer"));
+            CHECK(channel < channels);
+            CHECK(peer != rank);
+            CHECK((peer >= 0 && peer < n));
+            CHECK(field(*op, "pid") > 0);
+            const int64_t nSteps = field(*op, "nSteps");
+            CHECK(nSteps > 0);
+            CHECK(nSteps % (2 * (n - 1)) == 0);
+            (isSend ? sendPeer : recvPeer)[rank][channel] = peer;
+            (isSend ? sendSteps : recvSteps)[channel] = nSteps;
+            std::vector<const Ev*> steps = childrenOf(events, order, op->id, "ProxyStep");
+            REQUIRE(static_cast<int64_t>(steps.size()) == nSteps);
+            int64_t opBytes = 0;
+            for (size_t k = 0; k < steps.size(); ++k) {
+              CHECK(field(*steps[k], "step") == static_cast<int64_t>(k));
+              if (k > 0) CHECK(steps[k - 1]->stopAt < steps[k]->startAt);  // one chunk after the other
+              const int64_t b = stepBytes(*steps[k]);
+              CHECK(b > 0);
+              CHECK(b <= field(*op, "chunkSize"));
+              opBytes += b;
+            }
+            (isSend ? sentBytes : receivedBytes) += opBytes;
           }
-          (isSend ? sentBytes : receivedBytes) += opBytes;
+          for (const auto& [channel, steps] : sendSteps) CHECK(recvSteps[channel] == steps);
         }
-        for (const auto& [channel, steps] : sendSteps) CHECK(recvSteps[channel] == steps);
         // Send/recv: one ProxyOp each, to the next rank and from the
         // previous, carrying the whole message.
         std::vector<const Ev*> p2ps = ofKind(events, order, "P2p");
@@ -449,8 +456,9 @@ TEST_CASE("a profiler plugin receives a ProxyOp per lane connection and a ProxyS
         }
       }
       // A ring AllReduce sends every element n-1 times to reduce it and
-      // n-1 times to share the sum: over all ranks, 2(n-1) times the message.
-      CHECK(sentBytes == static_cast<int64_t>(2 * (n - 1) * kRingCount * sizeof(int32_t)));
+      // n-1 times to share the sum: over all ranks, 2(n-1) times the message
+      // per call.
+      CHECK(sentBytes == static_cast<int64_t>(kRingCalls * 2 * (n - 1) * kRingCount * sizeof(int32_t)));
       CHECK(receivedBytes == sentBytes);
       for (int r = 0; r < n; ++r)
         for (const auto& [channel, peer] : sendPeer[r]) {
