@@ -23,6 +23,11 @@ void forEachReceive(const LaneSpec& spec, const Step& s, F f) {
   }
 }
 
+// Whether a step gets events: not a single-copy path's zero-byte
+// acknowledgement, which the lane skips when nothing went by reference
+// (known only as it runs), so that nSteps is what the plugin will see.
+bool reported(const Step& s) { return !((s.flags & kStepByValueIfPrivate) && s.count == 0); }
+
 }  // namespace
 
 bool LaneTrace::open(const LaneSpec& spec, CommObserver* observer) {
@@ -41,6 +46,7 @@ bool LaneTrace::open(const LaneSpec& spec, CommObserver* observer) {
   std::vector<size_t> sendChunk(spec.nsend, 0), recvChunk(spec.nrecv, 0);
   for (size_t k = 0; k < spec.nsteps; ++k) {
     const Step& s = spec.steps[k];
+    if (!reported(s)) continue;
     const size_t bytes = bytesOf(k);
     if (stepSends(s.kind)) {
       ++sendOps_[s.sendConn].steps;
@@ -86,6 +92,7 @@ void LaneTrace::move(size_t next) {
   begun_ = next < spec_->nsteps;
   if (!begun_) return;
   const Step& s = spec_->steps[next];
+  if (!reported(s)) return;
   if (stepSends(s.kind)) begin(sendOps_[s.sendConn], true);
   forEachReceive(*spec_, s, [&](size_t i) { begin(recvOps_[i], false); });
 }

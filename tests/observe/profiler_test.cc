@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -573,5 +574,82 @@ TEST_CASE("a profiler plugin receives KernelLaunch, collective and KernelCh even
         }
       }
     }
+  }
+}
+
+namespace {
+
+// The scripted calls, then AllReduces and AllGathers of buffers the peers
+// map (gyreMemAllocHost: the single-copy paths), each checked.
+bool scriptAndSharedBuffers(ncclComm_t comm, int rank, int n) {
+  if (!runCallScript(comm, rank)) return false;
+  const size_t count = 4099;
+  void* in = nullptr;
+  void* out = nullptr;
+  RANK_CHECK(gyreMemAllocHost(&in, count * n * sizeof(int32_t)) == ncclSuccess, "alloc: %s", lastError().c_str());
+  RANK_CHECK(gyreMemAllocHost(&out, count * n * sizeof(int32_t)) == ncclSuccess, "alloc: %s", lastError().c_str());
+  auto* src = static_cast<int32_t*>(in);
+  auto* dst = static_cast<int32_t*>(out);
+  for (int call = 0; call < 2; ++call) {
+    for (size_t i = 0; i < count; ++i) src[i] = valueOf(rank + call, i);
+    RANK_CHECK(ncclAllReduce(in, out, count, ncclInt32, ncclSum, comm, nullptr) == ncclSuccess, "allreduce: %s",
+               lastError().c_str());
+    for (size_t i = 0; i < count; ++i) {
+      int64_t sum = 0;
+      for (int r = 0; r < n; ++r) sum += valueOf(r + call, i);
+      RANK_CHECK(dst[i] == sum, "allreduce %d element %zu: %d, expected %lld", call, i, dst[i],
+                 static_cast<long long>(sum));
+    }
+    RANK_CHECK(ncclAllGather(in, out, count, ncclInt32, comm, nullptr) == ncclSuccess, "allgather: %s",
+               lastError().c_str());
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i)
+        RANK_CHECK(dst[r * count + i] == valueOf(r + call, i), "allgather block %d element %zu", r, i);
+  }
+  gyreMemFreeHost(in);
+  gyreMemFreeHost(out);
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("every path's ProxyOp events have as many ProxySteps as they announce, in order", "[observe]") {
+  const std::string plugin = envPath("OBSERVE_PROFILER");
+  REQUIRE(!plugin.empty());
+  const int mask = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4);  // Group, Coll, P2p, ProxyOp, ProxyStep
+  RunOutput run = runRecorded(2, {{"NCCL_PROFILER_PLUGIN", plugin}, {"GYRETEST_PROFILER_MASK", std::to_string(mask)}},
+                              plugin, scriptAndSharedBuffers);
+  INFO(run.result.describe());
+  REQUIRE(run.result.allOk());
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> lines = pluginLines(run.result.ranks[rank]);
+    std::vector<int> order;
+    std::map<int, Ev> events = parseEvents(lines, &order);
+    std::set<std::string> algos;
+    int ops = 0;
+    for (const auto& [id, e] : events) {
+      INFO("rank " << rank << " event " << id << " " << e.kind);
+      CHECK(e.stops == 1);
+      if (e.kind == "Coll") algos.insert(e.fields.at("algo"));
+      if (e.kind != "ProxyOp") continue;
+      ++ops;
+      const Ev& parent = events[e.parent];
+      CHECK((parent.kind == "Coll" || parent.kind == "P2p"));
+      CHECK(parent.stopAt > e.stopAt);
+      CHECK(field(e, "peer") == 1 - rank);
+      std::vector<const Ev*> steps = childrenOf(events, order, id, "ProxyStep");
+      REQUIRE(static_cast<int64_t>(steps.size()) == field(e, "nSteps"));
+      for (size_t k = 0; k < steps.size(); ++k) {
+        CHECK(field(*steps[k], "step") == static_cast<int64_t>(k));
+        CHECK(steps[k]->stopAt < e.stopAt);
+        CHECK(stepBytes(*steps[k]) >= 0);
+        CHECK(stepBytes(*steps[k]) <= field(e, "chunkSize"));
+      }
+    }
+    std::string seen;
+    for (const std::string& a : algos) seen += a + " ";
+    INFO("paths seen: " << seen);
+    CHECK(ops > 0);
+    CHECK(algos.size() >= 2);  // the script's small calls and the shared buffers' take different paths
   }
 }
