@@ -56,10 +56,12 @@ void createExecutorViews(ncclComm* comm) {
   comm->host->rank = comm->rank;
   comm->host->nranks = comm->nranks;
   comm->host->abortFlag = &comm->abortFlag;
+  comm->host->observer = &comm->observer;
   comm->host->markFailed = [comm](ncclResult_t code, int culprit) { markCommFailed(comm, code, culprit); };
   if (comm->isHost) return;
   comm->device = std::make_unique<DeviceComm>(comm->abortFlag, comm->asyncError, comm->opCount);
   DeviceComm& d = *comm->device;
+  d.observer = &comm->observer;
   d.rank = comm->rank;
   d.nranks = comm->nranks;
   d.cudaDev = comm->cudaDev;

@@ -55,13 +55,20 @@ const std::vector<VarSpec>& registry() {
       {"NCCL_NET", Type::String, "", "IB, Socket, or a plugin's network name",
        "force the network between hosts (default: a plugin's, else IB when a usable HCA port exists, else Socket)"},
       {"NCCL_PROFILER_PLUGIN", Type::String, "", "NAME (loads libnccl-profiler-NAME.so), a path, or none",
-       "NCCL profiler plugin (ncclProfiler_v6 or _v5) that receives group, collective and send/recv events; unset: "
+       "NCCL profiler plugin (ncclProfiler_v6 or _v5) that receives group, collective, send/recv and step events; "
+       "unset: "
        "libnccl-profiler.so if it can be loaded (docs/OBSERVABILITY.md)"},
       {"GYRE_STATUS", Type::Int, "1", "0..1",
        "1: each process with a communicator answers `gyre-info status` on a unix socket of its user "
        "(docs/OBSERVABILITY.md); 0: no socket and no thread", 0, 1},
       {"GYRE_STATUS_DIR", Type::String, "", "folder path",
        "where the status sockets live (default $XDG_RUNTIME_DIR/gyre, else /tmp/gyre-<uid>)"},
+      {"GYRE_STATUS_ADDR", Type::String, "", "PORT or HOST:PORT (HOST numeric IPv4, localhost, or * for all)",
+       "also answer `gyre-info status --addr` on TCP, on the first free port of PORT..PORT+63 (HOST default "
+       "127.0.0.1: this host only); queries must prove a communicator's secret. Unset: no TCP port"},
+      {"GYRE_STATUS_KEY_DIR", Type::String, "", "folder path",
+       "rank 0 of each communicator writes <id>.key there (mode 0600), the secret `gyre-info status --key` "
+       "needs to ask a status port; removed at ncclCommDestroy"},
       {"NCCL_NVTX_DISABLE", Type::Int, "0", "0..1",
        "1: no NVTX ranges for API calls (they are emitted when gyre was built with NVTX; docs/OBSERVABILITY.md)",
        0, 1},

@@ -21,6 +21,7 @@ namespace gyre {
 class Bootstrap;
 struct Connection;
 struct CopyState;
+struct CommObserver;  // src/observe/observer.h
 struct DeviceComm;
 struct DirectState;
 struct KernelState;
@@ -62,6 +63,7 @@ struct DeviceComm {
   std::atomic<int>& asyncError;     // the communicator's (ncclCommGetAsyncError)
   uint64_t& opCount;                // the communicator's collective sequence number
   Bootstrap* bootstrap = nullptr;   // peers' facts and set-up exchanges
+  CommObserver* observer = nullptr; // the communicator's, for its kernels' profiler events
   std::unique_ptr<DeviceCommHooks> hooks;
   // The connections made at init (rings, trees, doubling), once they exist:
   // the kernel watchdog watches the p2p ones.

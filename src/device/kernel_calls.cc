@@ -13,6 +13,7 @@
 #include "src/debug/log.h"
 #include "src/device/call_scalar.h"
 #include "src/device/runtime.h"
+#include "src/observe/step_events.h"
 #include "src/call/datatypes.h"
 #include "src/sched/slot_meta.h"
 #include "transport/transport.h"
@@ -61,6 +62,7 @@ ncclResult_t uploadLanes(const DeviceRequest& c, KernelState::Lanes* out) {
     lane.steps = reinterpret_cast<const Step*>(static_cast<char*>(device) + stepAt);
     lane.nsteps = static_cast<uint32_t>(s.nsteps);
     lane.channel = s.channel;
+    out->channels.push_back(s.channel);
     lane.nsend = static_cast<uint8_t>(s.nsend);
     lane.nrecv = static_cast<uint8_t>(s.nrecv);
     std::vector<const void*>& conns = out->conns.emplace_back();
@@ -315,6 +317,39 @@ void startKernelWatchdog(DeviceComm* comm) {
 
 namespace {
 
+// A launch's profiler events (step_events.h): KernelLaunch around the
+// launch call, a Coll event per call, a KernelCh event per lane until the
+// kernel is done (a host function queued after it on the stream).
+class LaunchEvents {
+ public:
+  void begin(const LaunchRun& run, const DeviceLaunch& launch) {
+    CommObserver* o = run.calls[0]->comm->observer;
+    launchEvent_ = stepev::startKernelLaunch(o, run.calls[0]->stream);
+    for (size_t i = 0; i < run.size; ++i) {
+      const KernelState::Lanes& lanes = *run.lanes[i];
+      void* coll = stepev::startDeviceColl(o, *run.calls[i], launch.calls[i].opCount, lanes.count,
+                                           lanes.ll ? "LL" : "Simple");
+      channels_ = stepev::startKernelChannels(o, coll, lanes.channels.data(), static_cast<int>(lanes.channels.size()),
+                                              channels_);
+    }
+    active_ = true;
+  }
+  // After the launch call: on `stream` when the kernel was launched, else
+  // (null) the channels' events end now.
+  void launched(StreamHandle stream) {
+    if (!active_) return;
+    stepev::stopKernelLaunch(launchEvent_);
+    if (channels_ && (!stream || deviceRuntime()->hostFunc(stream, stepev::kernelDone, channels_) != ncclSuccess))
+      stepev::kernelDone(channels_);
+    channels_ = nullptr;
+  }
+
+ private:
+  bool active_ = false;
+  void* launchEvent_ = nullptr;
+  stepev::KernelChannels* channels_ = nullptr;
+};
+
 // Launches the run's calls as one kernel; `blocks` when there are several.
 ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) {
   const DeviceRequest& lead = *run.calls[0];
@@ -337,7 +372,12 @@ ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) 
   GYRE_CHECK(deviceRuntime()->isCapturing(lead.stream, &capturing));
   StreamCompletions& order = lead.comm->kernels->lastLaunch;
   if (!capturing) GYRE_CHECK(order.followLast(lead.stream));
-  GYRE_CHECK(deviceRuntime()->launchKernel(launch, lead.stream));
+  // Profiler events; none for a captured launch, which runs at each replay.
+  LaunchEvents events;
+  if (anyProfiler && !capturing && stepev::wantsKernelEvents(lead.comm->observer)) events.begin(run, launch);
+  const ncclResult_t launched = deviceRuntime()->launchKernel(launch, lead.stream);
+  events.launched(launched == ncclSuccess ? lead.stream : nullptr);
+  GYRE_CHECK(launched);
   if (!capturing) GYRE_CHECK(order.note(lead.stream));
   const DeviceCall& last = launch.calls[launch.ncalls - 1];
   KernelState& k = *lead.comm->kernels;
@@ -350,6 +390,7 @@ ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) 
 }  // namespace
 
 ncclResult_t launchKernelCalls(const std::vector<DeviceRequest>& calls) {
+  RunScope observedRun;  // the calls' profiler Coll events end once they are launched
   GYRE_CHECK(checkStreams(calls));
   DeviceRuntime* rt = deviceRuntime();
   // Every call's lanes are in device memory before the first kernel starts:

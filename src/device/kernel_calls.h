@@ -43,6 +43,7 @@ struct KernelState {
     int count = 0;
     bool ll = false;        // the plan's protocol
     LaneConnections conns;  // per lane, the connections it uses (for fusing)
+    std::vector<int> channels;  // per lane, its channel (profiler KernelCh events)
   };
   std::map<Shape, Lanes> cache;
   // The shapes of a fused launch's calls -> its blocks in device memory

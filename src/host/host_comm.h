@@ -17,6 +17,8 @@
 
 namespace gyre {
 
+struct CommObserver;  // src/observe/observer.h
+
 struct HostComm {
   int rank = 0;
   int nranks = 1;
@@ -31,6 +33,7 @@ struct HostComm {
   ProgressEngine progress;                       // every connection of the communicator
   PeerMappings peerMappings;                     // peers' shareable buffers mapped by single-copy steps
   Outboxes outboxes;                             // private pieces staged for several peers, per channel
+  CommObserver* observer = nullptr;              // the communicator's, for its lanes' profiler events
   // Fails the communicator with `code`, telling its peers to blame `culprit`
   // (-1: nobody in particular), so every rank's error names the same rank.
   std::function<void(ncclResult_t code, int culprit)> markFailed;

@@ -17,6 +17,7 @@
 #include "src/debug/error.h"
 #include "src/host/element_loops.h"
 #include "src/host/host_comm.h"
+#include "src/host/lane_trace.h"
 #include "src/host/outbox.h"
 #include "src/host/peer_read.h"
 #include "src/host/shareable_memory.h"
@@ -72,12 +73,16 @@ class Lane {
   size_t nextStep() const { return next_; }
   // The connection the next step waits on (for timeout messages), or null.
   Connection* blockingConnection() const;
+  // Profiler events of this lane's steps, while a plugin asks for them.
+  LaneTrace* trace() const { return trace_; }
+  void setTrace(LaneTrace* t) { trace_ = t; }
 
  protected:
   LaneSpec spec_;
   HostComm* comm_ = nullptr;
   size_t next_ = 0;
   std::vector<const Lane*> before_;
+  LaneTrace* trace_ = nullptr;
   // Single copy: the connections (by index, as in Step::sendConn/recvConn:
   // the peer's mesh index) on which this call announced, or was announced,
   // elements by reference. An acknowledgement flagged
@@ -136,6 +141,7 @@ class TypedLane final : public Lane {
         ++next_;
         continue;
       }
+      if (trace_) trace_->reached(next_);
       Connection* in = stepReceives(s.kind) ? spec_.recv[s.recvConn] : nullptr;
       Connection* out = stepSends(s.kind) ? spec_.send[s.sendConn] : nullptr;
       const uint32_t bytes = static_cast<uint32_t>(s.count * sizeof(T));
@@ -154,6 +160,7 @@ class TypedLane final : public Lane {
       ++next_;
       *progressed = true;
     }
+    if (trace_) trace_->reached(next_);  // the last step's events end
     return ncclSuccess;
   }
 

@@ -17,6 +17,7 @@
 #include "src/debug/thread_owned.h"
 #include "src/host/executor.h"
 #include "src/host/foreign_steps.h"
+#include "src/host/lane_trace.h"
 
 namespace gyre {
 namespace {
@@ -421,6 +422,7 @@ ncclResult_t runLanes(Lanes& lanes, uint64_t lanesId) {
   Waiter& waiter = threadOwned(waiterSlot);
   waiter.init(lanes, lanesId);
   HeldFailure& held = waiter.held;
+  LaneTraces traces(lanes);  // the steps' profiler events, when a plugin asks for them
   // The deadline runs from the last pass that moved a lane but is read from
   // the clock only when a wait gets past spinning: a call that never stalls
   // (a small shared-memory call whose peer is ready) reads no clock at all

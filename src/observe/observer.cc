@@ -24,6 +24,7 @@ const char* profilerFuncName(ApiFunc f) { return apiFuncName(f) + 4; }  // witho
 // only where a profiler is active or a group ends.
 __thread CommObserver* groupApiOwner = nullptr;
 __thread void* groupApiEvent = nullptr;
+__thread void* loneGroupApiEvent = nullptr;  // a lone call's own, while it runs
 __thread bool nvtxGroupOpen = false;
 
 // Profiler events of the host executor's runs on this thread, in start
@@ -33,6 +34,12 @@ struct RunEvent {
   CommObserver* owner;
   void* handle;
   bool isGroup;
+  // A Coll or P2p event's call, for the lanes that look for their parent
+  // (stepev::laneParent): the sequence number, or the peer and direction.
+  bool p2p = false;
+  uint64_t seq = 0;
+  int peer = -1;
+  bool isSend = false;
 };
 __thread size_t runEventCount = 0;
 std::vector<RunEvent>& runEvents() {
@@ -98,11 +105,11 @@ __thread size_t runFirstEvent = 0;  // where the innermost HostRunScope's events
 // would stop its events).
 __thread int activeRunScopes = 0;
 
-void startRunEvent(CommObserver& o, const CollCall& call, const CommObserver::Planned& planned, uint64_t seq) {
-  if (activeRunScopes == 0) return;
+void* startRunEvent(CommObserver& o, const CollCall& call, const CommObserver::Planned& planned, uint64_t seq) {
+  if (activeRunScopes == 0) return nullptr;
   const bool p2p = call.coll == CollKind::SendRecv;
   void* group = runGroupEvent(o, runFirstEvent);
-  if (!(o.profilerMask & (p2p ? profiler::kP2p : profiler::kColl))) return;
+  if (!(o.profilerMask & (p2p ? profiler::kP2p : profiler::kColl))) return nullptr;
   const ApiFunc f = apiFuncOf(call.coll, call.isSend);
   profiler::EventDescr d = descrFor(o, p2p ? profiler::kP2p : profiler::kColl, group);
   if (p2p) {
@@ -127,10 +134,12 @@ void startRunEvent(CommObserver& o, const CollCall& call, const CommObserver::Pl
     d.coll.proto = planned.protocol;
     d.coll.parentGroup = group;
   }
-  if (void* h = profiler::start(o.profilerContext, &d)) {
-    runEvents().push_back({&o, h, false});
+  void* h = profiler::start(o.profilerContext, &d);
+  if (h) {
+    runEvents().push_back({&o, h, false, p2p, seq, call.root, call.isSend});
     runEventCount = runEvents().size();
   }
+  return h;
 }
 
 void markLive(CommObserver& o, uint8_t func, uint64_t since) {
@@ -152,6 +161,7 @@ uint64_t commIdOf(uint64_t secret) {
 
 void startObserving(CommObserver* o, uint64_t secret, const std::vector<PeerInfo>& peers, int rank, bool isHost) {
   o->commId = commIdOf(secret);
+  o->secret = secret;
   o->rank = rank;
   o->nranks = static_cast<int>(peers.size());
   std::set<uint64_t> hosts;
@@ -207,7 +217,7 @@ ApiCallScope::ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth
   if (o.profilerMask) {
     void* parent = nullptr;
     if (lone_) {
-      parent = groupEvent_ = startGroupApiEvent(o, 0);
+      parent = groupEvent_ = loneGroupApiEvent = startGroupApiEvent(o, 0);
     } else {
       if (!groupApiOwner) {
         groupApiOwner = &o;
@@ -221,7 +231,10 @@ ApiCallScope::ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth
 
 ApiCallScope::~ApiCallScope() {
   if (apiEvent_) profiler::stop(apiEvent_);
-  if (groupEvent_) profiler::stop(groupEvent_);
+  if (groupEvent_) {
+    profiler::stop(groupEvent_);
+    loneGroupApiEvent = nullptr;
+  }
   if (nvtx_) nvtx::pop();
   if (lone_) {
     counters_.ticks.add(readTicks() - start_);
@@ -289,13 +302,82 @@ void observeRepeatedCall(CommObserver& o, const CollCall& call, uint64_t seq) {
 
 bool anyProfiler = false;
 
-void HostRunScope::begin() {
+namespace stepev {
+
+bool wantsSteps(const CommObserver* o) {
+  return o && activeRunScopes > 0 && (o->profilerMask & (profiler::kProxyOp | profiler::kProxyStep));
+}
+
+void* laneParent(CommObserver* o, bool p2p, uint64_t seq, int peer, bool isSend) {
+  const std::vector<RunEvent>& events = runEvents();
+  for (size_t i = runFirstEvent; i < events.size(); ++i) {
+    const RunEvent& e = events[i];
+    if (e.isGroup || e.owner != o || e.p2p != p2p) continue;
+    if (p2p ? e.peer == peer && e.isSend == isSend : e.seq == seq) return e.handle;
+  }
+  return nullptr;
+}
+
+bool wantsKernelEvents(const CommObserver* o) {
+  return o && activeRunScopes > 0 &&
+         (o->profilerMask & (profiler::kKernelLaunch | profiler::kColl | profiler::kKernelCh));
+}
+
+void* startKernelLaunch(CommObserver* o, void* stream) {
+  if (!(o->profilerMask & profiler::kKernelLaunch)) return nullptr;
+  profiler::EventDescr d = descrFor(*o, profiler::kKernelLaunch, loneGroupApiEvent ? loneGroupApiEvent : groupApiEvent);
+  d.kernelLaunch.stream = stream;
+  return profiler::start(o->profilerContext, &d);
+}
+
+void stopKernelLaunch(void* launch) { profiler::stop(launch); }
+
+void* startDeviceColl(CommObserver* o, const CollCall& call, uint64_t seq, int nChannels, const char* proto) {
+  CommObserver::Planned planned;
+  planned.algorithm = "unknown";  // the kernel's lanes come cached per call shape, without the plan's name
+  planned.protocol = proto;
+  planned.nchannels = nChannels;
+  return startRunEvent(*o, call, planned, seq);
+}
+
+struct KernelChannels {
+  std::vector<void*> events;
+};
+
+KernelChannels* startKernelChannels(CommObserver* o, void* parent, const int* channels, int n,
+                                    KernelChannels* pending) {
+  if (!(o->profilerMask & profiler::kKernelCh) || !parent) return pending;
+  if (!pending) pending = new KernelChannels;
+  for (int i = 0; i < n; ++i) {
+    profiler::EventDescr d = descrFor(*o, profiler::kKernelCh, parent);
+    d.kernelCh.channelId = static_cast<uint8_t>(channels[i]);
+    d.kernelCh.pTimer = 0;  // unknown: the host reads no GPU timer
+    if (void* h = profiler::start(o->profilerContext, &d)) pending->events.push_back(h);
+  }
+  return pending;
+}
+
+void kernelDone(void* pending) {
+  auto* k = static_cast<KernelChannels*>(pending);
+  if (!k) return;
+  for (void* h : k->events) {
+    profiler::EventStateArgs args{};
+    args.kernelCh.pTimer = 0;
+    profiler::recordState(h, profiler::kKernelChStop, &args);
+    profiler::stop(h);
+  }
+  delete k;
+}
+
+}  // namespace stepev
+
+void RunScope::begin() {
   ++activeRunScopes;
   firstEvent_ = runFirstEvent;
   runFirstEvent = runEventCount;
 }
 
-void HostRunScope::end() {
+void RunScope::end() {
   --activeRunScopes;
   const size_t mine = runFirstEvent;
   runFirstEvent = firstEvent_;

@@ -14,6 +14,7 @@
 #include "src/bootstrap/wire.h"
 #include "src/call/call.h"
 #include "src/observe/call_counters.h"
+#include "src/observe/step_events.h"
 
 namespace gyre {
 
@@ -21,6 +22,9 @@ struct CommObserver {
   CommCounters counters;
   // Set by startObserving once the rendezvous is done (0 / -1 before).
   uint64_t commId = 0;  // same on every rank, derived from the session secret (which it does not reveal)
+  // The session secret, kept for the status endpoint's challenges
+  // (status_auth.h): it checks a client's proof and is never sent.
+  uint64_t secret = 0;
   int rank = -1;
   int nranks = 0;
   int nNodes = 0;
@@ -112,25 +116,7 @@ void observeHostCall(CommObserver& o, const CollCall& call, ExecPath path, const
 void observeRepeatedCall(CommObserver& o, const CollCall& call, uint64_t seq);
 
 // One run of the host executor: profiler events started in it stop when it
-// returns (children first).
-// Inline and empty until some communicator of the process has a profiler.
-extern bool anyProfiler;
-class HostRunScope {
- public:
-  HostRunScope() : active_(anyProfiler) {
-    if (active_) begin();
-  }
-  ~HostRunScope() {
-    if (active_) end();
-  }
-  HostRunScope(const HostRunScope&) = delete;
-  HostRunScope& operator=(const HostRunScope&) = delete;
-
- private:
-  void begin();
-  void end();
-  bool active_;
-  size_t firstEvent_ = 0;
-};
+// returns (children first). The same scope as a device launch's (step_events.h).
+using HostRunScope = RunScope;
 
 }  // namespace gyre

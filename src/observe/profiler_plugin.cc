@@ -118,8 +118,8 @@ void stop(void* handle) {
   if (handle) plugin()->stopEvent(handle);
 }
 
-void recordState(void* handle, EventState state) {
-  if (handle && plugin()->recordEventState) plugin()->recordEventState(handle, state, nullptr);
+void recordState(void* handle, EventState state, EventStateArgs* args) {
+  if (handle && plugin()->recordEventState) plugin()->recordEventState(handle, state, args);
 }
 
 const char* datatypeName(ncclDataType_t type) {

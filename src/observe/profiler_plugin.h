@@ -23,7 +23,7 @@ void finalizeForComm(void* context);
 // Starts an event; null when the plugin keeps none for it.
 void* start(void* context, EventDescr* descr);
 void stop(void* handle);
-void recordState(void* handle, EventState state);
+void recordState(void* handle, EventState state, EventStateArgs* args = nullptr);
 
 // NCCL's datatype names ("ncclFloat32", ...) and function names ("AllReduce", "Send", ...).
 const char* datatypeName(ncclDataType_t type);

@@ -1,8 +1,10 @@
 // The NCCL profiler plugin interface, version 5 (NCCL's
 // ext-profiler/.../profiler_v5.h): the layouts and values a plugin built
 // against NCCL expects. gyre fills the API events (group, collective and
-// point-to-point API calls) and the group, collective and point-to-point
-// events; the proxy, kernel and network ones have no counterpart here.
+// point-to-point API calls), the group, collective and point-to-point
+// events, and ProxyOp and ProxyStep events for the host executor's lane
+// steps (step_events.h); the kernel, proxy control and network ones are
+// not delivered.
 // Version 6 of the interface has the same function table and extends the
 // descriptor's union with copy-engine events only: the members gyre fills
 // sit at the same places, so a v6 plugin is driven through these types too.
@@ -33,8 +35,16 @@ enum : int {
   kKernelLaunch = 1 << 11,
 };
 
-// Event states (recordEventState); gyre records the group API transitions.
+// Event states (recordEventState); gyre records the group API
+// transitions and its steps' (step_events.h).
 enum EventState : int {
+  kProxyStepSendGPUWait = 8,
+  kProxyStepSendWait = 9,
+  kProxyStepRecvWait = 10,
+  kProxyStepRecvFlushWait = 11,
+  kProxyStepRecvGPUWait = 12,
+  kProxyStepSendPeerWait = 20,
+  kKernelChStop = 22,
   kGroupStartApiStop = 23,
   kGroupEndApiStart = 24,
 };

@@ -2,11 +2,14 @@
 // for `gyre-info status` (tools/info_status.cc): while a communicator
 // exists, a thread listens on <dir>/<pid>.sock, where <dir> is
 // GYRE_STATUS_DIR, else $XDG_RUNTIME_DIR/gyre, else /tmp/gyre-<uid>
-// (made 0700). Only a client of the same user is answered (SO_PEERCRED;
-// the folder's mode keeps others out too); it must send the request line
-// "GYRE-STATUS 1"; anything else gets one line "error: ..." and the
-// connection is closed, with no effect on the job. The answer is one line
-// per communicator:
+// (made 0700), and with GYRE_STATUS_ADDR also on a TCP port. On the
+// socket a client of the same user (SO_PEERCRED; the folder's mode keeps
+// others out too) may send the request line "GYRE-STATUS 1"; on either, a
+// client may send "GYRE-STATUS 2 <communicator id>" and prove that
+// communicator's secret (status_auth.h), getting its lines only. Anything
+// else gets one line "error: ..." and the connection is closed, with no
+// effect on the job; a client has half a second in all. The answer is one
+// line per communicator:
 //
 //   comm <id> rank <r> nranks <n> pid <pid> host <name> state <idle|ncclAllReduce|...|ncclGroupEnd>
 //       seq <k> for_ms <t> peers <pid>@<host>,...   (one line; peers by rank)

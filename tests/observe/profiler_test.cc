@@ -13,8 +13,11 @@
 
 #include <dlfcn.h>
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -37,10 +40,15 @@ struct RunOutput {
   std::vector<std::string> logs;  // gyre's log, as each rank sees it (all ranks' lines)
 };
 
-// Runs the script on 2 ranks with `env`; each rank records the plugin's
-// lines (when `plugin` is loaded) and its init/finalize counts.
-RunOutput runScript(const std::vector<std::pair<std::string, std::optional<std::string>>>& env,
-                    const std::string& plugin) {
+using Env = std::vector<std::pair<std::string, std::optional<std::string>>>;
+using RankBody = std::function<bool(ncclComm_t comm, int rank, int nranks)>;
+
+// Runs `body` on `nranks` host ranks with `env`; each rank records the
+// plugin's lines (when `plugin` is loaded) and its init/finalize counts.
+// `device`: device communicators (ncclCommInitRank; the env must select
+// the fake CUDA runtime).
+RunOutput runRecorded(int nranks, const Env& env, const std::string& plugin, const RankBody& body,
+                      bool device = false) {
   LogDir logs;
   RankOptions options;
   options.timeout_s = 60;
@@ -49,11 +57,13 @@ RunOutput runScript(const std::vector<std::pair<std::string, std::optional<std::
   options.env.push_back({"NCCL_DEBUG_FILE", logs.pattern()});
   RunOutput out;
   out.result = runRanks(
-      2,
+      nranks,
       [&](int rank, int n, const ncclUniqueId& id) {
         ncclComm_t comm = nullptr;
-        RANK_CHECK(gyreCommInitRankHost(&comm, n, id, rank, nullptr) == ncclSuccess, "init: %s", lastError().c_str());
-        if (!runCallScript(comm, rank)) return 1;
+        const ncclResult_t init = device ? ncclCommInitRank(&comm, n, id, rank)
+                                         : gyreCommInitRankHost(&comm, n, id, rank, nullptr);
+        RANK_CHECK(init == ncclSuccess, "init: %s", lastError().c_str());
+        if (!body(comm, rank, n)) return 1;
         RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
         void* lib = plugin.empty() ? nullptr : dlopen(plugin.c_str(), RTLD_NOW | RTLD_NOLOAD);
         rankRecord("loaded", lib ? "yes" : "no");
@@ -81,6 +91,11 @@ RunOutput runScript(const std::vector<std::pair<std::string, std::optional<std::
   return out;
 }
 
+// The scripted calls (call_script.h) on 2 ranks.
+RunOutput runScript(const Env& env, const std::string& plugin) {
+  return runRecorded(2, env, plugin, [](ncclComm_t comm, int rank, int) { return runCallScript(comm, rank); });
+}
+
 std::vector<std::string> pluginLines(const RankOutcome& r) {
   std::vector<std::string> out;
   int n = std::stoi(r.records.at("lines"));
@@ -97,12 +112,14 @@ struct Ev {
   std::string kind;
   std::map<std::string, std::string> fields;
   int startAt = -1, stopAt = -1, stops = 0;
+  std::vector<std::pair<int, std::string>> states;  // state number, " bytes=N" or ""
 };
 
 std::map<int, Ev> parseEvents(const std::vector<std::string>& lines, std::vector<int>* order) {
   std::map<int, Ev> events;
   std::regex start("start ([0-9]+) parent=([0-9]+) rank=(-?[0-9]+) ([A-Za-z0-9]+)(.*)");
   std::regex stop("stop ([0-9]+).*");
+  std::regex state("state ([0-9]+) ([0-9]+)(.*)");
   std::regex field(" ([A-Za-z]+)=([^ ]*)");
   for (int i = 0; i < static_cast<int>(lines.size()); ++i) {
     std::smatch m;
@@ -116,6 +133,8 @@ std::map<int, Ev> parseEvents(const std::vector<std::string>& lines, std::vector
       for (std::sregex_iterator it(rest.begin(), rest.end(), field), end; it != end; ++it) e.fields[(*it)[1]] = (*it)[2];
       e.startAt = i;
       order->push_back(e.id);
+    } else if (std::regex_match(lines[i], m, state)) {
+      events[std::stoi(m[1])].states.push_back({std::stoi(m[2]), m[3]});
     } else if (std::regex_match(lines[i], m, stop)) {
       Ev& e = events[std::stoi(m[1])];
       e.stopAt = i;
@@ -282,5 +301,355 @@ TEST_CASE("a missing, unknown-version or failing profiler plugin is warned about
       CHECK(r.records.at("finalizes") == "0");
       CHECK(r.records.at("lines") == "0");
     }
+  }
+}
+
+namespace {
+
+constexpr size_t kRingCount = 1009;  // int32 elements of the AllReduce (a prime: uneven slices)
+constexpr size_t kP2pCount = 37;     // doubles each rank sends to the next
+
+int32_t valueOf(int rank, size_t i) { return static_cast<int32_t>((i * 2654435761u + rank * 40503u) % 100003u) - 50000; }
+
+constexpr int kRingCalls = 2;  // the second repeats the first's plan and lanes
+
+// Ring AllReduces, then a group sending to the next rank and receiving
+// from the previous one; the results checked against sums computed here.
+bool ringCalls(ncclComm_t comm, int rank, int n) {
+  std::vector<int32_t> in(kRingCount), out(kRingCount, 0);
+  for (int call = 0; call < kRingCalls; ++call) {
+    for (size_t i = 0; i < kRingCount; ++i) in[i] = valueOf(rank + call, i);
+    RANK_CHECK(ncclAllReduce(in.data(), out.data(), kRingCount, ncclInt32, ncclSum, comm, nullptr) == ncclSuccess,
+               "allreduce: %s", lastError().c_str());
+    for (size_t i = 0; i < kRingCount; ++i) {
+      int64_t sum = 0;
+      for (int r = 0; r < n; ++r) sum += valueOf(r + call, i);
+      RANK_CHECK(out[i] == sum, "allreduce element %zu: %d, expected %lld", i, out[i], static_cast<long long>(sum));
+    }
+  }
+  std::vector<double> sendBuf(kP2pCount), recvBuf(kP2pCount, -1);
+  for (size_t i = 0; i < kP2pCount; ++i) sendBuf[i] = rank * 1000.0 + i;
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+  RANK_CHECK(ncclSend(sendBuf.data(), kP2pCount, ncclFloat64, next, comm, nullptr) == ncclSuccess, "send: %s",
+             lastError().c_str());
+  RANK_CHECK(ncclRecv(recvBuf.data(), kP2pCount, ncclFloat64, prev, comm, nullptr) == ncclSuccess, "recv: %s",
+             lastError().c_str());
+  RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+  for (size_t i = 0; i < kP2pCount; ++i)
+    RANK_CHECK(recvBuf[i] == prev * 1000.0 + i, "recv element %zu: %g", i, recvBuf[i]);
+  return true;
+}
+
+std::vector<const Ev*> childrenOf(const std::map<int, Ev>& events, const std::vector<int>& order, int parent,
+                                  const std::string& kind) {
+  std::vector<const Ev*> out;
+  for (int id : order)
+    if (events.at(id).parent == parent && events.at(id).kind == kind) out.push_back(&events.at(id));
+  return out;
+}
+
+int64_t field(const Ev& e, const std::string& name) { return std::stoll(e.fields.at(name)); }
+
+// The bytes a ProxyStep event reported (with its last state), or -1.
+int64_t stepBytes(const Ev& step) {
+  for (auto it = step.states.rbegin(); it != step.states.rend(); ++it)
+    if (it->second.rfind(" bytes=", 0) == 0) return std::stoll(it->second.substr(7));
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("a profiler plugin receives a ProxyOp per lane connection and a ProxyStep per chunk of the schedule",
+          "[observe]") {
+  const std::string plugin = envPath("OBSERVE_PROFILER");
+  REQUIRE(!plugin.empty());
+  const int mask = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4);  // Group, Coll, P2p, ProxyOp, ProxyStep
+  for (int n : {2, 3, 4}) {
+    DYNAMIC_SECTION(n << " ranks") {
+      RunOutput run = runRecorded(n,
+                                  {{"NCCL_PROFILER_PLUGIN", plugin},
+                                   {"GYRETEST_PROFILER_MASK", std::to_string(mask)},
+                                   {"NCCL_ALGO", "Ring"},
+                                   {"NCCL_PROTO", "Simple"}},
+                                  plugin, ringCalls);
+      INFO(run.result.describe());
+      REQUIRE(run.result.allOk());
+      // Per channel, each rank's send peer and receive peer (cross-checked
+      // below: a ring's edges seen from both ends).
+      std::vector<std::map<int, int>> sendPeer(n), recvPeer(n);
+      int64_t sentBytes = 0, receivedBytes = 0;
+      for (int rank = 0; rank < n; ++rank) {
+        std::vector<std::string> lines = pluginLines(run.result.ranks[rank]);
+        std::string all;
+        for (const std::string& l : lines) all += l + "\n";
+        INFO("rank " << rank << " plugin lines:\n" << all.substr(0, 20000));
+        std::vector<int> order;
+        std::map<int, Ev> events = parseEvents(lines, &order);
+        for (const auto& [id, e] : events) {
+          INFO("event " << id << " " << e.kind);
+          REQUIRE(e.startAt >= 0);
+          CHECK(e.stops == 1);
+          CHECK(e.stopAt > e.startAt);
+          if (e.parent) {
+            REQUIRE(events.count(e.parent) == 1);
+            CHECK(events[e.parent].startAt < e.startAt);
+            CHECK(events[e.parent].stopAt > e.stopAt);
+          }
+          if (e.kind == "ProxyOp") CHECK((events[e.parent].kind == "Coll" || events[e.parent].kind == "P2p"));
+          if (e.kind == "ProxyStep") CHECK(events[e.parent].kind == "ProxyOp");
+        }
+        std::vector<const Ev*> colls = ofKind(events, order, "Coll");
+        REQUIRE(colls.size() == static_cast<size_t>(kRingCalls));
+        for (const Ev* collEv : colls) {
+          const Ev& coll = *collEv;
+          INFO("collective " << coll.fields.at("seq"));
+          CHECK(coll.fields.at("algo") == "Ring");
+          const int channels = static_cast<int>(field(coll, "nChannels"));
+          std::vector<const Ev*> ops = childrenOf(events, order, coll.id, "ProxyOp");
+          // Every channel sends to one peer and receives from one, the same
+          // number of chunks each way: 2(n-1) per piece of the channel's slice
+          // (n-1 to reduce, n-1 to pass the sums on).
+          CHECK(static_cast<int>(ops.size()) == 2 * channels);
+          std::map<int, int64_t> sendSteps, recvSteps;
+          for (const Ev* op : ops) {
+            INFO("ProxyOp " << op->id);
+            const int channel = static_cast<int>(field(*op, "channel"));
+            const bool isSend = field(*op, "isSend") == 1;
+            const int peer = static_cast<int>(field(*op, "peer"));
+            CHECK(channel < channels);
+            CHECK(peer != rank);
+            CHECK((peer >= 0 && peer < n));
+            CHECK(field(*op, "pid") > 0);
+            const int64_t nSteps = field(*op, "nSteps");
+            CHECK(nSteps > 0);
+            CHECK(nSteps % (2 * (n - 1)) == 0);
+            (isSend ? sendPeer : recvPeer)[rank][channel] = peer;
+            (isSend ? sendSteps : recvSteps)[channel] = nSteps;
+            std::vector<const Ev*> steps = childrenOf(events, order, op->id, "ProxyStep");
+            REQUIRE(static_cast<int64_t>(steps.size()) == nSteps);
+            int64_t opBytes = 0;
+            for (size_t k = 0; k < steps.size(); ++k) {
+              CHECK(field(*steps[k], "step") == static_cast<int64_t>(k));
+              if (k > 0) CHECK(steps[k - 1]->stopAt < steps[k]->startAt);  // one chunk after the other
+              const int64_t b = stepBytes(*steps[k]);
+              CHECK(b > 0);
+              CHECK(b <= field(*op, "chunkSize"));
+              opBytes += b;
+            }
+            (isSend ? sentBytes : receivedBytes) += opBytes;
+          }
+          for (const auto& [channel, steps] : sendSteps) CHECK(recvSteps[channel] == steps);
+        }
+        // Send/recv: one ProxyOp each, to the next rank and from the
+        // previous, carrying the whole message.
+        std::vector<const Ev*> p2ps = ofKind(events, order, "P2p");
+        REQUIRE(p2ps.size() == 2);
+        for (const Ev* p : p2ps) {
+          const bool isSend = p->fields.at("func") == "Send";
+          std::vector<const Ev*> pops = childrenOf(events, order, p->id, "ProxyOp");
+          REQUIRE(pops.size() == 1);
+          CHECK(field(*pops[0], "isSend") == (isSend ? 1 : 0));
+          CHECK(field(*pops[0], "peer") == (isSend ? (rank + 1) % n : (rank + n - 1) % n));
+          int64_t bytes = 0;
+          for (const Ev* st : childrenOf(events, order, pops[0]->id, "ProxyStep")) bytes += stepBytes(*st);
+          CHECK(bytes == static_cast<int64_t>(kP2pCount * sizeof(double)));
+        }
+      }
+      // A ring AllReduce sends every element n-1 times to reduce it and
+      // n-1 times to share the sum: over all ranks, 2(n-1) times the message
+      // per call.
+      CHECK(sentBytes == static_cast<int64_t>(kRingCalls * 2 * (n - 1) * kRingCount * sizeof(int32_t)));
+      CHECK(receivedBytes == sentBytes);
+      for (int r = 0; r < n; ++r)
+        for (const auto& [channel, peer] : sendPeer[r]) {
+          INFO("rank " << r << " channel " << channel << " sends to " << peer);
+          CHECK(recvPeer[peer][channel] == r);
+        }
+    }
+  }
+}
+
+namespace {
+
+constexpr int kDeviceCalls = 3;
+
+// AllReduces of device buffers (ncclMemAlloc'd; the fake runtime's device
+// memory is host memory, and GYRE_FAKE_CUDA=2 makes each call wait for its
+// stream), each checked.
+bool deviceCalls(ncclComm_t comm, int rank, int n) {
+  void* in = nullptr;
+  void* out = nullptr;
+  RANK_CHECK(ncclMemAlloc(&in, kRingCount * sizeof(int32_t)) == ncclSuccess, "ncclMemAlloc: %s", lastError().c_str());
+  RANK_CHECK(ncclMemAlloc(&out, kRingCount * sizeof(int32_t)) == ncclSuccess, "ncclMemAlloc: %s", lastError().c_str());
+  auto* src = static_cast<int32_t*>(in);
+  auto* dst = static_cast<int32_t*>(out);
+  for (int call = 0; call < kDeviceCalls; ++call) {
+    for (size_t i = 0; i < kRingCount; ++i) src[i] = valueOf(rank + call, i);
+    RANK_CHECK(ncclAllReduce(in, out, kRingCount, ncclInt32, ncclSum, comm, nullptr) == ncclSuccess,
+               "allreduce: %s", lastError().c_str());
+    for (size_t i = 0; i < kRingCount; ++i) {
+      int64_t sum = 0;
+      for (int r = 0; r < n; ++r) sum += valueOf(r + call, i);
+      RANK_CHECK(dst[i] == sum, "call %d element %zu: %d, expected %lld", call, i, dst[i], static_cast<long long>(sum));
+    }
+  }
+  ncclMemFree(in);
+  ncclMemFree(out);
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("a profiler plugin receives KernelLaunch, collective and KernelCh events of device kernels", "[observe]") {
+  const std::string plugin = envPath("OBSERVE_PROFILER");
+  REQUIRE(!plugin.empty());
+  // GroupApi, CollApi, Group, Coll, KernelCh, KernelLaunch.
+  const int mask = (1 << 8) | (1 << 9) | (1 << 0) | (1 << 1) | (1 << 6) | (1 << 11);
+  for (int n : {2, 3}) {
+    DYNAMIC_SECTION(n << " ranks on the fake device") {
+      RunOutput run = runRecorded(n,
+                                  {{"NCCL_PROFILER_PLUGIN", plugin},
+                                   {"GYRETEST_PROFILER_MASK", std::to_string(mask)},
+                                   {"GYRE_FAKE_CUDA", "2"},
+                                   {"GYRE_DEVICE_PATH", "kernels"},
+                                   {"GYRE_TIMEOUT", "20"}},
+                                  plugin, deviceCalls, /*device=*/true);
+      INFO(run.result.describe());
+      REQUIRE(run.result.allOk());
+      for (int rank = 0; rank < n; ++rank) {
+        std::vector<std::string> lines = pluginLines(run.result.ranks[rank]);
+        std::string all;
+        for (const std::string& l : lines) all += l + "\n";
+        INFO("rank " << rank << " plugin lines:\n" << all.substr(0, 20000));
+        CHECK(all.find("error") == std::string::npos);
+        std::vector<int> order;
+        std::map<int, Ev> events = parseEvents(lines, &order);
+        for (const auto& [id, e] : events) {
+          INFO("event " << id << " " << e.kind);
+          REQUIRE(e.startAt >= 0);
+          CHECK(e.stops == 1);
+          CHECK(e.stopAt > e.startAt);
+          if (e.parent) {
+            REQUIRE(events.count(e.parent) == 1);
+            CHECK(events[e.parent].startAt < e.startAt);
+            // A KernelCh event ends when the kernel does, which may be after
+            // its Coll event (stopped once the call is enqueued, as NCCL does).
+            if (e.kind != "KernelCh") CHECK(events[e.parent].stopAt > e.stopAt);
+          }
+        }
+        // One launch per call, under the call's group API event; one Coll
+        // event per call with its sequence number, one KernelCh event per
+        // lane, each stopped with its KernelChStop state.
+        std::vector<const Ev*> launches = ofKind(events, order, "KernelLaunch");
+        std::vector<const Ev*> colls = ofKind(events, order, "Coll");
+        REQUIRE(launches.size() == static_cast<size_t>(kDeviceCalls));
+        REQUIRE(colls.size() == static_cast<size_t>(kDeviceCalls));
+        for (int c = 0; c < kDeviceCalls; ++c) {
+          INFO("call " << c);
+          REQUIRE(launches[c]->parent != 0);
+          CHECK(events[launches[c]->parent].kind == "GroupApi");
+          CHECK(std::stoull(launches[c]->fields.at("stream")) == 0);
+          const Ev& coll = *colls[c];
+          CHECK(coll.fields.at("func") == "AllReduce");
+          CHECK(coll.fields.at("seq") == std::to_string(c + 1));
+          CHECK(coll.fields.at("count") == std::to_string(kRingCount));
+          CHECK(coll.fields.at("algo") == "unknown");
+          CHECK(std::regex_match(coll.fields.at("proto"), std::regex("Simple|LL")));
+          REQUIRE(coll.parent != 0);
+          CHECK(events[coll.parent].kind == "Group");
+          std::vector<const Ev*> channels = childrenOf(events, order, coll.id, "KernelCh");
+          CHECK(static_cast<int64_t>(channels.size()) == field(coll, "nChannels"));
+          CHECK(!channels.empty());
+          for (const Ev* ch : channels) {
+            CHECK(ch->fields.at("pTimer") == "0");
+            REQUIRE(ch->states.size() == 1);
+            CHECK(ch->states[0].first == 22);
+            CHECK(ch->states[0].second == " pTimer=0");
+          }
+          // The kernel of call c ended before call c+1's launch: the fake
+          // runtime waits for the stream in each call (GYRE_FAKE_CUDA=2).
+          if (c + 1 < kDeviceCalls)
+            for (const Ev* ch : channels) CHECK(ch->stopAt < launches[c + 1]->startAt);
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+// The scripted calls, then AllReduces and AllGathers of buffers the peers
+// map (gyreMemAllocHost: the single-copy paths), each checked.
+bool scriptAndSharedBuffers(ncclComm_t comm, int rank, int n) {
+  if (!runCallScript(comm, rank)) return false;
+  const size_t count = 4099;
+  void* in = nullptr;
+  void* out = nullptr;
+  RANK_CHECK(gyreMemAllocHost(&in, count * n * sizeof(int32_t)) == ncclSuccess, "alloc: %s", lastError().c_str());
+  RANK_CHECK(gyreMemAllocHost(&out, count * n * sizeof(int32_t)) == ncclSuccess, "alloc: %s", lastError().c_str());
+  auto* src = static_cast<int32_t*>(in);
+  auto* dst = static_cast<int32_t*>(out);
+  for (int call = 0; call < 2; ++call) {
+    for (size_t i = 0; i < count; ++i) src[i] = valueOf(rank + call, i);
+    RANK_CHECK(ncclAllReduce(in, out, count, ncclInt32, ncclSum, comm, nullptr) == ncclSuccess, "allreduce: %s",
+               lastError().c_str());
+    for (size_t i = 0; i < count; ++i) {
+      int64_t sum = 0;
+      for (int r = 0; r < n; ++r) sum += valueOf(r + call, i);
+      RANK_CHECK(dst[i] == sum, "allreduce %d element %zu: %d, expected %lld", call, i, dst[i],
+                 static_cast<long long>(sum));
+    }
+    RANK_CHECK(ncclAllGather(in, out, count, ncclInt32, comm, nullptr) == ncclSuccess, "allgather: %s",
+               lastError().c_str());
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i)
+        RANK_CHECK(dst[r * count + i] == valueOf(r + call, i), "allgather block %d element %zu", r, i);
+  }
+  gyreMemFreeHost(in);
+  gyreMemFreeHost(out);
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("every path's ProxyOp events have as many ProxySteps as they announce, in order", "[observe]") {
+  const std::string plugin = envPath("OBSERVE_PROFILER");
+  REQUIRE(!plugin.empty());
+  const int mask = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4);  // Group, Coll, P2p, ProxyOp, ProxyStep
+  RunOutput run = runRecorded(2, {{"NCCL_PROFILER_PLUGIN", plugin}, {"GYRETEST_PROFILER_MASK", std::to_string(mask)}},
+                              plugin, scriptAndSharedBuffers);
+  INFO(run.result.describe());
+  REQUIRE(run.result.allOk());
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> lines = pluginLines(run.result.ranks[rank]);
+    std::vector<int> order;
+    std::map<int, Ev> events = parseEvents(lines, &order);
+    std::set<std::string> algos;
+    int ops = 0;
+    for (const auto& [id, e] : events) {
+      INFO("rank " << rank << " event " << id << " " << e.kind);
+      CHECK(e.stops == 1);
+      if (e.kind == "Coll") algos.insert(e.fields.at("algo"));
+      if (e.kind != "ProxyOp") continue;
+      ++ops;
+      const Ev& parent = events[e.parent];
+      CHECK((parent.kind == "Coll" || parent.kind == "P2p"));
+      CHECK(parent.stopAt > e.stopAt);
+      CHECK(field(e, "peer") == 1 - rank);
+      std::vector<const Ev*> steps = childrenOf(events, order, id, "ProxyStep");
+      REQUIRE(static_cast<int64_t>(steps.size()) == field(e, "nSteps"));
+      for (size_t k = 0; k < steps.size(); ++k) {
+        CHECK(field(*steps[k], "step") == static_cast<int64_t>(k));
+        CHECK(steps[k]->stopAt < e.stopAt);
+        CHECK(stepBytes(*steps[k]) >= 0);
+        CHECK(stepBytes(*steps[k]) <= field(e, "chunkSize"));
+      }
+    }
+    std::string seen;
+    for (const std::string& a : algos) seen += a + " ";
+    INFO("paths seen: " << seen);
+    CHECK(ops > 0);
+    CHECK(algos.size() >= 2);  // the script's small calls and the shared buffers' take different paths
   }
 }

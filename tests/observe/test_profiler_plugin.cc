@@ -85,6 +85,16 @@ ncclResult_t startEvent(void* context, void** handle, EventDescr* d) {
               " datatype=" + str(d->p2p.datatype) + " peer=" + std::to_string(d->p2p.peer) +
               " nChannels=" + std::to_string(d->p2p.nChannels) + " group=" + std::to_string(idOf(d->p2p.parentGroup));
       break;
+    case kProxyOp:
+      line += "ProxyOp channel=" + std::to_string(d->proxyOp.channelId) + " peer=" + std::to_string(d->proxyOp.peer) +
+              " nSteps=" + std::to_string(d->proxyOp.nSteps) + " chunkSize=" + std::to_string(d->proxyOp.chunkSize) +
+              " isSend=" + std::to_string(d->proxyOp.isSend) + " pid=" + std::to_string(d->proxyOp.pid);
+      break;
+    case kProxyStep: line += "ProxyStep step=" + std::to_string(d->proxyStep.step); break;
+    case kKernelLaunch: line += "KernelLaunch stream=" + std::to_string(reinterpret_cast<uintptr_t>(d->kernelLaunch.stream)); break;
+    case kKernelCh:
+      line += "KernelCh channel=" + std::to_string(d->kernelCh.channelId) + " pTimer=" + std::to_string(d->kernelCh.pTimer);
+      break;
     default: line += "type=" + std::to_string(d->type);
   }
   logText += line + "\n";
@@ -99,9 +109,13 @@ ncclResult_t stopEvent(void* handle) {
   return ncclSuccess;
 }
 
-ncclResult_t recordEventState(void* handle, int state, EventStateArgs*) {
+ncclResult_t recordEventState(void* handle, int state, EventStateArgs* args) {
   std::lock_guard<std::mutex> lock(mu);
-  logText += "state " + std::to_string(idOf(handle)) + " " + std::to_string(state) + "\n";
+  std::string extra;
+  const uint64_t type = handle ? static_cast<Event*>(handle)->type : 0;
+  if (args && type == kProxyStep) extra = " bytes=" + std::to_string(args->proxyStep.transSize);
+  if (args && type == kKernelCh) extra = " pTimer=" + std::to_string(args->kernelCh.pTimer);
+  logText += "state " + std::to_string(idOf(handle)) + " " + std::to_string(state) + extra + "\n";
   return ncclSuccess;
 }
 
