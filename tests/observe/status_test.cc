@@ -331,7 +331,9 @@ TEST_CASE("gyre-info status asks ranks' status ports with the communicator's sec
     CHECK(all.find("rank " + std::to_string(r) + " (pid " + std::to_string(result.ranks[r].pid) + "): ") !=
           std::string::npos);
   const std::string one = result.taskRecords["one"];
-  CHECK(one.find("rank 0 (pid " + std::to_string(result.ranks[0].pid) + " on ") != std::string::npos);
+  // Which rank listens on the port asked depends on which process bound
+  // first; the others are named from its view, as not asked.
+  CHECK(one.find("rank 0 (pid " + std::to_string(result.ranks[0].pid)) != std::string::npos);
   CHECK(one.find("not asked (give its status port with --addr)") != std::string::npos);
   CHECK(result.taskRecords["wrong"].find("refused: wrong secret for communicator " + id) != std::string::npos);
   CHECK(result.taskRecords["wrong status"] == "1");
