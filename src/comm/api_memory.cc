@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "include/nccl_device.h"
@@ -33,6 +35,16 @@ struct Registration {
   size_t size;
 };
 
+// ncclMemAlloc's aligned pointers and the allocations holding them.
+std::mutex& alignedMutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::map<void*, void*>& alignedAllocations() {
+  static auto* m = new std::map<void*, void*>;
+  return *m;
+}
+
 ncclResult_t checkRange(const char* fn, const void* buff, size_t size) {
   if (!buff && size > 0) return fail(ncclInvalidArgument, "%s: buff is NULL (size %zu)", fn, size);
   return ncclSuccess;
@@ -48,14 +60,34 @@ GYRE_EXPORT ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   // No GPU here: the caller's communicators are host-memory ones, and
   // shareable host memory is what makes their transfers single-copy.
   if (!rt || !rt->hasDevice()) return allocShareable(size, ptr);
-  return rt->deviceAlloc(size, ptr);
+  // NCCL's ncclMemAlloc hands out whole VMM granules, so its buffers can be
+  // registered as symmetric windows as they are; the runtime carves small
+  // allocations at finer alignment, so align here.
+  void* raw = nullptr;
+  GYRE_CHECK(rt->deviceAlloc(size + NCCL_WIN_REQUIRED_ALIGNMENT - 1, &raw));
+  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(raw) + NCCL_WIN_REQUIRED_ALIGNMENT - 1) /
+                            NCCL_WIN_REQUIRED_ALIGNMENT * NCCL_WIN_REQUIRED_ALIGNMENT;
+  *ptr = reinterpret_cast<void*>(aligned);
+  std::lock_guard<std::mutex> lock(alignedMutex());
+  alignedAllocations()[*ptr] = raw;
+  return ncclSuccess;
 }
 
 GYRE_EXPORT ncclResult_t ncclMemFree(void* ptr) {
   if (!ptr || freeShareable(ptr)) return ncclSuccess;
   DeviceRuntime* rt = deviceRuntime();
   if (!rt) return fail(ncclInvalidArgument, "ncclMemFree: %p was not allocated by ncclMemAlloc", ptr);
-  return rt->deviceFree(ptr);
+  void* raw = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(alignedMutex());
+    auto it = alignedAllocations().find(ptr);
+    if (it == alignedAllocations().end())
+      return fail(ncclInvalidArgument, "ncclMemFree: %p was not allocated by ncclMemAlloc (or was freed already)",
+                  ptr);
+    raw = it->second;
+    alignedAllocations().erase(it);
+  }
+  return rt->deviceFree(raw);
 }
 
 GYRE_EXPORT ncclResult_t gyreMemAllocHost(void** ptr, size_t size) {
