@@ -8,6 +8,7 @@
 // let a rank read before its peers wrote, or write before they read, fails.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -40,6 +41,19 @@ uint32_t pattern(int r, int round, size_t i) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return uint32_t(x ^ (x >> 31));
+}
+
+// Mappings of fake device memory in this process: its own blocks and the
+// peers' blocks it opened by (fake) CUDA IPC.
+int fakeDeviceMappings() {
+  FILE* f = fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  char line[512];
+  int n = 0;
+  while (fgets(line, sizeof line, f))
+    if (strstr(line, "gyre-fake-device")) ++n;
+  fclose(f);
+  return n;
 }
 
 constexpr size_t kWords = 1009;  // prime
@@ -127,6 +141,42 @@ std::string rankSequence(ncclComm_t comm, void* buff) {
   return "";
 }
 
+// One-sided: every rank puts kWords words of its own into every peer's
+// window (block `rank`, itself included), then signals it twice more; every
+// rank waits for the three signals of each peer and checks each block.
+// Once this rank's waits are done no peer writes its window any more, so
+// it may deregister and free it without a meeting.
+std::string oneSidedExchange(ncclComm_t comm, int rank, int n, cudaStream_t stream) {
+  const size_t block = kWords * sizeof(uint32_t);
+  void* recv = nullptr;
+  if (ncclMemAlloc(&recv, block * n) != ncclSuccess) return "alloc";
+  memset(recv, 0, block * n);
+  ncclWindow_t win;
+  if (ncclCommWindowRegister(comm, recv, block * n, &win, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess)
+    return std::string("register: ") + ncclGetLastError(nullptr);
+  std::vector<uint32_t> send(kWords);
+  for (size_t i = 0; i < kWords; ++i) send[i] = pattern(rank, 1000, i);
+  for (int p = 0; p < n; ++p) {
+    if (ncclPutSignal(send.data(), kWords, ncclUint32, p, win, block * rank, 0, 0, 0, comm, stream) != ncclSuccess)
+      return "put to " + std::to_string(p) + ": " + ncclGetLastError(nullptr);
+    for (int k = 0; k < 2; ++k)
+      if (ncclSignal(p, 0, 0, 0, comm, stream) != ncclSuccess)
+        return "signal to " + std::to_string(p) + ": " + ncclGetLastError(nullptr);
+  }
+  std::vector<ncclWaitSignalDesc_t> descs;
+  for (int p = 0; p < n; ++p) descs.push_back({3, p, 0, 0});
+  if (ncclWaitSignal(n, descs.data(), comm, stream) != ncclSuccess)
+    return std::string("wait: ") + ncclGetLastError(nullptr);
+  if (gyre::deviceRuntime()->streamSynchronize(stream) != ncclSuccess) return "stream";
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < kWords; ++i)
+      if (static_cast<uint32_t*>(recv)[p * kWords + i] != pattern(p, 1000, i))
+        return "word " + std::to_string(i) + " put by rank " + std::to_string(p) + " is wrong";
+  if (ncclCommWindowDeregister(comm, win) != ncclSuccess) return std::string("deregister: ") + ncclGetLastError(nullptr);
+  ncclMemFree(recv);
+  return "";
+}
+
 int ranksOfOneProcess(std::vector<int> devs) {
   const int n = static_cast<int>(devs.size());
   std::vector<ncclComm_t> comms(n);
@@ -136,7 +186,11 @@ int ranksOfOneProcess(std::vector<int> devs) {
     RANK_CHECK(ncclMemAlloc(&bufs[r], kWords * sizeof(uint32_t)) == ncclSuccess, "alloc: %s", lastError().c_str());
   std::vector<std::string> outcome(n);
   std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { outcome[r] = rankSequence(comms[r], bufs[r]); });
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      outcome[r] = rankSequence(comms[r], bufs[r]);
+      if (outcome[r].empty()) outcome[r] = oneSidedExchange(comms[r], r, n, fakeStream(7 + r));
+    });
   for (auto& t : threads) t.join();
   for (int r = 0; r < n; ++r) RANK_CHECK(outcome[r].empty(), "rank %d: %s", r, outcome[r].c_str());
   for (int r = 0; r < n; ++r) {
@@ -172,8 +226,14 @@ int inProcessPointersAreThePeers() {
 }
 
 // Ranks in their own processes: IPC-mapped windows, the kernel across
-// processes, then one-sided puts and signals.
+// processes, then one-sided puts and signals; nothing left after destroy.
 int processRank(int rank, int n, const ncclUniqueId& id) {
+  // Warm the fake runtime (its first allocation opens a block for good).
+  void* warm = nullptr;
+  RANK_CHECK(ncclMemAlloc(&warm, 64) == ncclSuccess, "alloc");
+  const int fdsBefore = countOpenFds();
+  const std::map<int, std::string> fdList = listOpenFds();
+  const int mappingsBefore = fakeDeviceMappings();
   ncclComm_t comm;
   RANK_CHECK(ncclCommInitRank(&comm, n, id, rank) == ncclSuccess, "init: %s", lastError().c_str());
   void* buff = nullptr;
@@ -181,36 +241,17 @@ int processRank(int rank, int n, const ncclUniqueId& id) {
   std::string wrong = rankSequence(comm, buff);
   RANK_CHECK(wrong.empty(), "%s", wrong.c_str());
 
-  // One-sided: every rank puts kWords words of its own into every peer's
-  // window (block `rank`), then signals it twice more; every rank waits for
-  // the three signals of each peer and checks each block.
-  const size_t block = kWords * sizeof(uint32_t);
-  void* recv = nullptr;
-  RANK_CHECK(ncclMemAlloc(&recv, block * n) == ncclSuccess, "alloc");
-  memset(recv, 0, block * n);
-  ncclWindow_t win;
-  RANK_CHECK(ncclCommWindowRegister(comm, recv, block * n, &win, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess,
-             "register: %s", lastError().c_str());
-  std::vector<uint32_t> send(kWords);
-  for (size_t i = 0; i < kWords; ++i) send[i] = pattern(rank, 1000, i);
-  cudaStream_t stream = fakeStream(7);
-  for (int p = 0; p < n; ++p) {
-    RANK_CHECK(ncclPutSignal(send.data(), kWords, ncclUint32, p, win, block * rank, 0, 0, 0, comm, stream) ==
-                   ncclSuccess, "put to %d: %s", p, lastError().c_str());
-    for (int k = 0; k < 2; ++k)
-      RANK_CHECK(ncclSignal(p, 0, 0, 0, comm, stream) == ncclSuccess, "signal %d: %s", p, lastError().c_str());
-  }
-  std::vector<ncclWaitSignalDesc_t> descs;
-  for (int p = 0; p < n; ++p) descs.push_back({3, p, 0, 0});
-  RANK_CHECK(ncclWaitSignal(n, descs.data(), comm, stream) == ncclSuccess, "wait: %s", lastError().c_str());
-  RANK_CHECK(gyre::deviceRuntime()->streamSynchronize(stream) == ncclSuccess, "sync");
-  for (int p = 0; p < n; ++p)
-    for (size_t i = 0; i < kWords; ++i)
-      RANK_CHECK(static_cast<uint32_t*>(recv)[p * kWords + i] == pattern(p, 1000, i), "word %zu from rank %d", i, p);
-  // The window is still registered at destroy: destroy releases it.
+  std::string oneSided = oneSidedExchange(comm, rank, n, fakeStream(7));
+  RANK_CHECK(oneSided.empty(), "%s", oneSided.c_str());
   RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
-  ncclMemFree(recv);
   ncclMemFree(buff);
+  // Every peer block opened by CUDA IPC was closed again, and this rank's
+  // own blocks freed: nothing of the windows or signals is left.
+  std::string left = waitForBaseline(fdsBefore, countThreads(), fdList, 3.0);
+  RANK_CHECK(left.empty(), "after destroy: %s", left.c_str());
+  RANK_CHECK(fakeDeviceMappings() == mappingsBefore, "%d mappings of device memory before, %d after destroy",
+             mappingsBefore, fakeDeviceMappings());
+  ncclMemFree(warm);
   return 0;
 }
 
