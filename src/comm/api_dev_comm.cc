@@ -210,11 +210,12 @@ ncclResult_t windowPointer(const char* fn, ncclWindow_t window, size_t offset, i
   *outPtr = nullptr;
   WindowRecord* w = anyWindow(window);
   if (!w) return fail(ncclInvalidArgument, "%s: window %p is not a registered window", fn, static_cast<void*>(window));
-  if (offset > w->size)
-    return fail(ncclInvalidArgument, "%s: offset %zu is past the window's %zu bytes", fn, offset, w->size);
   if (worldPeer < 0 || worldPeer >= static_cast<int>(w->peerBases.size()))
     return fail(ncclInvalidArgument, "%s: rank %d is outside the communicator's %zu ranks", fn, worldPeer,
                 w->peerBases.size());
+  if (offset > w->peerSizes[worldPeer])
+    return fail(ncclInvalidArgument, "%s: offset %zu is past rank %d's %zu-byte window", fn, offset, worldPeer,
+                w->peerSizes[worldPeer]);
   if (!w->peerBases[worldPeer])
     return fail(ncclInvalidUsage, "%s: rank %d's window is not load/store accessible from rank %d", fn, worldPeer,
                 w->comm->rank);

@@ -79,15 +79,14 @@ GYRE_EXPORT ncclResult_t ncclPutSignal(const void* localbuff, size_t count, nccl
     return fail(ncclInvalidArgument, "%s: peerWin %p is not a window registered on this communicator (rank %d)", fn,
                 static_cast<void*>(peerWin), comm->rank);
   const size_t bytes = count * datatypeSize(datatype);
-  if (peerWinOffset > w->size || bytes > w->size - peerWinOffset)
-    return fail(ncclInvalidArgument, "%s: %zu bytes at offset %zu overrun the %zu-byte window on rank %d", fn, bytes,
-                peerWinOffset, w->size, comm->rank);
+  const size_t peerSize = w->peerSizes[peer];  // what the peer registered
+  if (peerWinOffset > peerSize || bytes > peerSize - peerWinOffset)
+    return fail(ncclInvalidArgument, "%s: %zu bytes at offset %zu overrun rank %d's %zu-byte window", fn, bytes,
+                peerWinOffset, peer, peerSize);
   GYRE_CHECK(checkSignalArgs(sigIdx, ctx, flags, fn));
   SignalArea* s = nullptr;
   GYRE_CHECK(signalsOf(comm, fn, &s));
   if (!w->peerBases[peer]) return unreachable(comm, peer, fn, "window");
-  // Symmetric windows are the same size everywhere; otherwise the peer's
-  // own size is unknown here, and the bound above is this rank's.
   if (bytes > 0) GYRE_CHECK(deviceRuntime()->copyAsync(w->peerBases[peer] + peerWinOffset, localbuff, bytes, stream));
   return enqueueSignal(comm, s, peer, stream, fn);
 }

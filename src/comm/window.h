@@ -33,6 +33,7 @@ struct WindowRecord {
   uint64_t serial = 0;          // registration order, the same on every rank
   int lsaBase = 0, lsaSize = 1; // the LSA team: ranks lsaBase .. lsaBase + lsaSize - 1
   std::vector<char*> peerBases; // by rank, as mapped here (nullptr: not reachable)
+  std::vector<size_t> peerSizes; // by rank: what that rank registered
   std::set<uint64_t> heldBlocks;  // CUDA IPC blocks opened for it (src/device/ipc_registry.h)
   void* ownedMemory = nullptr;  // a device communicator's resources: freed with the window
 };

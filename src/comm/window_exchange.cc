@@ -210,6 +210,7 @@ ncclResult_t registerWindow(ncclComm* comm, void* buff, size_t size, int flags, 
   w->lsaSize = team.size;
   w->ownedMemory = ownedMemory;
   w->peerBases.assign(comm->nranks, nullptr);
+  for (const WindowOffer& o : all) w->peerSizes.push_back(static_cast<size_t>(o.size));
   for (int r = team.base; r < team.base + team.size; ++r)
     w->peerBases[r] = mapPeer(comm, r, all[r].buff, all[r].shareable, all[r].alloc, all[r].allocOffset,
                               &w->heldBlocks, fn);
@@ -219,7 +220,8 @@ ncclResult_t registerWindow(ncclComm* comm, void* buff, size_t size, int flags, 
     delete w;
     return res;
   }
-  if (comm->device) comm->device->windows.add(PeerWindow{w->serial, static_cast<char*>(buff), size, w->peerBases});
+  if (comm->device)
+    comm->device->windows.add(PeerWindow{w->serial, static_cast<char*>(buff), size, w->peerBases, w->peerSizes});
   {
     std::lock_guard<std::mutex> lock(comm->registrationMutex);
     comm->windows[w->handle] = w;

@@ -41,7 +41,8 @@ bool PeerWindows::peerAddressAt(uint64_t serial, size_t offset, size_t bytes, in
   if (it == bySerial_.end()) return false;
   const PeerWindow& w = it->second;
   if (peer < 0 || peer >= static_cast<int>(w.peerBases.size()) || !w.peerBases[peer]) return false;
-  if (offset > w.size || bytes > w.size - offset) return false;
+  const size_t size = w.peerSizes[peer];
+  if (offset > size || bytes > size - offset) return false;
   *out = w.peerBases[peer] + offset;
   return true;
 }

@@ -28,6 +28,7 @@ struct PeerWindow {
   // loads and stores (another node, no peer access, a buffer CUDA IPC cannot
   // share).
   std::vector<char*> peerBases;
+  std::vector<size_t> peerSizes;  // by rank: the size that rank registered
 };
 
 class PeerWindows {
@@ -41,7 +42,8 @@ class PeerWindows {
 
   // Where `peer` has window `serial`'s bytes [offset, offset + bytes), as
   // this process addresses them. False when the window is unknown, the range
-  // leaves it, or the peer is not reachable by loads and stores.
+  // leaves the peer's window, or the peer is not reachable by loads and
+  // stores.
   bool peerAddressAt(uint64_t serial, size_t offset, size_t bytes, int peer, void** out) const;
 
   // Both at once, for symmetric use: the peer's address of the bytes at the
