@@ -21,6 +21,7 @@
 #include "src/debug/log.h"
 #include "src/device/runtime.h"
 #include "src/enqueue/arg_checks.h"
+#include "src/enqueue/enqueue.h"
 
 using namespace gyre;
 
@@ -74,6 +75,8 @@ std::string missingOf(const ncclComm* comm, const ncclDevCommRequirements_t& r, 
   if (r.lsaLLA2ABlockCount > 0 || r.lsaLLA2ASlotCount > 0)
     return "lsaLLA2ABlockCount/lsaLLA2ASlotCount: gyre has no LL all-to-all buffers";
   if (r.lsaBarrierCount < 0) return "lsaBarrierCount is negative";
+  for (const ncclDevResourceRequirements_t* q = r.resourceRequirementsList; q; q = q->next)
+    if (q->bufferAlign & (q->bufferAlign - 1)) return "a bufferAlign in resourceRequirementsList is not a power of two";
   return "";
 }
 
@@ -96,17 +99,9 @@ ncclResult_t agreeOnRequirements(ncclComm* comm, const std::string& mine, const 
 
 uint32_t reciprocal32(int n) { return n > 0 ? static_cast<uint32_t>(0xFFFFFFFFu / static_cast<uint32_t>(n)) + 1 : 0; }
 
-}  // namespace
-
-GYRE_EXPORT ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements_t* reqs,
-                                           ncclDevComm_t* outDevComm) {
+// ncclDevCommCreate's collective part (runs at ncclGroupEnd in a group).
+ncclResult_t createDevComm(ncclComm* comm, const ncclDevCommRequirements_t& r, ncclDevComm_t* outDevComm) {
   const char* fn = "ncclDevCommCreate";
-  GYRE_CHECK(checkComm(comm, fn));
-  if (!reqs || !outDevComm)
-    return fail(ncclInvalidArgument, "%s: reqs (%p) and outDevComm (%p) must not be NULL", fn,
-                static_cast<const void*>(reqs), static_cast<void*>(outDevComm));
-  ncclDevCommRequirements_t r;
-  GYRE_CHECK(readRequirements(reqs, &r, fn));
   ScopedLogRank logRank(comm->rank);
   const LsaTeam team = lsaTeamOf(comm);
   GYRE_CHECK(agreeOnRequirements(comm, missingOf(comm, r, team), fn));
@@ -159,6 +154,20 @@ GYRE_EXPORT ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommReq
   GYRE_INFO("INIT", "%s: rank %d of %d, LSA team of %d, %d LSA barriers, %zu bytes of resources", fn, comm->rank,
             comm->nranks, team.size, nBarriers, bytes);
   return ncclSuccess;
+}
+
+}  // namespace
+
+GYRE_EXPORT ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements_t* reqs,
+                                           ncclDevComm_t* outDevComm) {
+  const char* fn = "ncclDevCommCreate";
+  GYRE_CHECK(checkComm(comm, fn));
+  if (!reqs || !outDevComm)
+    return fail(ncclInvalidArgument, "%s: reqs (%p) and outDevComm (%p) must not be NULL", fn,
+                static_cast<const void*>(reqs), static_cast<void*>(outDevComm));
+  ncclDevCommRequirements_t r;
+  GYRE_CHECK(readRequirements(reqs, &r, fn));
+  return runOrDefer([comm, r, outDevComm] { return createDevComm(comm, r, outDevComm); });
 }
 
 GYRE_EXPORT ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const ncclDevComm_t* devComm) {

@@ -19,6 +19,7 @@
 #include "src/debug/log.h"
 #include "src/device/runtime.h"
 #include "src/enqueue/arg_checks.h"
+#include "src/enqueue/enqueue.h"
 #include "src/host/shareable_memory.h"
 
 using namespace gyre;
@@ -146,11 +147,14 @@ GYRE_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, siz
   if ((winFlags & NCCL_WIN_COLL_SYMMETRIC) && reinterpret_cast<uintptr_t>(buff) % NCCL_WIN_REQUIRED_ALIGNMENT != 0)
     return fail(ncclInvalidArgument, "%s: a symmetric window must start at a multiple of %d bytes (buff %p)", fn,
                 NCCL_WIN_REQUIRED_ALIGNMENT, buff);
-  ScopedLogRank logRank(comm->rank);
-  WindowRecord* w = nullptr;
-  GYRE_CHECK(registerWindow(comm, buff, size, winFlags, fn, nullptr, &w));
-  *win = w->handle;
-  return ncclSuccess;
+  // Collective: inside a group it runs at ncclGroupEnd, which fills *win.
+  return runOrDefer([=] {
+    ScopedLogRank logRank(comm->rank);
+    WindowRecord* w = nullptr;
+    GYRE_CHECK(registerWindow(comm, buff, size, winFlags, fn, nullptr, &w));
+    *win = w->handle;
+    return ncclSuccess;
+  });
 }
 
 GYRE_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {

@@ -200,27 +200,42 @@ int ranksOfOneProcess(std::vector<int> devs) {
   return 0;
 }
 
-// Within one process a peer's mapping is its own pointer.
+// Within one process a peer's mapping is its own pointer. One thread sets
+// up both ranks, grouping the collective set-up calls as NCCL allows: they
+// run, and fill their results, at ncclGroupEnd.
 int inProcessPointersAreThePeers() {
   int devs[2] = {0, 0};
   ncclComm_t comms[2];
   RANK_CHECK(ncclCommInitAll(comms, 2, devs) == ncclSuccess, "init: %s", lastError().c_str());
   void* bufs[2];
-  ncclWindow_t wins[2];
+  ncclWindow_t wins[2] = {nullptr, nullptr};
+  ncclDevComm devs2[2];
   for (auto& b : bufs) RANK_CHECK(ncclMemAlloc(&b, 4096) == ncclSuccess, "alloc");
-  std::vector<std::thread> threads;
-  ncclResult_t rs[2];
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] { rs[r] = ncclCommWindowRegister(comms[r], bufs[r], 4096, &wins[r], 0); });
-  for (auto& t : threads) t.join();
-  RANK_CHECK(rs[0] == ncclSuccess && rs[1] == ncclSuccess, "register");
-  for (int r = 0; r < 2; ++r)
+  ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.lsaBarrierCount = 1;
+  RANK_CHECK(ncclGroupStart() == ncclSuccess, "group");
+  for (int r = 0; r < 2; ++r) {
+    RANK_CHECK(ncclCommWindowRegister(comms[r], bufs[r], 4096, &wins[r], 0) == ncclSuccess, "register");
+    RANK_CHECK(ncclDevCommCreate(comms[r], &reqs, &devs2[r]) == ncclSuccess, "create");
+  }
+  RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+  for (int r = 0; r < 2; ++r) {
+    RANK_CHECK(wins[r] && devs2[r].rank == r && devs2[r].lsaSize == 2, "rank %d's grouped set-up left no result", r);
     for (int p = 0; p < 2; ++p) {
       void* at = nullptr;
       RANK_CHECK(ncclGetLsaDevicePointer(wins[r], 100, p, &at) == ncclSuccess && at == static_cast<char*>(bufs[p]) + 100,
                  "rank %d's view of rank %d", r, p);
     }
-  for (int r = 0; r < 2; ++r) RANK_CHECK(ncclCommDestroy(comms[r]) == ncclSuccess, "destroy with the windows still registered");
+  }
+  // A grouped set-up that fails fails ncclGroupEnd with its message.
+  ncclWindow_t bad[2];
+  RANK_CHECK(ncclGroupStart() == ncclSuccess, "group");
+  for (int r = 0; r < 2; ++r)
+    ncclCommWindowRegister(comms[r], bufs[r], 1024 * (r + 1), &bad[r], NCCL_WIN_COLL_SYMMETRIC);
+  RANK_CHECK(ncclGroupEnd() == ncclInvalidUsage && lastError().find("symmetric window") != std::string::npos,
+             "mismatched grouped windows: %s", lastError().c_str());
+  for (int r = 0; r < 2; ++r)
+    RANK_CHECK(ncclCommDestroy(comms[r]) == ncclSuccess, "destroy with a device communicator and a window left");
   for (auto& b : bufs) ncclMemFree(b);
   return 0;
 }
@@ -353,7 +368,8 @@ TEST_CASE("ranks of one process on one GPU read each other's windows through LSA
   CHECK(result.allOk());
 }
 
-TEST_CASE("ranks of one process on GPUs with peer access do too, and a peer's mapping is its own pointer",
+TEST_CASE("ranks of one process on GPUs with peer access do too; a peer's mapping is its own pointer; grouped "
+          "set-up calls run at ncclGroupEnd",
           "[device][device_api]") {
   RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) {
     int r = ranksOfOneProcess({0, 1});
