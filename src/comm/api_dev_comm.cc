@@ -167,7 +167,7 @@ GYRE_EXPORT ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommReq
                 static_cast<const void*>(reqs), static_cast<void*>(outDevComm));
   ncclDevCommRequirements_t r;
   GYRE_CHECK(readRequirements(reqs, &r, fn));
-  return runOrDefer([comm, r, outDevComm] { return createDevComm(comm, r, outDevComm); });
+  return runOrDefer(comm, [comm, r, outDevComm] { return createDevComm(comm, r, outDevComm); });
 }
 
 GYRE_EXPORT ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const ncclDevComm_t* devComm) {

@@ -148,7 +148,7 @@ GYRE_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, siz
     return fail(ncclInvalidArgument, "%s: a symmetric window must start at a multiple of %d bytes (buff %p)", fn,
                 NCCL_WIN_REQUIRED_ALIGNMENT, buff);
   // Collective: inside a group it runs at ncclGroupEnd, which fills *win.
-  return runOrDefer([=] {
+  return runOrDefer(comm, [=] {
     ScopedLogRank logRank(comm->rank);
     WindowRecord* w = nullptr;
     GYRE_CHECK(registerWindow(comm, buff, size, winFlags, fn, nullptr, &w));

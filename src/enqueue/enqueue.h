@@ -29,12 +29,13 @@ ncclResult_t groupStart();
 // How many ncclGroupStart calls are open on this thread.
 int groupDepth();
 ncclResult_t groupEnd();
-// Collective set-up calls (window registration, device communicators):
-// `task` runs now, or — inside a group — at the outermost ncclGroupEnd,
-// together with the group's other set-up tasks, each on its own thread, so
-// one thread can set up several communicators whose ranks must meet (as
-// NCCL lets such calls be grouped). Its results are written then.
-ncclResult_t runOrDefer(std::function<ncclResult_t()> task);
+// Collective set-up calls (window registration, device communicators) on
+// `comm`: `task` runs now, or — inside a group — at the outermost
+// ncclGroupEnd, where each communicator's tasks run in their order on a
+// thread of its own, all communicators at once, so one thread can set up
+// several ranks that must meet (as NCCL lets such calls be grouped). Its
+// results are written then.
+ncclResult_t runOrDefer(ncclComm* comm, std::function<ncclResult_t()> task);
 
 // Ends the group like groupEnd but hands back its calls instead of running
 // them (empty while an outer group stays open).
