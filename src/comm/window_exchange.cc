@@ -158,12 +158,18 @@ ncclResult_t registerWindow(ncclComm* comm, void* buff, size_t size, int flags, 
                             WindowRecord** out) {
   *out = nullptr;
   DeviceRuntime* rt = comm->isHost ? nullptr : deviceRuntime();
+  const LsaTeam team = lsaTeamOf(comm);
+  // CUDA IPC handles only where a rank of the team is another process
+  // (making one can fail for memory IPC cannot share, and costs a call).
+  bool otherProcess = false;
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  for (int r = team.base; r < team.base + team.size; ++r) otherProcess |= peers[r].pid != peers[comm->rank].pid;
   WindowOffer mine;
   mine.size = size;
   mine.buff = reinterpret_cast<uintptr_t>(buff);
   mine.flags = flags;
   mine.pid = static_cast<int32_t>(getpid());
-  if (rt && buff) mine.shareable = describeOwnAllocation(buff, size, &mine.alloc, &mine.allocOffset);
+  if (rt && buff && otherProcess) mine.shareable = describeOwnAllocation(buff, size, &mine.alloc, &mine.allocOffset);
   // The first window of a device communicator also sets up its signal slots
   // (every rank registers the same windows in the same order, so all agree).
   SignalArea* signals = nullptr;
@@ -181,7 +187,8 @@ ncclResult_t registerWindow(ncclComm* comm, void* buff, size_t size, int flags, 
     signals->mine = static_cast<uint32_t*>(area);
     mine.signalsOffered = 1;
     mine.signalPtr = reinterpret_cast<uintptr_t>(area);
-    mine.signalsShareable = describeOwnAllocation(area, bytes, &mine.signalAlloc, &mine.signalOffset);
+    if (otherProcess)
+      mine.signalsShareable = describeOwnAllocation(area, bytes, &mine.signalAlloc, &mine.signalOffset);
   }
   std::vector<WindowOffer> all(comm->nranks);
   all[comm->rank] = mine;
@@ -195,7 +202,6 @@ ncclResult_t registerWindow(ncclComm* comm, void* buff, size_t size, int flags, 
     if (signals) freeSignals(signals);
     return res;
   }
-  const LsaTeam team = lsaTeamOf(comm);
   if (signals) {
     setUpSignals(comm, all, team, fn, signals);
     comm->signals = signals;
