@@ -7,7 +7,8 @@
  *
  *   nccl_device/core.h         device communicator, teams, window pointers
  *   nccl_device/coop.h         the thread groups device calls take
- *   nccl_device/lsa_barrier.h  ncclLsaBarrierSession */
+ *   nccl_device/lsa_barrier.h  ncclLsaBarrierSession
+ *   nccl_device/gin.h          GIN's names only: gyre has no GIN (see there) */
 #ifndef GYRE_NCCL_DEVICE_H_
 #define GYRE_NCCL_DEVICE_H_
 
@@ -15,5 +16,6 @@
 #include "nccl_device/core.h"
 #include "nccl_device/coop.h"
 #include "nccl_device/lsa_barrier.h"
+#include "nccl_device/gin.h"
 
 #endif /* GYRE_NCCL_DEVICE_H_ */
