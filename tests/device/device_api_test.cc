@@ -1,6 +1,6 @@
 // Windows and NCCL's device API for LSA teams (nccl_device.h) on the fake
 // CUDA runtime. The device functions are __host__ __device__, so a "kernel"
-// here is one host thread per rank calling the same ncclGetLsaPointer and
+// here is one host thread per rank and block calling the same ncclGetLsaPointer and
 // ncclLsaBarrierSession code a GPU kernel calls, against the fake's device
 // memory (which other processes map through the fake's CUDA IPC). Each case
 // checks bytes read through peers' pointers against an independent
@@ -59,31 +59,46 @@ int fakeDeviceMappings() {
 constexpr size_t kWords = 1009;  // prime
 constexpr int kRounds = 40;
 
-// The emulated kernel: each round every rank writes its words into its own
-// window, meets its peers at the barrier, reads every peer's words through
-// their LSA pointers, and meets them again before the next round's writes.
-// A fresh barrier session per round, as a kernel launch per round would.
-// "" when every word read was the one its writer wrote.
-std::string lsaKernel(const ncclDevComm& dev, ncclWindow_t win) {
+// The emulated kernel, one host thread per block: each round every block
+// writes its slice of its rank's window, meets the same block of every peer
+// at its own LSA barrier (index = block), reads that slice of every peer
+// through their LSA pointers, and meets them again before the next round's
+// writes. A fresh barrier session per round, as a kernel launch per round
+// would. "" when every word read was the one its writer wrote.
+constexpr int kBlocks = 2;
+
+std::string lsaBlock(const ncclDevComm& dev, ncclWindow_t win, int block) {
+  const size_t first = kWords * block / kBlocks, last = kWords * (block + 1) / kBlocks;
+  constexpr uint64_t kTimeout = 20ull * 1000 * 1000 * 1000;
   for (int round = 0; round < kRounds; ++round) {
     auto* mine = static_cast<uint32_t*>(ncclGetLocalPointer(win, 0));
-    for (size_t i = 0; i < kWords; ++i) mine[i] = pattern(dev.rank, round, i);
-    ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dev, ncclTeamTagLsa(), uint32_t(round % 2)};
-    if (bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel, 20ull * 1000 * 1000 * 1000) != ncclSuccess)
+    for (size_t i = first; i < last; ++i) mine[i] = pattern(dev.rank, round, i);
+    ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dev, ncclTeamTagLsa(), uint32_t(block)};
+    if (bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel, kTimeout) != ncclSuccess)
       return "round " + std::to_string(round) + ": the barrier timed out";
     ncclTeam lsa = ncclTeamLsa(dev);
     for (int p = 0; p < lsa.nRanks; ++p) {
       auto* theirs = static_cast<const uint32_t*>(ncclGetLsaPointer(win, 0, p));
       if (theirs != ncclGetPeerPointer(win, 0, ncclTeamWorld(dev), ncclTeamRankToWorld(dev, lsa, p)))
         return "ncclGetLsaPointer and ncclGetPeerPointer disagree on peer " + std::to_string(p);
-      for (size_t i = 0; i < kWords; ++i)
+      for (size_t i = first; i < last; ++i)
         if (theirs[i] != pattern(ncclTeamRankToWorld(dev, lsa, p), round, i))
           return "round " + std::to_string(round) + ": word " + std::to_string(i) + " of LSA peer " +
                  std::to_string(p) + " is not what it wrote";
     }
-    if (bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel, 20ull * 1000 * 1000 * 1000) != ncclSuccess)
+    if (bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel, kTimeout) != ncclSuccess)
       return "round " + std::to_string(round) + ": the closing barrier timed out";
   }
+  return "";
+}
+
+std::string lsaKernel(const ncclDevComm& dev, ncclWindow_t win) {
+  std::string wrong[kBlocks];
+  std::vector<std::thread> blocks;
+  for (int b = 0; b < kBlocks; ++b) blocks.emplace_back([&, b] { wrong[b] = lsaBlock(dev, win, b); });
+  for (auto& t : blocks) t.join();
+  for (int b = 0; b < kBlocks; ++b)
+    if (!wrong[b].empty()) return "block " + std::to_string(b) + ": " + wrong[b];
   return "";
 }
 
@@ -115,7 +130,7 @@ std::string rankSequence(ncclComm_t comm, void* buff) {
       !props.hostRmaSupport || props.ginType != NCCL_GIN_TYPE_NONE)
     return "ncclCommQueryProperties does not report the device API for an LSA communicator";
   ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-  reqs.lsaBarrierCount = 2;
+  reqs.lsaBarrierCount = kBlocks;
   ncclDevResourceHandle_t scratch = 0;
   ncclDevResourceRequirements_t res = {};
   res.bufferSize = 4096;
@@ -126,7 +141,7 @@ std::string rankSequence(ncclComm_t comm, void* buff) {
   if (ncclDevCommCreate(comm, &reqs, &dev) != ncclSuccess)
     return std::string("ncclDevCommCreate: ") + ncclGetLastError(nullptr);
   if (dev.rank != rank || dev.nRanks != n || dev.lsaRank != rank || dev.lsaSize != n ||
-      dev.lsaBarrier.nBarriers != 2)
+      dev.lsaBarrier.nBarriers != kBlocks)
     return "the device communicator's ranks or barriers are wrong";
   if (ncclGetResourceBufferOffset(scratch) % 256 != 0 ||
       reinterpret_cast<uintptr_t>(ncclGetResourceBufferLocalPointer(dev, scratch)) % 256 != 0)
