@@ -266,11 +266,11 @@ typedef struct ncclSimInfo_v22200 {
 #define NCCL_SIM_INFO_INITIALIZER \
   { sizeof(ncclSimInfo_t), NCCL_SIM_INFO_MAGIC, NCCL_VERSION_CODE, NCCL_UNDEF_FLOAT }
 
-/* The device-side API's types (nccl_device.h defines them); gyre refuses
- * the device-side API. */
+/* The device-side API's types (nccl_device.h defines them). */
 struct ncclDevComm;
 struct ncclDevCommRequirements;
 struct ncclCommProperties;
+struct ncclTeam;
 
 /* ---- Communicator lifecycle ------------------------------------------------ */
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
@@ -338,14 +338,27 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, nc
                                     int winFlags);
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
-/* The device-side API: not supported by gyre (returns ncclInvalidUsage). */
+/* The host side of the device API (nccl_device.h): a device communicator
+ * for kernels whose ranks all reach each other by loads and stores (the LSA
+ * team); requirements of GIN (network) or multimem resources are refused,
+ * naming what is missing. */
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
                                struct ncclDevComm* outDevComm);
 ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm);
 /* What the communicator supports (nccl_device.h's ncclCommProperties_t, made
- * with NCCL_COMM_PROPERTIES_INITIALIZER): gyre reports no device-side API,
- * no multimem and no GIN. */
+ * with NCCL_COMM_PROPERTIES_INITIALIZER): the device API and host one-sided
+ * operations where every rank is load/store accessible; no multimem, no GIN. */
 ncclResult_t ncclCommQueryProperties(ncclComm_t comm, struct ncclCommProperties* props);
+/* A window's bytes at `offset` as this rank addresses them on an LSA peer
+ * (by LSA rank, or by world rank). */
+ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr);
+ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
+/* The communicator's world and LSA teams, and a team's rank as a world or
+ * LSA rank. */
+struct ncclTeam ncclTeamWorld(ncclComm_t comm);
+struct ncclTeam ncclTeamLsa(ncclComm_t comm);
+int ncclTeamRankToWorld(ncclComm_t comm, struct ncclTeam team, int rank);
+int ncclTeamRankToLsa(ncclComm_t comm, struct ncclTeam team, int rank);
 
 /* ---- Reduction operators ------------------------------------------------------ */
 /* Creates an operator that multiplies every input by *scalar (of `datatype`)

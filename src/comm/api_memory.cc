@@ -1,11 +1,13 @@
-// C API: ncclMemAlloc/Free, buffer registration and memory windows, and the
-// device-side API entry points gyre does not offer. Registration is an
+// C API: ncclMemAlloc/Free, buffer registration and memory windows
+// (window.h; the collective exchange is window_exchange.cc). Registration is an
 // optimisation hint in NCCL (zero-copy for registered buffers); gyre's staged
 // device path copies anyway, so it keeps a record per communicator, checks
 // arguments and handles, and frees what is left at destroy.
 #include <unistd.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "include/nccl_device.h"
@@ -17,6 +19,7 @@
 #include "src/debug/log.h"
 #include "src/device/runtime.h"
 #include "src/enqueue/arg_checks.h"
+#include "src/enqueue/enqueue.h"
 #include "src/host/shareable_memory.h"
 
 using namespace gyre;
@@ -33,6 +36,16 @@ struct Registration {
   size_t size;
 };
 
+// ncclMemAlloc's aligned pointers and the allocations holding them.
+std::mutex& alignedMutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::map<void*, void*>& alignedAllocations() {
+  static auto* m = new std::map<void*, void*>;
+  return *m;
+}
+
 ncclResult_t checkRange(const char* fn, const void* buff, size_t size) {
   if (!buff && size > 0) return fail(ncclInvalidArgument, "%s: buff is NULL (size %zu)", fn, size);
   return ncclSuccess;
@@ -48,14 +61,34 @@ GYRE_EXPORT ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   // No GPU here: the caller's communicators are host-memory ones, and
   // shareable host memory is what makes their transfers single-copy.
   if (!rt || !rt->hasDevice()) return allocShareable(size, ptr);
-  return rt->deviceAlloc(size, ptr);
+  // NCCL's ncclMemAlloc hands out whole VMM granules, so its buffers can be
+  // registered as symmetric windows as they are; the runtime carves small
+  // allocations at finer alignment, so align here.
+  void* raw = nullptr;
+  GYRE_CHECK(rt->deviceAlloc(size + NCCL_WIN_REQUIRED_ALIGNMENT - 1, &raw));
+  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(raw) + NCCL_WIN_REQUIRED_ALIGNMENT - 1) /
+                            NCCL_WIN_REQUIRED_ALIGNMENT * NCCL_WIN_REQUIRED_ALIGNMENT;
+  *ptr = reinterpret_cast<void*>(aligned);
+  std::lock_guard<std::mutex> lock(alignedMutex());
+  alignedAllocations()[*ptr] = raw;
+  return ncclSuccess;
 }
 
 GYRE_EXPORT ncclResult_t ncclMemFree(void* ptr) {
   if (!ptr || freeShareable(ptr)) return ncclSuccess;
   DeviceRuntime* rt = deviceRuntime();
   if (!rt) return fail(ncclInvalidArgument, "ncclMemFree: %p was not allocated by ncclMemAlloc", ptr);
-  return rt->deviceFree(ptr);
+  void* raw = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(alignedMutex());
+    auto it = alignedAllocations().find(ptr);
+    if (it == alignedAllocations().end())
+      return fail(ncclInvalidArgument, "ncclMemFree: %p was not allocated by ncclMemAlloc (or was freed already)",
+                  ptr);
+    raw = it->second;
+    alignedAllocations().erase(it);
+  }
+  return rt->deviceFree(raw);
 }
 
 GYRE_EXPORT ncclResult_t gyreMemAllocHost(void** ptr, size_t size) {
@@ -97,37 +130,7 @@ GYRE_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle)
 
 namespace {
 
-// What each rank says about its window at registration.
-struct WindowOffer {
-  uint64_t size;
-  uint64_t buff;
-  int32_t flags;
-  int32_t pid;
-};
-
 constexpr int kKnownWindowFlags = NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING | NCCL_WIN_GIN_ONLY;
-
-// Registration is collective, as NCCL's: the ranks compare what they register
-// so a mismatch fails at once, naming the rank, instead of at first use.
-ncclResult_t agreeOnWindow(ncclComm* comm, const WindowOffer& mine, const char* fn, std::vector<WindowOffer>* all) {
-  all->assign(comm->nranks, WindowOffer{});
-  (*all)[comm->rank] = mine;
-  if (comm->nranks > 1) {
-    Deadline deadline = Deadline::afterSeconds(comm->collTimeoutSeconds);
-    GYRE_CHECK(comm->bootstrap->allGather(all->data(), sizeof(WindowOffer), deadline, &comm->abortFlag));
-  }
-  for (int r = 0; r < comm->nranks; ++r) {
-    const WindowOffer& o = (*all)[r];
-    if (o.flags != mine.flags)
-      return fail(ncclInvalidUsage, "%s: rank %d registers its window with flags 0x%x, rank %d with 0x%x; every rank "
-                                    "must pass the same winFlags", fn, r, o.flags, comm->rank, mine.flags);
-    if ((mine.flags & NCCL_WIN_COLL_SYMMETRIC) && o.size != mine.size)
-      return fail(ncclInvalidUsage, "%s: symmetric window of %llu bytes on rank %d but %llu bytes on rank %d; a "
-                                    "symmetric window has the same size on every rank", fn,
-                  static_cast<unsigned long long>(o.size), r, static_cast<unsigned long long>(mine.size), comm->rank);
-  }
-  return ncclSuccess;
-}
 
 }  // namespace
 
@@ -144,19 +147,14 @@ GYRE_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, siz
   if ((winFlags & NCCL_WIN_COLL_SYMMETRIC) && reinterpret_cast<uintptr_t>(buff) % NCCL_WIN_REQUIRED_ALIGNMENT != 0)
     return fail(ncclInvalidArgument, "%s: a symmetric window must start at a multiple of %d bytes (buff %p)", fn,
                 NCCL_WIN_REQUIRED_ALIGNMENT, buff);
-  ScopedLogRank logRank(comm->rank);
-  WindowOffer mine{size, reinterpret_cast<uintptr_t>(buff), winFlags, static_cast<int32_t>(getpid())};
-  std::vector<WindowOffer> all;
-  GYRE_CHECK(agreeOnWindow(comm, mine, fn, &all));
-  auto* w = new ncclWindow_vidmem{kWindowMagic, comm, buff, size, winFlags, {}};
-  bool oneProcess = true;
-  for (const WindowOffer& o : all) oneProcess = oneProcess && o.pid == mine.pid;
-  if (oneProcess)
-    for (const WindowOffer& o : all) w->peerBuffs.push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(o.buff)));
-  std::lock_guard<std::mutex> lock(comm->registrationMutex);
-  comm->windows.insert(w);
-  *win = w;
-  return ncclSuccess;
+  // Collective: inside a group it runs at ncclGroupEnd, which fills *win.
+  return runOrDefer(comm, [=] {
+    ScopedLogRank logRank(comm->rank);
+    WindowRecord* w = nullptr;
+    GYRE_CHECK(registerWindow(comm, buff, size, winFlags, fn, nullptr, &w));
+    *win = w->handle;
+    return ncclSuccess;
+  });
 }
 
 GYRE_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
@@ -165,12 +163,20 @@ GYRE_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t 
   if (comm->activeCalls.load() > 0)
     return fail(ncclInvalidUsage, "%s: rank %d has a call in flight that may use the window; deregister after it",
                 fn, comm->rank);
-  std::lock_guard<std::mutex> lock(comm->registrationMutex);
-  if (!win || !comm->windows.count(win))
-    return fail(ncclInvalidArgument, "%s: window %p was not registered on this communicator (rank %d)", fn,
-                static_cast<void*>(win), comm->rank);
-  comm->windows.erase(win);
-  delete win;
+  WindowRecord* w = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(comm->registrationMutex);
+    auto it = comm->windows.find(win);
+    if (!win || it == comm->windows.end())
+      return fail(ncclInvalidArgument, "%s: window %p was not registered on this communicator (rank %d)", fn,
+                  static_cast<void*>(win), comm->rank);
+    if (it->second->ownedMemory)
+      return fail(ncclInvalidUsage, "%s: window %p is a device communicator's resource window (rank %d); "
+                  "ncclDevCommDestroy releases it", fn, static_cast<void*>(win), comm->rank);
+    w = it->second;
+    comm->windows.erase(it);
+  }
+  releaseWindow(comm, w);
   return ncclSuccess;
 }
 
@@ -178,58 +184,27 @@ GYRE_EXPORT ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, vo
   const char* fn = "ncclWinGetUserPtr";
   GYRE_CHECK(checkComm(comm, fn));
   if (!outUserPtr) return fail(ncclInvalidArgument, "%s: outUserPtr is NULL", fn);
-  if (!isWindowOf(comm, win))
+  WindowRecord* w = windowOf(comm, win);
+  if (!w)
     return fail(ncclInvalidArgument, "%s: window %p was not registered on this communicator (rank %d)", fn,
                 static_cast<void*>(win), comm->rank);
-  *outUserPtr = win->buff;
+  *outUserPtr = w->buff;
   return ncclSuccess;
 }
 
 namespace gyre {
 
-bool isWindowOf(ncclComm* comm, ncclWindow_t win) {
-  std::lock_guard<std::mutex> lock(comm->registrationMutex);
-  return win && comm->windows.count(win) > 0;
-}
-
 void releaseRegistrations(ncclComm* comm) {
-  std::lock_guard<std::mutex> lock(comm->registrationMutex);
-  for (void* r : comm->registrations) delete static_cast<Registration*>(r);
-  for (ncclWindow_t w : comm->windows) delete w;
-  comm->registrations.clear();
-  comm->windows.clear();
+  std::map<ncclWindow_t, WindowRecord*> windows;
+  {
+    std::lock_guard<std::mutex> lock(comm->registrationMutex);
+    for (void* r : comm->registrations) delete static_cast<Registration*>(r);
+    comm->registrations.clear();
+    windows.swap(comm->windows);
+  }
+  for (auto& [handle, w] : windows) releaseWindow(comm, w);
+  releaseSignals(comm);
 }
 
 }  // namespace gyre
 
-GYRE_EXPORT ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements*,
-                                           struct ncclDevComm*) {
-  GYRE_CHECK(checkComm(comm, "ncclDevCommCreate"));
-  return fail(ncclInvalidUsage, "ncclDevCommCreate: gyre does not offer NCCL's device-side API (ncclDevComm); "
-                                "use the host API collectives");
-}
-
-GYRE_EXPORT ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm*) {
-  GYRE_CHECK(checkComm(comm, "ncclDevCommDestroy"));
-  return fail(ncclInvalidUsage, "ncclDevCommDestroy: gyre does not offer NCCL's device-side API (ncclDevComm)");
-}
-
-GYRE_EXPORT ncclResult_t ncclCommQueryProperties(ncclComm_t comm, struct ncclCommProperties* props) {
-  const char* fn = "ncclCommQueryProperties";
-  GYRE_CHECK(checkComm(comm, fn));
-  if (!props) return fail(ncclInvalidArgument, "%s: props is NULL", fn);
-  if (props->magic != NCCL_API_MAGIC || props->size < sizeof(ncclCommProperties_t))
-    return fail(ncclInvalidArgument, "%s: props (magic 0x%x, size %zu) was not initialised with "
-                                     "NCCL_COMM_PROPERTIES_INITIALIZER", fn, props->magic, props->size);
-  props->rank = comm->rank;
-  props->nRanks = comm->nranks;
-  props->cudaDev = comm->cudaDev;
-  props->nvmlDev = -1;  // gyre does not use NVML
-  props->deviceApiSupport = false;
-  props->multimemSupport = false;
-  props->ginType = NCCL_GIN_TYPE_NONE;
-  props->nLsaTeams = 0;
-  props->hostRmaSupport = false;
-  props->railedGinType = NCCL_GIN_TYPE_NONE;
-  return ncclSuccess;
-}

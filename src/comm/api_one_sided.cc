@@ -1,15 +1,20 @@
-// C API: NCCL's one-sided operations (ncclPutSignal, ncclSignal,
-// ncclWaitSignal). gyre refuses them: a put writes into a peer's window
-// without the peer taking part, which needs the peer's window mapped here
-// (CUDA IPC or a registered RDMA region) and a signal slot the peer's stream
-// can wait on; gyre's transports move data only between two ranks that both
-// post the transfer. The arguments are checked first, so a program learns of
-// a wrong argument before it learns that the operation is missing.
+// C API: NCCL's one-sided operations on windows (ncclPutSignal, ncclSignal,
+// ncclWaitSignal) for peers in this rank's LSA team, with no SM involved: a
+// put is a stream copy into the peer's window as mapped here (window.h),
+// a signal a stream write of this rank's next signal count into the slot it
+// owns in the peer's signal area, a wait a stream wait until the slot each
+// peer owns here reaches the count expected. The counts are per (sender,
+// receiver), and only the sender writes its slot, so signals need no atomic
+// increment and none is lost; the wait compares wrap-safely.
+//
+// Peers outside the LSA team (another node, no peer access) are refused:
+// gyre has no network transport with remote writes.
 #include "include/gyre.h"
 #include "src/comm/api_export.h"
 #include "src/comm/comm.h"
 #include "src/comm/window.h"
 #include "src/debug/error.h"
+#include "src/device/runtime.h"
 #include "src/enqueue/arg_checks.h"
 
 using namespace gyre;
@@ -22,11 +27,39 @@ ncclResult_t checkPeer(const ncclComm* comm, int peer, const char* fn) {
   return ncclSuccess;
 }
 
-ncclResult_t refuse(const char* fn) {
-  return fail(ncclInvalidUsage,
-              "%s: gyre does not implement NCCL's one-sided operations (ncclPutSignal, ncclSignal, ncclWaitSignal): "
-              "its windows are not mapped by peers and its transports have no remote write with a signal; use "
-              "ncclSend/ncclRecv", fn);
+// NCCL defines one signal and one context so far.
+ncclResult_t checkSignalArgs(int sigIdx, int ctx, unsigned int flags, const char* fn) {
+  if (sigIdx != 0 || ctx != 0 || flags != 0)
+    return fail(ncclInvalidArgument, "%s: sigIdx %d, ctx %d and flags 0x%x must all be 0 (the values NCCL defines)",
+                fn, sigIdx, ctx, flags);
+  return ncclSuccess;
+}
+
+// The communicator's signal slots, or why one-sided operations cannot run.
+ncclResult_t signalsOf(ncclComm* comm, const char* fn, SignalArea** out) {
+  if (comm->isHost)
+    return fail(ncclInvalidUsage, "%s: rank %d's communicator is a host-memory one; one-sided operations need a "
+                                  "device communicator (its streams run them)", fn, comm->rank);
+  if (!comm->signals)
+    return fail(ncclInvalidUsage, "%s: rank %d has registered no window yet; ncclCommWindowRegister also sets up "
+                                  "the signals one-sided operations use", fn, comm->rank);
+  *out = comm->signals;
+  return ncclSuccess;
+}
+
+ncclResult_t unreachable(ncclComm* comm, int peer, const char* fn, const char* what) {
+  return fail(ncclInvalidUsage, "%s: rank %d's %s is not load/store accessible from rank %d (another node, or GPUs "
+                                "without peer access); gyre's one-sided operations reach LSA peers only", fn, peer,
+              what, comm->rank);
+}
+
+// This rank's next signal to `peer`: a stream write of the new count.
+ncclResult_t enqueueSignal(ncclComm* comm, SignalArea* s, int peer, cudaStream_t stream, const char* fn) {
+  std::lock_guard<std::mutex> lock(s->mutex);
+  if (!s->atPeer[peer]) return unreachable(comm, peer, fn, "signal area");
+  GYRE_CHECK(deviceRuntime()->streamWriteFlag(stream, s->atPeer[peer], s->sent[peer] + 1));
+  ++s->sent[peer];
+  return ncclSuccess;
 }
 
 }  // namespace
@@ -41,16 +74,21 @@ GYRE_EXPORT ncclResult_t ncclPutSignal(const void* localbuff, size_t count, nccl
   GYRE_CHECK(checkPeer(comm, peer, fn));
   GYRE_CHECK(checkStream(comm, stream, fn));
   if (!localbuff && count > 0) return fail(ncclInvalidArgument, "%s: localbuff is NULL (count %zu)", fn, count);
-  if (!isWindowOf(comm, peerWin))
-    return fail(ncclInvalidArgument, "%s: peerWin %p is not a window registered on this communicator", fn,
-                static_cast<void*>(peerWin));
-  if (peerWinOffset > peerWin->size || count * datatypeSize(datatype) > peerWin->size - peerWinOffset)
-    return fail(ncclInvalidArgument, "%s: %zu bytes at offset %zu overrun the %zu-byte window", fn,
-                count * datatypeSize(datatype), peerWinOffset, peerWin->size);
-  if (sigIdx < 0 || ctx < 0 || flags != 0)
-    return fail(ncclInvalidArgument, "%s: sigIdx %d and ctx %d must be >= 0 and flags (0x%x) 0", fn, sigIdx, ctx,
-                flags);
-  return refuse(fn);
+  WindowRecord* w = windowOf(comm, peerWin);
+  if (!w)
+    return fail(ncclInvalidArgument, "%s: peerWin %p is not a window registered on this communicator (rank %d)", fn,
+                static_cast<void*>(peerWin), comm->rank);
+  const size_t bytes = count * datatypeSize(datatype);
+  const size_t peerSize = w->peerSizes[peer];  // what the peer registered
+  if (peerWinOffset > peerSize || bytes > peerSize - peerWinOffset)
+    return fail(ncclInvalidArgument, "%s: %zu bytes at offset %zu overrun rank %d's %zu-byte window", fn, bytes,
+                peerWinOffset, peer, peerSize);
+  GYRE_CHECK(checkSignalArgs(sigIdx, ctx, flags, fn));
+  SignalArea* s = nullptr;
+  GYRE_CHECK(signalsOf(comm, fn, &s));
+  if (!w->peerBases[peer]) return unreachable(comm, peer, fn, "window");
+  if (bytes > 0) GYRE_CHECK(deviceRuntime()->copyAsync(w->peerBases[peer] + peerWinOffset, localbuff, bytes, stream));
+  return enqueueSignal(comm, s, peer, stream, fn);
 }
 
 GYRE_EXPORT ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
@@ -59,10 +97,10 @@ GYRE_EXPORT ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int 
   GYRE_CHECK(checkComm(comm, fn));
   GYRE_CHECK(checkPeer(comm, peer, fn));
   GYRE_CHECK(checkStream(comm, stream, fn));
-  if (sigIdx < 0 || ctx < 0 || flags != 0)
-    return fail(ncclInvalidArgument, "%s: sigIdx %d and ctx %d must be >= 0 and flags (0x%x) 0", fn, sigIdx, ctx,
-                flags);
-  return refuse(fn);
+  GYRE_CHECK(checkSignalArgs(sigIdx, ctx, flags, fn));
+  SignalArea* s = nullptr;
+  GYRE_CHECK(signalsOf(comm, fn, &s));
+  return enqueueSignal(comm, s, peer, stream, fn);
 }
 
 GYRE_EXPORT ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
@@ -74,9 +112,21 @@ GYRE_EXPORT ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalD
     return fail(ncclInvalidArgument, "%s: nDesc %d with signalDescs %p", fn, nDesc, static_cast<void*>(signalDescs));
   for (int i = 0; i < nDesc; ++i) {
     GYRE_CHECK(checkPeer(comm, signalDescs[i].peer, fn));
-    if (signalDescs[i].opCnt < 0 || signalDescs[i].sigIdx < 0 || signalDescs[i].ctx < 0)
-      return fail(ncclInvalidArgument, "%s: signalDescs[%d] has opCnt %d, sigIdx %d, ctx %d (none may be negative)",
-                  fn, i, signalDescs[i].opCnt, signalDescs[i].sigIdx, signalDescs[i].ctx);
+    if (signalDescs[i].opCnt < 0)
+      return fail(ncclInvalidArgument, "%s: signalDescs[%d].opCnt is %d (negative)", fn, i, signalDescs[i].opCnt);
+    GYRE_CHECK(checkSignalArgs(signalDescs[i].sigIdx, signalDescs[i].ctx, 0, fn));
   }
-  return refuse(fn);
+  if (nDesc == 0) return ncclSuccess;
+  SignalArea* s = nullptr;
+  GYRE_CHECK(signalsOf(comm, fn, &s));
+  std::lock_guard<std::mutex> lock(s->mutex);
+  for (int i = 0; i < nDesc; ++i)
+    if (!s->atPeer[signalDescs[i].peer]) return unreachable(comm, signalDescs[i].peer, fn, "signal area");
+  for (int i = 0; i < nDesc; ++i) {
+    const int peer = signalDescs[i].peer;
+    const uint32_t target = s->expected[peer] + static_cast<uint32_t>(signalDescs[i].opCnt);
+    GYRE_CHECK(deviceRuntime()->streamWaitFlag(stream, s->mine + peer, target));
+    s->expected[peer] = target;
+  }
+  return ncclSuccess;
 }

@@ -22,6 +22,8 @@
 namespace gyre {
 
 struct DeviceComm;  // src/device/device_comm.h: the device layer's view and state
+struct WindowRecord;  // src/comm/window.h: a registered window
+struct SignalArea;    // src/comm/window.h: one-sided signal slots
 struct HostComm;    // src/host/host_comm.h: the host executor's view
 
 // One independent pipeline: its peers and a connection per peer and direction.
@@ -135,7 +137,9 @@ struct ncclComm {
 
   std::mutex registrationMutex;  // ncclCommRegister / ncclCommWindowRegister records (api_memory.cc)
   std::set<void*> registrations;
-  std::set<ncclWindow_t> windows;
+  std::map<ncclWindow_t, gyre::WindowRecord*> windows;  // by handle (window.h)
+  uint64_t windowSerial = 0;               // windows registered so far (every rank counts alike)
+  gyre::SignalArea* signals = nullptr;     // made with the first window of a device communicator
   int shrinkCount = 0;           // ncclCommShrink calls, to keep their rendezvous apart
 
   // ncclCommSuspend / ncclCommResume (api_suspend.cc): no calls while set.

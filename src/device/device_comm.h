@@ -14,6 +14,7 @@
 
 #include "include/gyre.h"
 #include "src/call/call.h"
+#include "src/device/peer_windows.h"
 #include "src/sched/lane_spec.h"
 
 namespace gyre {
@@ -76,6 +77,10 @@ struct DeviceComm {
   std::unique_ptr<DirectState> direct;     // direct_calls.h
   std::unique_ptr<StagingState> staging;   // staging.h
   std::unique_ptr<CopyState> copies;       // copy/copy_calls.h
+  // The registered windows and every peer's mapping of them (filled by
+  // ncclCommWindowRegister): a call on a registered buffer finds its peers'
+  // buffers here instead of exchanging handles.
+  PeerWindows windows;
 };
 
 }  // namespace gyre

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "include/gyre.h"
@@ -28,6 +29,14 @@ ncclResult_t groupStart();
 // How many ncclGroupStart calls are open on this thread.
 int groupDepth();
 ncclResult_t groupEnd();
+// Collective set-up calls (window registration, device communicators) on
+// `comm`: `task` runs now, or — inside a group — at the outermost
+// ncclGroupEnd, where each communicator's tasks run in their order on a
+// thread of its own, all communicators at once, so one thread can set up
+// several ranks that must meet (as NCCL lets such calls be grouped). Its
+// results are written then.
+ncclResult_t runOrDefer(ncclComm* comm, std::function<ncclResult_t()> task);
+
 // Ends the group like groupEnd but hands back its calls instead of running
 // them (empty while an outer group stays open).
 ncclResult_t groupSimulateEnd(std::vector<PendingCall>* calls);

@@ -1,6 +1,9 @@
 // ncclGroupStart / ncclGroupEnd: a per-thread depth and list of calls. Nested
 // groups merge into the outermost; its end runs everything at once.
+#include <algorithm>
 #include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "src/comm/comm.h"
@@ -15,12 +18,48 @@ namespace {
 // load); the rest only inside groups.
 __thread int depth = 0;
 
+struct SetupTask {
+  ncclComm* comm;
+  std::function<ncclResult_t()> run;
+};
+
 struct GroupState {
   std::vector<PendingCall> calls;
+  std::vector<SetupTask> setups;  // runOrDefer's tasks, in call order
   ncclResult_t firstError = ncclSuccess;  // an argument error inside the group fails its end too
 };
 
 thread_local GroupState group;
+
+// The group's set-up tasks: each communicator's in call order on a thread
+// of its own, the communicators at once (they may be the ranks of one
+// meeting). A communicator's first failure stops its later tasks; the
+// first failure is re-recorded on this thread.
+ncclResult_t runSetups(std::vector<SetupTask>* setups) {
+  if (setups->empty()) return ncclSuccess;
+  std::vector<ncclComm*> comms;
+  for (const SetupTask& t : *setups)
+    if (std::find(comms.begin(), comms.end(), t.comm) == comms.end()) comms.push_back(t.comm);
+  std::vector<ncclResult_t> results(comms.size(), ncclSuccess);
+  std::vector<std::string> texts(comms.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < comms.size(); ++i)
+    threads.emplace_back([&, i] {
+      for (SetupTask& t : *setups) {
+        if (t.comm != comms[i]) continue;
+        results[i] = t.run();
+        if (results[i] != ncclSuccess) {
+          texts[i] = lastErrorText();
+          return;
+        }
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  setups->clear();
+  for (size_t i = 0; i < results.size(); ++i)
+    if (results[i] != ncclSuccess) return recordFailure(results[i], texts[i].c_str());
+  return ncclSuccess;
+}
 
 }  // namespace
 
@@ -36,8 +75,15 @@ ncclResult_t groupEnd() {
   if (depth == 0)
     return fail(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
   if (--depth > 0) return ncclSuccess;
+  std::vector<SetupTask> setups;
+  setups.swap(group.setups);
   std::vector<PendingCall> calls;
   calls.swap(group.calls);
+  ncclResult_t setUp = runSetups(&setups);
+  if (setUp != ncclSuccess) {
+    group.firstError = ncclSuccess;
+    return setUp;
+  }
   GroupEndScope observed;
   for (const PendingCall& c : calls) observed.add(c.comm->observer);
   ncclResult_t earlier = group.firstError;
@@ -51,8 +97,12 @@ ncclResult_t groupSimulateEnd(std::vector<PendingCall>* calls) {
   if (depth == 0)
     return fail(ncclInvalidUsage, "ncclGroupSimulateEnd called without a matching ncclGroupStart");
   if (--depth > 0) return ncclSuccess;
-  GroupEndScope observed;  // closes the group's range and events; nothing ran
+  GroupEndScope observed;  // closes the group's range and events; no call ran
   calls->swap(group.calls);
+  // Set-up is not simulated: its results are needed after the group.
+  std::vector<SetupTask> setups;
+  setups.swap(group.setups);
+  GYRE_CHECK(runSetups(&setups));
   ncclResult_t earlier = group.firstError;
   group.firstError = ncclSuccess;
   return earlier;
@@ -74,6 +124,12 @@ ncclResult_t enqueue(ncclComm* comm, const CollCall& args) {
     return ncclSuccess;
   }
   return launchLoneCall(call);
+}
+
+ncclResult_t runOrDefer(ncclComm* comm, std::function<ncclResult_t()> task) {
+  if (depth == 0) return task();
+  group.setups.push_back(SetupTask{comm, std::move(task)});
+  return ncclSuccess;
 }
 
 // Argument errors inside a group are returned by the call and remembered for ncclGroupEnd.

@@ -10,7 +10,7 @@ usage: header_functions.py HEADER [--no-profiling]
 import re
 import sys
 
-DECLARATION = re.compile(r"^\s*(?:ncclResult_t|const\s+char\s*\*|void)\s*\b(p?nccl\w+|gyre\w+)\s*\(", re.M)
+DECLARATION = re.compile(r"^\s*(?:ncclResult_t|const\s+char\s*\*|void|int|struct\s+ncclTeam)\s*\b(p?nccl\w+|gyre\w+)\s*\(", re.M)
 
 
 def main():

@@ -10,6 +10,7 @@
  * one-rank communicators (host memory, and device memory on the fake CUDA
  * runtime: GYRE_FAKE_CUDA=1 in the test's environment). */
 #include <nccl.h>
+#include <nccl_device.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,14 +211,21 @@ int main(void) {
   r = runOneRank(&config, 0, "current config with the 2.29-2.31 fields set");
   CHECK(r == ncclSuccess, "a config setting the newest fields was refused: %s", ncclGetLastError(NULL));
 
-  /* A function gyre does not implement: refused by name, no crash. */
+  /* The device API on a host-memory communicator (which has no GPU):
+   * refused by name, no crash; and missing arguments are named too. */
   ncclUniqueId id;
   ncclComm_t comm = NULL;
   if (ncclGetUniqueId(&id) == ncclSuccess && gyreCommInitRankHost(&comm, 1, id, 0, NULL) == ncclSuccess) {
-    r = ncclDevCommCreate(comm, NULL, NULL);
+    ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    ncclDevComm_t dev;
+    r = ncclDevCommCreate(comm, &reqs, &dev);
     CHECK(r == ncclInvalidUsage, "ncclDevCommCreate returned %d, expected ncclInvalidUsage", (int)r);
-    CHECK(strstr(ncclGetLastError(comm), "ncclDevCommCreate") != NULL, "the message '%s' does not name the function",
-          ncclGetLastError(comm));
+    CHECK(strstr(ncclGetLastError(comm), "ncclDevCommCreate") != NULL &&
+              strstr(ncclGetLastError(comm), "host-memory") != NULL,
+          "the message '%s' does not name the function and why", ncclGetLastError(comm));
+    r = ncclDevCommCreate(comm, NULL, NULL);
+    CHECK(r == ncclInvalidArgument && strstr(ncclGetLastError(comm), "reqs") != NULL,
+          "ncclDevCommCreate without requirements returned %d: %s", (int)r, ncclGetLastError(comm));
     ncclCommDestroy(comm);
   } else {
     CHECK(0, "a plain one-rank host communicator failed: %s", ncclGetLastError(NULL));

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "coll_common.h"
+#include "nccl_device.h"
 
 namespace {
 
@@ -184,8 +185,10 @@ TEST_CASE("the device-side API and device memory say clearly what they cannot do
       [](int rank, int n, const ncclUniqueId& id) {
         ncclComm_t comm = nullptr;
         if (initHostComm(&comm, rank, n, id) != 0) return 1;
-        RANK_CHECK(ncclDevCommCreate(comm, nullptr, nullptr) == ncclInvalidUsage, "ncclDevCommCreate");
-        RANK_CHECK(lastError().find("device-side API") != std::string::npos, "text: %s", lastError().c_str());
+        ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+        ncclDevComm dev;
+        RANK_CHECK(ncclDevCommCreate(comm, &reqs, &dev) == ncclInvalidUsage, "ncclDevCommCreate");
+        RANK_CHECK(lastError().find("host-memory communicator") != std::string::npos, "text: %s", lastError().c_str());
         void* p = reinterpret_cast<void*>(1);
         ncclResult_t r = ncclMemAlloc(&p, 1 << 20);  // no GPU on the test machines
         if (r == ncclSuccess) {

@@ -305,7 +305,8 @@ TEST_CASE("per-collective config: each nccl*Config runs as the plain call, algSe
   CHECK(result.allOk());
 }
 
-TEST_CASE("windows register collectively (sizes and flags checked across ranks); one-sided calls are refused",
+TEST_CASE("windows register collectively (sizes and flags checked across ranks); host-memory communicators refuse "
+          "one-sided calls and the device API",
           "[windows]") {
   RunResult result = runRanks(
       2,
@@ -331,7 +332,7 @@ TEST_CASE("windows register collectively (sizes and flags checked across ranks);
         RANK_CHECK(ncclWinGetUserPtr(comm, win, nullptr) == ncclInvalidArgument, "NULL out accepted");
         RANK_CHECK(ncclWinGetUserPtr(comm, reinterpret_cast<ncclWindow_t>(buf), &user) == ncclInvalidArgument,
                    "a foreign window accepted");
-        // One-sided: bad arguments named first, then the refusal.
+        // One-sided: bad arguments named first, then the refusal (they need a device communicator).
         int peer = 1 - rank;
         RANK_CHECK(ncclPutSignal(buf, 16, ncclFloat32, 5, win, 0, 0, 0, 0, comm, nullptr) == ncclInvalidArgument &&
                        mentions("peer 5"), "peer 5: %s", lastError().c_str());
@@ -352,7 +353,9 @@ TEST_CASE("windows register collectively (sizes and flags checked across ranks);
         ncclCommProperties_t raw{};
         RANK_CHECK(ncclCommQueryProperties(comm, &raw) == ncclInvalidArgument, "uninitialised properties accepted");
         ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-        RANK_CHECK(ncclDevCommCreate(comm, &reqs, nullptr) == ncclInvalidUsage, "ncclDevCommCreate");
+        ncclDevComm dev;
+        RANK_CHECK(ncclDevCommCreate(comm, &reqs, &dev) == ncclInvalidUsage && mentions("host-memory"),
+                   "ncclDevCommCreate: %s", lastError().c_str());
         RANK_CHECK(ncclCommWindowDeregister(comm, win) == ncclSuccess, "deregister: %s", lastError().c_str());
         RANK_CHECK(ncclCommWindowDeregister(comm, win) == ncclInvalidArgument, "double deregister accepted");
         if (checkAllReduce(comm, rank, n, 45, 9)) return 1;
