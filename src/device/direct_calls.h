@@ -88,6 +88,7 @@ struct DirectState {
   std::set<uint64_t> heldBlocks;
   StreamCompletions lastCall;  // destroy waits for these
   std::atomic<uint64_t> callsRun{0};  // for tests: calls that took the direct path
+  std::atomic<uint64_t> windowed{0};  // for tests: peers' buffers found in registered windows
   // The last call this rank ran direct, which a sticky CUDA error's report
   // names, and whether that error was reported.
   std::mutex lastRunMutex;

@@ -53,9 +53,19 @@ ncclResult_t buffersOf(DeviceComm* comm, const std::vector<CallInfo>& infos, con
     } else if (shared && comm->direct->clique) {
       (*out)[r] = static_cast<char*>(input ? const_cast<void*>(infos[r].inputPtr) : infos[r].outputPtr);
     } else if (shared) {
+      const uint64_t window = input ? infos[r].inputWindow : infos[r].outputWindow;
+      const uint64_t offset = input ? infos[r].inputOffset : infos[r].outputOffset;
       void* p = nullptr;
-      GYRE_CHECK(peerPointer(comm, r, input ? infos[r].input : infos[r].output,
-                             input ? infos[r].inputOffset : infos[r].outputOffset, &p));
+      if (window) {
+        if (!comm->windows.peerAddressAt(window - 1, offset, input ? inputBytes(c) : outputBytes(c), r, &p))
+          return fail(ncclInvalidUsage, "%s: rank %d's %s buffer is in its registered window #%llu, which rank %d "
+                      "has not mapped (deregistered here, or registered by the ranks in a different order)",
+                      collName(c.coll), r, input ? "input" : "output", static_cast<unsigned long long>(window - 1),
+                      comm->rank);
+        comm->direct->windowed.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        GYRE_CHECK(peerPointer(comm, r, input ? infos[r].input : infos[r].output, offset, &p));
+      }
       (*out)[r] = static_cast<char*>(p);
     }
   }
@@ -151,6 +161,24 @@ size_t outputBytes(const DeviceRequest& c) {
   return c.count * datatypeSize(c.datatype) * outputBlocks(c.coll, c.comm->nranks);
 }
 
+namespace {
+
+// Where this rank's buffer lives for its peers: a registered window (which
+// they mapped at registration) or its allocation, shared by CUDA IPC.
+bool describeBuffer(DeviceComm* comm, const void* p, size_t bytes, SharedAllocation* allocation, uint64_t* offset,
+                    uint64_t* window) {
+  uint64_t serial = 0;
+  size_t inWindow = 0;
+  if (comm->windows.locate(p, bytes, &serial, &inWindow)) {
+    *window = serial + 1;
+    *offset = inWindow;
+    return true;
+  }
+  return describeOwnAllocation(p, bytes, allocation, offset);
+}
+
+}  // namespace
+
 CallInfo describeCall(const DeviceRequest& c, bool capturing) {
   DeviceComm* comm = c.comm;
   CallInfo info;
@@ -182,9 +210,9 @@ CallInfo describeCall(const DeviceRequest& c, bool capturing) {
   // this process they cannot read: stage.
   if (c.scalar.devicePtr) ok = false;
   if (ok && inputShared(c, comm->rank))
-    ok = describeOwnAllocation(c.input, inputBytes(c), &info.input, &info.inputOffset);
+    ok = describeBuffer(comm, c.input, inputBytes(c), &info.input, &info.inputOffset, &info.inputWindow);
   if (ok && outputShared(c, comm->rank))
-    ok = describeOwnAllocation(c.output, outputBytes(c), &info.output, &info.outputOffset);
+    ok = describeBuffer(comm, c.output, outputBytes(c), &info.output, &info.outputOffset, &info.outputWindow);
   info.usable = ok ? 1 : 0;
   return info;
 }

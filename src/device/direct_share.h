@@ -25,7 +25,11 @@ struct CallInfo {
   uint8_t captured = 0;       // the call is captured into a CUDA graph (every rank's must be)
   uint32_t capturedSlot = 0;  // processes: its slot of captured-call flags + 1 (direct_calls.h)
   SharedAllocation input, output;  // the allocations holding the buffers (processes sharing a GPU)
-  uint64_t inputOffset = 0, outputOffset = 0;
+  uint64_t inputOffset = 0, outputOffset = 0;  // in the allocation, or in the window
+  // Processes: the registered window holding the buffer, as its serial + 1
+  // (src/device/peer_windows.h; the peers mapped it at registration, so no
+  // allocation is described), 0 for none.
+  uint64_t inputWindow = 0, outputWindow = 0;
   const void* inputPtr = nullptr;  // the buffers themselves (ranks of one process)
   void* outputPtr = nullptr;
   // A PreMulSum's scalar, which applies to this rank's input only: its value,

@@ -269,7 +269,16 @@ ncclResult_t postSends(const std::vector<const DeviceRequest*>& calls, std::vect
       }
       send.buffer = send.scratch;
     }
-    note.usable = slotFree && describeOwnAllocation(send.buffer, note.bytes, &note.allocation, &note.offset);
+    // A registered window needs no handle: the receiver mapped it at registration.
+    uint64_t serial = 0;
+    size_t inWindow = 0;
+    if (slotFree && !send.scratch && c->comm->windows.locate(send.buffer, note.bytes, &serial, &inWindow)) {
+      note.window = serial + 1;
+      note.offset = inWindow;
+      note.usable = 1;
+    } else {
+      note.usable = slotFree && describeOwnAllocation(send.buffer, note.bytes, &note.allocation, &note.offset);
+    }
     Deadline deadline = Deadline::afterSeconds(c->comm->collTimeoutSeconds);
     if (!s.mailbox.post(c->comm->rank, c->root, send.seq, note, deadline, &c->comm->abortFlag))
       return failCall(*c, ncclRemoteError, "rank " + std::to_string(c->root) + " has not taken the previous " +
@@ -320,7 +329,18 @@ ncclResult_t takeNotes(const std::vector<const DeviceRequest*>& calls, std::vect
     recv.capturedSlot = note.capturedSlot;
     if (capturing) s.capturedWith[c->root] = true;
     recv.sizesMatch = note.bytes == p2pBytes(*c);
-    if (recv.sizesMatch) {
+    if (recv.sizesMatch && note.window) {
+      void* source = nullptr;
+      if (!comm->windows.peerAddressAt(note.window - 1, note.offset, note.bytes, c->root, &source)) {
+        recv.sizesMatch = false;  // the sender's stream still gets its done
+        failCall(*c, ncclInvalidUsage, "rank " + std::to_string(c->root) + "'s ncclSend is from its registered "
+                 "window #" + std::to_string(note.window - 1) + ", which this rank has not mapped (deregistered "
+                 "here, or registered by the ranks in a different order)");
+      } else {
+        recv.source = source;
+        s.windowed.fetch_add(1, std::memory_order_relaxed);
+      }
+    } else if (recv.sizesMatch) {
       void* base = nullptr;
       GYRE_CHECK(mapPeerAllocation(peer.pid, note.allocation, &s.heldBlocks, &base));
       recv.source = static_cast<char*>(base) + note.offset;

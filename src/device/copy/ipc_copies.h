@@ -17,7 +17,9 @@
 // every receive's wait-copy-done, every send's wait. Every wait is then on
 // a write queued ahead of any wait of its writer, so no two streams wait on
 // each other. A send whose buffer cannot be shared (not cudaMalloc'd) says
-// so in its note, and both sides stage that call.
+// so in its note, and both sides stage that call. A send from a registered
+// window names the window and offset instead of its allocation: the
+// receiver mapped the window at registration (src/device/peer_windows.h).
 //
 // Captured into CUDA graphs (both sides must be), a pair's exchange owns a
 // slot of flags instead: the sender writes ready = 1 in the receiver's
@@ -62,6 +64,7 @@ struct IpcCopyState {
   std::vector<uint32_t> capturedSends;     // by peer: capture slots taken
   std::unique_ptr<std::atomic<bool>[]> capturedWith;  // by peer: some graph waits on it (the watchdog reads it)
   std::vector<void*> capturedScratch;      // copies of captured sends a receive overwrites
+  std::atomic<uint64_t> windowed{0};       // receives whose sender's buffer was a registered window
   // Flag values this rank's streams wait for, by peer (the watchdog's view).
   std::mutex waitsMutex;
   std::vector<uint32_t> awaitedReady, awaitedDone;

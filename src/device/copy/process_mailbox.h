@@ -35,7 +35,11 @@ struct SendNote {
   uint32_t usable = 0;  // 0: the sender stages this call, and so must the receiver
   uint32_t capturedSlot = 0;  // 0: not captured; else the pair's capture slot + 1 (ipc_copies.h)
   SharedAllocation allocation;
-  uint64_t offset = 0;
+  uint64_t offset = 0;  // in `allocation`, or in the window
+  // The sender's registered window holding the buffer, as its serial + 1
+  // (src/device/peer_windows.h): the receiver has it mapped since
+  // registration, so `allocation` is left empty. 0: none.
+  uint64_t window = 0;
 };
 
 class ProcessMailbox {
