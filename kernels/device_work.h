@@ -1,7 +1,8 @@
 // What one collective kernel launch gets: plain structs that both the CUDA
 // kernel (kernels/collective_kernel.cu) and its host emulation
-// (kernels/host_emulation.cc, used by the fake CUDA runtime) read. A launch
-// runs one block per lane; a lane is a schedule (src/sched) over device FIFOs.
+// (tests/support/fake_cuda/host_emulation.cc, in the tests' fake CUDA
+// runtime) read. A launch runs one block per lane; a lane is a schedule
+// (src/sched) over device FIFOs.
 //
 // The lanes of a call (steps and connections) depend only on the call's shape,
 // so they live in device memory cached per communicator (src/device/

@@ -1,7 +1,7 @@
 // The device executor's step loop, written once for the CUDA kernel
 // (kernels/collective_kernel.cu: a thread block per lane) and its host
-// emulation (kernels/host_emulation.cc: a thread per lane, used by the fake
-// CUDA runtime so CI runs this exact loop). `Ctx` supplies what differs:
+// emulation (tests/support/fake_cuda/host_emulation.cc: a thread per lane,
+// in the tests' fake CUDA runtime, so CI runs this exact loop). `Ctx` supplies what differs:
 // which thread leads, block barriers, acquire/release on the FIFO counters,
 // a clock, and the element loops (the CUDA one strides 16-byte vectors over
 // the block's threads; the host one is the host executor's loop).

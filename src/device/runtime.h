@@ -1,9 +1,11 @@
 // The CUDA runtime services device communicators use, behind one interface:
-// the real runtime (cuda_runtime.cc) or, with GYRE_FAKE_CUDA=1, a fake that
-// treats host memory as device memory and runs each stream's work in order on
-// a host thread (fake_runtime.cc). The fake is how machines without a GPU
-// test the device path's stream semantics — the same idea as the fake verbs
-// provider for InfiniBand. Nothing here is on a per-element path.
+// the real runtime (cuda_runtime.cc) or, with GYRE_FAKE_CUDA=1, the tests'
+// fake (libgyre_fakecuda.so, tests/support/fake_cuda), which treats host
+// memory as device memory and runs each stream's work in order on a host
+// thread. The fake is how machines without a GPU test the device path's
+// stream semantics; like the fake verbs provider for InfiniBand it is a
+// library loaded at run time, never linked into gyre. Nothing here is on a
+// per-element path.
 #pragma once
 
 #include <cstddef>
@@ -112,11 +114,26 @@ class DeviceRuntime {
   virtual bool synchronousForTests() const { return false; }
 };
 
-// GYRE_FAKE_CUDA=1: the fake; else the CUDA runtime when this build has it;
-// else nullptr (device communicators then refuse to initialise).
+// GYRE_FAKE_CUDA=1 or 2: the fake, loaded from GYRE_FAKE_CUDA_LIB (default
+// libgyre_fakecuda.so through the loader's search path, which finds a copy
+// the process already has); else the CUDA runtime when this build has it;
+// else nullptr (device communicators then refuse to initialise, saying why:
+// whyNoDeviceRuntime()).
 DeviceRuntime* deviceRuntime();
+const char* whyNoDeviceRuntime();
 
-DeviceRuntime* fakeDeviceRuntime();
 DeviceRuntime* cudaDeviceRuntime();  // nullptr in a build without the CUDA runtime
+
+// What the fake library exports: one function, gyreFakeCudaRuntime, taking
+// these options and returning its runtime (nullptr for another version).
+constexpr int kFakeRuntimeVersion = 1;
+struct FakeRuntimeOptions {
+  int version = kFakeRuntimeVersion;
+  int synchronous = 0;   // GYRE_FAKE_CUDA=2: synchronousForTests()
+  int blockThreads = 1;  // GYRE_FAKE_BLOCK_THREADS
+  // Records a failure of the fake as gyre's own (fail() of src/debug/error.h).
+  ncclResult_t (*recordFailure)(ncclResult_t code, const char* text) = nullptr;
+};
+using FakeRuntimeEntry = DeviceRuntime* (*)(const FakeRuntimeOptions*);
 
 }  // namespace gyre

@@ -24,7 +24,7 @@
 #include "coll_common.h"
 #include "src/comm/comm.h"
 #include "src/comm/executor_binding.h"
-#include "src/device/fake_capture.h"
+#include "tests/support/fake_cuda/fake_cuda.h"
 #include "src/device/runtime.h"
 #include "src/plan/planner.h"
 

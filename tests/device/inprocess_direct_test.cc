@@ -13,7 +13,7 @@
 #include "src/comm/comm.h"
 #include "src/device/device_comm.h"
 #include "src/device/direct_calls.h"
-#include "src/device/fake_capture.h"
+#include "tests/support/fake_cuda/fake_cuda.h"
 #include "src/device/runtime.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "kernels/host_emulation.h"
+#include "tests/support/fake_cuda/host_emulation.h"
 
 #include <chrono>
 #include <condition_variable>

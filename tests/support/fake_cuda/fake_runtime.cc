@@ -1,7 +1,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -16,9 +18,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "kernels/host_emulation.h"
-#include "src/device/fake_capture.h"
-#include "src/config/env.h"
+#include "tests/support/fake_cuda/host_emulation.h"
+#include "tests/support/fake_cuda/fake_cuda.h"
 #include "src/debug/error.h"
 #include "src/device/runtime.h"
 
@@ -266,7 +267,7 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
 
-  // Graph capture of one stream (fake_capture.h).
+  // Graph capture of one stream (fake_cuda.h).
   void beginCapture(StreamHandle stream, FakeGraph* graph) { stream_(stream).beginCapture(&graph->ops); }
   void endCapture(StreamHandle stream) { stream_(stream).endCapture(); }
   void launchGraph(const FakeGraph& graph, StreamHandle stream) {
@@ -395,7 +396,7 @@ class FakeRuntime final : public DeviceRuntime {
     stream_(stream).push([call] { runDirectOnHost(call); });
     return ncclSuccess;
   }
-  // The kernel, as host threads (kernels/host_emulation.h) in stream order.
+  // The kernel, as host threads (host_emulation.h) in stream order.
   ncclResult_t launchKernel(const DeviceLaunch& launch, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("collective kernel launch");
     kernelLaunches_.fetch_add(1);
@@ -505,35 +506,36 @@ void fakeBreakContext(const char* cudaErrorText) { theFake()->breakContext(cudaE
 int64_t fakeKernelLaunches() { return theFake()->kernelLaunches(); }
 
 namespace {
-int64_t fakeMode() {
-  int64_t fake = 0;
-  if (env::getInt("GYRE_FAKE_CUDA", &fake) != ncclSuccess) return 0;
-  return fake;
-}
+FakeRuntimeOptions gOptions;  // set by the entry point before the first theFake()
 
-int fakeBlockThreads() {
-  int64_t threads = 1;
-  if (env::getInt("GYRE_FAKE_BLOCK_THREADS", &threads) != ncclSuccess) return 1;
-  return static_cast<int>(threads);
-}
-}  // namespace
-
-namespace {
 FakeRuntime* theFake() {
   // Never destroyed: stream threads may still be finishing at exit.
-  static FakeRuntime* runtime = new FakeRuntime(fakeMode() == 2, fakeBlockThreads());
+  static FakeRuntime* runtime = new FakeRuntime(gOptions.synchronous != 0, gOptions.blockThreads);
   return runtime;
 }
 }  // namespace
 
-DeviceRuntime* fakeDeviceRuntime() { return theFake(); }
-
-// Chosen once: every collective asks several times, and a settings lookup
-// each time was most of a one-rank call's host cost (GYRE_FAKE_CUDA is read
-// from the environment snapshot, which does not change).
-DeviceRuntime* deviceRuntime() {
-  static DeviceRuntime* const runtime = fakeMode() ? fakeDeviceRuntime() : cudaDeviceRuntime();
-  return runtime;
+// The failures of the fake are recorded by the library that loaded it, so
+// ncclGetLastError and NCCL_DEBUG=WARN report them as the real runtime's.
+ncclResult_t fail(ncclResult_t code, const char* fmt, ...) {
+  char text[1024];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(text, sizeof(text), fmt, args);
+  va_end(args);
+  return gOptions.recordFailure ? gOptions.recordFailure(code, text) : code;
 }
 
 }  // namespace gyre
+
+// The one entry point the library looks up (runtime.h). The options of the
+// first call stay: there is one fake per process.
+extern "C" GYRE_FAKE_CUDA_API gyre::DeviceRuntime* gyreFakeCudaRuntime(const gyre::FakeRuntimeOptions* options) {
+  if (!options || options->version != gyre::kFakeRuntimeVersion) return nullptr;
+  static const bool once = [&] {
+    gyre::gOptions = *options;
+    return true;
+  }();
+  (void)once;
+  return gyre::theFake();
+}
