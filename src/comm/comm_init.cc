@@ -120,6 +120,7 @@ ncclResult_t buildComm(ncclComm* comm, const std::vector<ncclUniqueId>& ids, std
   shareBootstrapFacts(comm);
   if (ranksOnHost > sysconf(_SC_NPROCESSORS_ONLN)) comm->host->spinsBeforeBlocking = 0;
   comm->topology = std::make_unique<CommTopology>();
+  comm->tuning = &comm->topology->tuning;
   GYRE_CHECK(discoverTopology(comm, deadline, comm->topology.get()));
   if (comm->device) GYRE_CHECK(setupDeviceExecutors(comm->device.get(), p2pToEveryPeer(comm), deadline));
   logNetGpuDirect(comm);

@@ -217,21 +217,6 @@ bool p2pToEveryPeer(const ncclComm* comm) {
   return true;
 }
 
-PlanContext planContextOf(const ncclComm* comm) {
-  PlanContext ctx;
-  ctx.nranks = comm->nranks;
-  ctx.minChannels = comm->minChannels;
-  ctx.ringChannels = static_cast<int>(comm->channels.size());
-  ctx.slotBytes = comm->slotBytes;
-  ctx.kernels = runsKernels(comm);
-  ctx.trees = comm->trees.size() == 2;
-  ctx.doublingConnections = !comm->doubling.send.empty();
-  ctx.meshConnections = !comm->mesh.send.empty();
-  ctx.singleCopy = comm->singleCopy;
-  ctx.singleCopyAlways = comm->singleCopyAlways;
-  ctx.shmRings = comm->shmRings;
-  ctx.tuning = &comm->topology->tuning;
-  return ctx;
-}
+PlanContext planContextOf(const ncclComm* comm) { return planContextOf(static_cast<const Wiring&>(*comm)); }
 
 }  // namespace gyre

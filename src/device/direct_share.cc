@@ -214,7 +214,7 @@ ncclResult_t checkAgreement(DeviceComm* comm, const std::vector<CallInfo>& infos
     if (sameCall(infos[0], infos[r])) continue;
     ncclResult_t res = fail(ncclInvalidUsage, "mismatched calls: rank 0 made %s while rank %d made %s",
                             describeInfo(infos[0]).c_str(), r, describeInfo(infos[r]).c_str());
-    comm->hooks->markFailed(res, -1);
+    comm->host->markFailed(res, -1);
     return res;
   }
   return ncclSuccess;
@@ -229,7 +229,7 @@ ncclResult_t missedMeeting(const DeviceRequest& c, ncclResult_t r, const std::st
   else
     r = fail(r, "%s: the ranks' meeting before this call broke (a rank that died or aborted closes its "
              "connections): %s", collName(c.coll), why.c_str());
-  comm->hooks->markFailed(r, -1);
+  comm->host->markFailed(r, -1);
   return r;
 }
 

@@ -13,6 +13,7 @@
 #include "src/debug/log.h"
 #include "src/device/call_scalar.h"
 #include "src/device/runtime.h"
+#include "src/lower/lower.h"
 #include "src/call/datatypes.h"
 #include "src/sched/slot_meta.h"
 #include "transport/transport.h"
@@ -43,7 +44,7 @@ ncclResult_t carveLanes(KernelState& k, size_t bytes, void** out) {
 // by every lane's steps.
 ncclResult_t uploadLanes(const DeviceRequest& c, KernelState::Lanes* out) {
   std::vector<LaneSpec> specs;
-  GYRE_CHECK(c.comm->hooks->laneSpecs(c, &specs, &out->ll));
+  GYRE_CHECK(collectiveLaneSpecs(*c.comm->wiring, c, &specs, &out->ll));
   size_t totalSteps = 0;
   for (const LaneSpec& s : specs) totalSteps += s.nsteps;
   const size_t lanesBytes = specs.size() * sizeof(DeviceLane);
@@ -450,7 +451,7 @@ ncclResult_t pollKernelStatus(DeviceComm* comm, bool queryStreams) {
     r = failMismatchedCalls(st.peer, st.seen, comm->rank, ownCall(st));
   GYRE_WARN("collective kernel stopped (%s): %s", describeKind(kind), lastErrorText());
   announceKernelFailure(comm);
-  comm->hooks->markFailed(r, st.deadPeer > 0 ? st.deadPeer - 1 : st.peer);
+  comm->host->markFailed(r, st.deadPeer > 0 ? st.deadPeer - 1 : st.peer);
   return r;
 }
 

@@ -52,7 +52,7 @@ void announceKernelFailure(DeviceComm* comm) {
 }
 
 void failOnDeviceError(DeviceComm* comm, ncclResult_t code) {
-  comm->hooks->markFailed(code, comm->rank);  // tells host-executor peers (staged calls)
+  comm->host->markFailed(code, comm->rank);  // tells host-executor peers (staged calls)
   if (comm->kernels) announceCulprit(comm, comm->rank);
 }
 

@@ -9,6 +9,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/runtime.h"
+#include "src/host/run_calls.h"
 #include "src/call/datatypes.h"
 #include "src/config/env.h"
 
@@ -127,25 +128,30 @@ void runPiece(void* arg) {
   std::vector<DeviceComm*> order = job->comms;
   std::sort(order.begin(), order.end());  // a fixed order, so two jobs never lock crosswise
   for (DeviceComm* c : order) locks.emplace_back(c->staging->executorMutex);
-  std::vector<DeviceRequest> calls;
+  std::vector<HostCall> calls;
+  ncclResult_t r = ncclSuccess;
+  for (DeviceComm* c : job->comms)
+    if (r == ncclSuccess) r = c->host->checkRunnable("staged collective");
   for (const StagedCall& s : job->calls) {
     size_t first = 0, count = 0;
     pieceRange(s, run->piece, &first, &count);
     size_t elementSize = datatypeSize(s.host.datatype);
-    DeviceRequest c = s.host;
+    HostCall c;
+    static_cast<CollCall&>(c) = s.host;
+    c.comm = s.host.comm->host;
     c.count = count;  // 0 past this call's last piece: the executor skips it
     c.callCount = s.host.count;
-    c.input = static_cast<const char*>(s.host.input) + inputRows(c) * first * elementSize;
-    c.output = static_cast<char*>(s.host.output) + outputRows(c) * first * elementSize;
+    c.input = static_cast<const char*>(s.host.input) + inputRows(s.host) * first * elementSize;
+    c.output = static_cast<char*>(s.host.output) + outputRows(s.host) * first * elementSize;
     calls.push_back(c);
   }
-  ncclResult_t r = calls[0].comm->hooks->runOnHost(calls);
+  if (r == ncclSuccess) r = runHostCalls(calls);
   if (r != ncclSuccess) {
     job->failed.store(true);
     // The failing rank already marked its communicators; make sure each one
     // of this job reports the error through ncclCommGetAsyncError.
     std::string why = lastErrorText();
-    for (DeviceComm* c : job->comms) c->hooks->noteAsyncError(r, why);
+    for (DeviceComm* c : job->comms) c->host->noteAsyncError(r, why);
     GYRE_WARN("staged collective failed: %s", why.c_str());
   }
 }
@@ -155,7 +161,7 @@ void abandonPiece(void* arg, const char* why) {
   StagedJob* job = static_cast<PieceRun*>(arg)->job;
   job->failed.store(true);
   std::string text = std::string("staged collective: ") + why;
-  for (DeviceComm* c : job->comms) c->hooks->noteAsyncError(ncclRemoteError, text);
+  for (DeviceComm* c : job->comms) c->host->noteAsyncError(ncclRemoteError, text);
   GYRE_WARN("%s", text.c_str());
 }
 

@@ -46,7 +46,7 @@ class Lane {
   }
 
   // Starts the lane over on the same call shape with new buffers and sequence
-  // number (a repeated call, src/enqueue/repeat_call.h): only what differs
+  // number (a repeated call, src/host/repeat_call.h): only what differs
   // is written, not the whole spec.
   void restart(const void* input, void* output, uint64_t opCount) {
     spec_.buffers[kInputBuffer] = const_cast<void*>(input);

@@ -324,7 +324,7 @@ TEST_CASE("broadcast and reduce over 2 and 4 ranks on gyreMemAllocHost buffers m
 
 // Every case twice in a row, on fresh buffers: the second call repeats the
 // first's shape, so it runs the plan and lanes the first built
-// (src/enqueue/repeat_call.h) rebound to its own buffers; the next case's
+// (src/host/repeat_call.h) rebound to its own buffers; the next case's
 // other shape (count, type, root, placement) drops them again.
 TEST_CASE("broadcast and reduce over 1 to 4 ranks called twice per case, the second reusing the first's plan and lanes, "
           "match the reference for every type, op, root and count",

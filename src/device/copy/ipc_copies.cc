@@ -43,7 +43,7 @@ void releaseWaits(DeviceComm* comm) {
 
 void failAndRelease(DeviceComm* comm, ncclResult_t r, int culprit) {
   GYRE_WARN("%s", lastErrorText());
-  comm->hooks->markFailed(r, culprit);
+  comm->host->markFailed(r, culprit);
   releaseWaits(comm);
 }
 

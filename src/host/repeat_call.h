@@ -3,7 +3,7 @@
 // a training loop or a benchmark that repeats one collective skips the
 // planner and the schedule builders (a 1-rank 8-byte AllReduce spent about a
 // third of its 0.35 us there: planContextOf, planCollective, the builders,
-// LaneSet::add).
+// making the lanes).
 //
 // The plan and the steps depend only on the communicator's init-time state
 // (tuning table, channels, trees, mesh, single copy: none change after init)

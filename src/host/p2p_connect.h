@@ -7,10 +7,12 @@
 
 #include <vector>
 
-#include "src/enqueue/enqueue.h"
+#include "src/host/run_calls.h"
 
 namespace gyre {
 
-ncclResult_t connectPeersFor(const std::vector<PendingCall>& calls);
+// The transports to each peer and the rendezvous come from the
+// communicator's wiring (filled in at init).
+ncclResult_t connectPeersFor(const std::vector<HostCall>& calls);
 
 }  // namespace gyre
