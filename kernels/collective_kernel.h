@@ -1,6 +1,6 @@
 // Launching the collective kernel (kernels/collective_kernel.cu): the
 // launch's blocks, on `stream`. Compiled by nvcc; called by the CUDA
-// runtime adapter (src/device/cuda_runtime.cc).
+// runtime adapter (src/device/runtime/cuda_runtime.cc).
 #pragma once
 
 #include "include/gyre.h"

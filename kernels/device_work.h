@@ -99,7 +99,7 @@ struct DeviceLaunch {
   int32_t ncalls;
   int32_t nblocks;
   // Block b runs items[blockFirst[b] .. blockFirst[b+1]) in order (device
-  // memory, src/device/fused_blocks.h). Null for a launch of one call:
+  // memory, src/device/kernel/fused_blocks.h). Null for a launch of one call:
   // block b runs its lane b.
   const uint32_t* blockFirst;
   const LaneRef* items;

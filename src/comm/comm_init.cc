@@ -19,7 +19,7 @@
 #include "src/comm/executor_binding.h"
 #include "src/device/device_layer.h"
 #include "src/host/host_comm.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"

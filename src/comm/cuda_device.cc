@@ -3,7 +3,7 @@
 #include <string>
 
 #include "src/debug/error.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 

@@ -7,7 +7,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/device_layer.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 #include "src/enqueue/arg_checks.h"
 #include "src/host/host_comm.h"
 #include "src/host/run_calls.h"

@@ -10,7 +10,7 @@
 namespace gyre {
 
 // Runs the calls: on the host executor now for host communicators, staged
-// on their streams for device communicators (src/device/staging.h).
+// on their streams for device communicators (src/device/staged/staging.h).
 ncclResult_t launchCalls(std::vector<PendingCall>& calls);
 // launchCalls of one call outside a group; a host collective that repeats
 // the thread's previous call (repeat_call.h) goes straight to its lanes.

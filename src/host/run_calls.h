@@ -1,7 +1,7 @@
 // The host executor's entry: calls on host memory, lowered (src/lower) over
 // their communicators' connections into lanes and run together to completion.
 // Host communicators run every call here; device communicators run their
-// staged pieces here (src/device/staging.cc).
+// staged pieces here (src/device/staged/staging.cc).
 #pragma once
 
 #include <vector>

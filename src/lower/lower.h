@@ -2,7 +2,7 @@
 // become lanes — one schedule (src/sched) per channel of a collective, one per
 // send or receive — described as LaneSpecs. Both executors call it: the host
 // executor makes host lanes of the specs (src/host/lane_set.h), the device
-// executor uploads them for its kernel (src/device/kernel_calls.cc).
+// executor uploads them for its kernel (src/device/kernel/kernel_calls.cc).
 #pragma once
 
 #include <memory>

@@ -18,7 +18,7 @@
 #include "src/device/copy/copy_calls.h"
 #include "src/device/device_comm.h"
 #include "tests/support/fake_cuda/fake_cuda.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace {
 

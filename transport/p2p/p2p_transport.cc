@@ -12,8 +12,8 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/net_address.h"
 #include "src/debug/error.h"
-#include "src/device/ipc_registry.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/ipc_registry.h"
+#include "src/device/runtime/runtime.h"
 #include "transport/abort_notice.h"
 
 namespace gyre {

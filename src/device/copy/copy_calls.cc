@@ -13,7 +13,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/copy/copy_exchange.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {

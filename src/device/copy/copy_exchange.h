@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "src/debug/deadline.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 

@@ -11,9 +11,9 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/copy/copy_calls.h"
-#include "src/device/ipc_registry.h"
+#include "src/device/runtime/ipc_registry.h"
 #include "src/device/process_liveness.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {

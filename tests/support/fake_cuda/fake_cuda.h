@@ -1,7 +1,7 @@
 // libgyre_fakecuda.so, the fake CUDA runtime of the tests: host memory as
 // device memory, each stream's work run in order on a host thread, the
 // collective kernels emulated on host threads (host_emulation.h). gyre loads
-// it with GYRE_FAKE_CUDA=1 or 2 (src/device/runtime.h); the shipped
+// it with GYRE_FAKE_CUDA=1 or 2 (src/device/runtime/runtime.h); the shipped
 // libraries contain none of it.
 //
 // What tests may call besides: CUDA graph capture (while a stream captures,

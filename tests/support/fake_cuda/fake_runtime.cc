@@ -21,7 +21,7 @@
 #include "tests/support/fake_cuda/host_emulation.h"
 #include "tests/support/fake_cuda/fake_cuda.h"
 #include "src/debug/error.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {

@@ -1,4 +1,4 @@
-#include "src/device/direct_share.h"
+#include "src/device/direct/direct_share.h"
 
 #include <stdio.h>
 
@@ -8,7 +8,7 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/call/datatypes.h"
 #include "src/debug/error.h"
-#include "src/device/direct_calls.h"
+#include "src/device/direct/direct_calls.h"
 
 namespace gyre {
 namespace {

@@ -1,4 +1,4 @@
-#include "src/device/direct_clique.h"
+#include "src/device/direct/direct_clique.h"
 
 #include <algorithm>
 #include <chrono>

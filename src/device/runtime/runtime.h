@@ -96,7 +96,7 @@ class DeviceRuntime {
   // Enqueues the collective kernel (the launch's blocks) on the stream.
   virtual ncclResult_t launchKernel(const DeviceLaunch& launch, StreamHandle stream) = 0;
 
-  // For the direct executor (src/device/direct_calls.h).
+  // For the direct executor (src/device/direct/direct_calls.h).
   // The allocation (cudaMalloc'd range) that holds `p`, its buffer id and block.
   virtual ncclResult_t allocationOf(const void* p, AllocationInfo* out) = 0;
   // Stream memory operations on a 32-bit flag in device memory: the stream

@@ -47,10 +47,10 @@
 #include <vector>
 
 #include "include/gyre.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 #include "src/device/stream_completions.h"
 #include "src/device/device_comm.h"
-#include "src/device/direct_share.h"
+#include "src/device/direct/direct_share.h"
 
 
 namespace gyre {
@@ -75,7 +75,7 @@ struct DirectState {
   // whole GPU and the others only signal (for processes: one context runs
   // kernels); otherwise each rank runs its own share.
   bool leaderRunsAll = false;
-  // Peers' blocks this communicator holds mapped (src/device/ipc_registry.h).
+  // Peers' blocks this communicator holds mapped (src/device/runtime/ipc_registry.h).
   std::set<uint64_t> heldBlocks;
   StreamCompletions lastCall;  // destroy waits for these
   std::atomic<uint64_t> callsRun{0};  // for tests: calls that took the direct path

@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "include/gyre.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 

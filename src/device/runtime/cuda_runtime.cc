@@ -1,4 +1,4 @@
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 #ifdef GYRE_HAVE_CUDA
 #include <cuda_runtime.h>

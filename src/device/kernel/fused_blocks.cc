@@ -1,4 +1,4 @@
-#include "src/device/fused_blocks.h"
+#include "src/device/kernel/fused_blocks.h"
 
 #include <algorithm>
 #include <numeric>

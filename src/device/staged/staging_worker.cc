@@ -1,4 +1,4 @@
-#include "src/device/staging_worker.h"
+#include "src/device/staged/staging_worker.h"
 
 #include <chrono>
 

@@ -1,4 +1,4 @@
-#include "src/device/direct_calls.h"
+#include "src/device/direct/direct_calls.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -16,9 +16,9 @@
 #include "src/debug/log.h"
 #include "src/device/call_scalar.h"
 #include "src/device/copy/copy_calls.h"
-#include "src/device/direct_inprocess.h"
-#include "src/device/direct_share.h"
-#include "src/device/ipc_registry.h"
+#include "src/device/direct/direct_inprocess.h"
+#include "src/device/direct/direct_share.h"
+#include "src/device/runtime/ipc_registry.h"
 #include "src/device/process_liveness.h"
 #include "src/call/datatypes.h"
 

@@ -4,7 +4,7 @@
 // memory; each call then launches one kernel on the user's stream with its
 // buffers, sequence number and scalar by value — or, in a group, one kernel
 // carries consecutive calls of one communicator, stream, type and operator
-// (src/device/fused_blocks.h says which block runs which lane). Launches return at once and
+// (src/device/kernel/fused_blocks.h says which block runs which lane). Launches return at once and
 // complete in stream order; they are legal inside CUDA graph capture (the
 // cached lanes live as long as the communicator).
 //
@@ -22,8 +22,8 @@
 #include "include/gyre.h"
 #include "kernels/device_work.h"
 #include "src/debug/deadline.h"
-#include "src/device/fused_blocks.h"
-#include "src/device/kernel_watchdog.h"
+#include "src/device/kernel/fused_blocks.h"
+#include "src/device/kernel/kernel_watchdog.h"
 #include "src/device/stream_completions.h"
 #include "src/device/device_comm.h"
 

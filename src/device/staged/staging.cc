@@ -1,4 +1,4 @@
-#include "src/device/staging.h"
+#include "src/device/staged/staging.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,7 +8,7 @@
 #include "src/device/device_comm.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 #include "src/host/run_calls.h"
 #include "src/call/datatypes.h"
 #include "src/config/env.h"

@@ -35,8 +35,8 @@
 #include "include/gyre.h"
 #include "src/device/buffer_pool.h"
 #include "src/device/device_comm.h"
-#include "src/device/runtime.h"
-#include "src/device/staging_worker.h"
+#include "src/device/runtime/runtime.h"
+#include "src/device/staged/staging_worker.h"
 #include "src/device/stream_completions.h"
 
 namespace gyre {

@@ -11,7 +11,7 @@
 #include "include/gyre.h"
 #include "kernels/direct_work.h"
 #include "src/device/device_comm.h"
-#include "src/device/ipc_registry.h"
+#include "src/device/runtime/ipc_registry.h"
 
 namespace gyre {
 

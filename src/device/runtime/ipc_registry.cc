@@ -1,4 +1,4 @@
-#include "src/device/ipc_registry.h"
+#include "src/device/runtime/ipc_registry.h"
 
 #include <map>
 #include <mutex>

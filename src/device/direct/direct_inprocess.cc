@@ -1,4 +1,4 @@
-#include "src/device/direct_inprocess.h"
+#include "src/device/direct/direct_inprocess.h"
 
 #include <stdio.h>
 
@@ -6,10 +6,10 @@
 #include <string>
 
 #include "src/bootstrap/bootstrap.h"
-#include "src/device/direct_calls.h"
-#include "src/device/direct_clique.h"
-#include "src/device/direct_share.h"
-#include "src/device/runtime.h"
+#include "src/device/direct/direct_calls.h"
+#include "src/device/direct/direct_clique.h"
+#include "src/device/direct/direct_share.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {

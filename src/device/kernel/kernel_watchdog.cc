@@ -1,11 +1,11 @@
-#include "src/device/kernel_watchdog.h"
+#include "src/device/kernel/kernel_watchdog.h"
 
 #include <chrono>
 #include <string>
 
 #include "src/call/coll_kind.h"
 #include "src/device/device_comm.h"
-#include "src/device/kernel_calls.h"
+#include "src/device/kernel/kernel_calls.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "transport/p2p/p2p_transport.h"

@@ -1,4 +1,4 @@
-#include "src/device/kernel_calls.h"
+#include "src/device/kernel/kernel_calls.h"
 
 #include <algorithm>
 #include <array>
@@ -12,7 +12,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/call_scalar.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 #include "src/lower/lower.h"
 #include "src/call/datatypes.h"
 #include "src/sched/slot_meta.h"

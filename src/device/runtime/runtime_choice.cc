@@ -8,7 +8,7 @@
 
 #include "src/config/env.h"
 #include "src/debug/error.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {

@@ -1,5 +1,5 @@
 // Where the ranks of one communicator that live in one process and share its
-// GPU meet to run direct collectives (src/device/direct_calls.h). Their
+// GPU meet to run direct collectives (src/device/direct/direct_calls.h). Their
 // buffers are addresses in this process, so a call needs neither CUDA IPC
 // nor the bootstrap's sockets: each rank posts what it says of call `seq`
 // (its record) and collects everyone's. Posting never waits, so one thread

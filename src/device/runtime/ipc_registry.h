@@ -11,7 +11,7 @@
 #include <set>
 
 #include "include/gyre.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 
