@@ -18,7 +18,7 @@
 #include "src/observe/observer.h"
 #include "src/lower/wiring.h"
 #include "src/sched/step.h"
-#include "transport/transport.h"
+#include "src/transport/transport.h"
 
 namespace gyre {
 

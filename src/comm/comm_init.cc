@@ -24,7 +24,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/plan/planner.h"
-#include "topology/affinity.h"
+#include "src/topology/affinity.h"
 
 namespace gyre {
 namespace {

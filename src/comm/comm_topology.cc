@@ -10,12 +10,12 @@
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
-#include "topology/detect.h"
-#include "topology/net_devices.h"
-#include "topology/xml.h"
-#include "transport/p2p/p2p_transport.h"
-#include "transport/net/network.h"
-#include "transport/transport.h"
+#include "src/topology/detect.h"
+#include "src/topology/net_devices.h"
+#include "src/topology/xml.h"
+#include "src/transport/p2p/p2p_transport.h"
+#include "src/transport/net/network.h"
+#include "src/transport/transport.h"
 
 namespace gyre {
 namespace {

@@ -11,8 +11,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/primitives/reduce_copy.h"
-#include "kernels/primitives/reduce_op.h"
+#include "src/kernels/primitives/reduce_copy.h"
+#include "src/kernels/primitives/reduce_op.h"
 #include "src/call/coll_kind.h"
 #include "src/debug/error.h"
 #include "src/host/element_loops.h"

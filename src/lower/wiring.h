@@ -11,7 +11,7 @@
 
 #include "src/plan/planner.h"
 #include "src/sched/step.h"
-#include "transport/transport.h"
+#include "src/transport/transport.h"
 
 namespace gyre {
 

@@ -343,7 +343,7 @@ TEST_CASE("broadcast and reduce over 3 ranks called twice per case pipeline many
 }
 
 // A shared-memory sender of steps of up to 32 bytes may run up to 64 steps
-// ahead of its receiver, of up to 2 KiB 16, 8 otherwise (transport/fifo.h).
+// ahead of its receiver, of up to 2 KiB 16, 8 otherwise (src/transport/fifo.h).
 // Here the ranks that receive start 100 ms late, so the sending ranks fill
 // the lines, wait, and go on: 700 calls of 1 to 8 int32s, every 100th call
 // 40000 int32s (a slot of its own). Broadcast: the root runs ahead; Reduce

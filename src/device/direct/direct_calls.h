@@ -17,7 +17,7 @@
 //      graph capture, memory that is not cudaMalloc'd — is staged by all);
 //   2. on the user's stream: tell every peer "ready" (my earlier work on
 //      this stream is done), wait for every peer's ready, run this rank's
-//      share (kernels/direct_work.h; by default rank 0 runs every share and
+//      share (src/kernels/direct_work.h; by default rank 0 runs every share and
 //      the others none), tell every peer "done", wait for every peer's done
 //      — so no rank's later work touches its buffers while a peer still
 //      reads or writes them.

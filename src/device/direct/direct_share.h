@@ -1,7 +1,7 @@
 // What the direct executor's two flavours (direct_calls.cc: processes
 // sharing a GPU; direct_inprocess.cc: ranks of one process) share: what each
 // rank says of a call (CallInfo), the agreement check, and the share of the
-// call each rank runs (kernels/direct_work.h).
+// call each rank runs (src/kernels/direct_work.h).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "include/gyre.h"
-#include "kernels/direct_work.h"
+#include "src/kernels/direct_work.h"
 #include "src/device/device_comm.h"
 #include "src/device/runtime/ipc_registry.h"
 

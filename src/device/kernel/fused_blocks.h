@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/device_work.h"
+#include "src/kernels/device_work.h"
 
 namespace gyre {
 

@@ -16,7 +16,7 @@
 #include "src/lower/lower.h"
 #include "src/call/datatypes.h"
 #include "src/sched/slot_meta.h"
-#include "transport/transport.h"
+#include "src/transport/transport.h"
 
 namespace gyre {
 namespace {

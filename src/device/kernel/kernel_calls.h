@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "include/gyre.h"
-#include "kernels/device_work.h"
+#include "src/kernels/device_work.h"
 #include "src/debug/deadline.h"
 #include "src/device/kernel/fused_blocks.h"
 #include "src/device/kernel/kernel_watchdog.h"

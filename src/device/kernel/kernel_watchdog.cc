@@ -8,7 +8,7 @@
 #include "src/device/kernel/kernel_calls.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
-#include "transport/p2p/p2p_transport.h"
+#include "src/transport/p2p/p2p_transport.h"
 
 namespace gyre {
 namespace {

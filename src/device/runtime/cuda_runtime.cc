@@ -10,8 +10,8 @@
 
 #include <cuda.h>
 
-#include "kernels/collective_kernel.h"
-#include "kernels/direct_kernel.h"
+#include "src/kernels/collective_kernel.h"
+#include "src/kernels/direct_kernel.h"
 #endif
 
 #include "src/debug/error.h"

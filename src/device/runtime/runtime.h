@@ -11,8 +11,8 @@
 #include <cstddef>
 
 #include "include/gyre.h"
-#include "kernels/device_work.h"
-#include "kernels/direct_work.h"
+#include "src/kernels/device_work.h"
+#include "src/kernels/direct_work.h"
 
 namespace gyre {
 
@@ -72,7 +72,7 @@ class DeviceRuntime {
   // Whether the stream is being captured into a CUDA graph.
   virtual ncclResult_t isCapturing(StreamHandle stream, bool* capturing) = 0;
 
-  // For the device executor (kernels/, transport/p2p).
+  // For the device executor (src/kernels/, src/transport/p2p).
   // Synchronous set-up copies and fills; legal while another stream captures.
   virtual ncclResult_t copySync(void* dst, const void* src, size_t bytes) = 0;
   virtual ncclResult_t memsetSync(void* dst, int value, size_t bytes) = 0;

@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/direct_work.h"
-#include "kernels/lane_loop.h"
-#include "kernels/primitives/op_dispatch.h"
+#include "src/kernels/direct_work.h"
+#include "src/kernels/lane_loop.h"
+#include "src/kernels/primitives/op_dispatch.h"
 
 namespace gyre {
 namespace {

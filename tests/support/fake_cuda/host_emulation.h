@@ -1,12 +1,12 @@
 // The collective kernel run on host threads: each block's lanes
-// (kernels/lane_loop.h) on one or more host threads. The fake CUDA
+// (src/kernels/lane_loop.h) on one or more host threads. The fake CUDA
 // runtime launches this in place of the kernel, so CI without a GPU runs the
 // device executor's step loop, FIFO protocol and error reporting.
 #pragma once
 
 #include "include/gyre.h"
-#include "kernels/device_work.h"
-#include "kernels/direct_work.h"
+#include "src/kernels/device_work.h"
+#include "src/kernels/direct_work.h"
 
 namespace gyre {
 
@@ -16,7 +16,7 @@ namespace gyre {
 // the device. Fails only for an unsupported type/op.
 ncclResult_t runLaunchOnHostThreads(const DeviceLaunch& launch, int threadsPerBlock);
 
-// The direct executor's kernel (kernels/direct_work.h) on the calling thread.
+// The direct executor's kernel (src/kernels/direct_work.h) on the calling thread.
 ncclResult_t runDirectOnHost(const DirectCall& call);
 
 }  // namespace gyre
