@@ -32,7 +32,7 @@
 // Traffic: each rank reads its share of every input and writes it to every
 // output — 2·S per rank for AllReduce of S bytes, the minimum.
 // Peers' buffers of other processes are mapped through
-// src/device/ipc_registry.h. Both flavours are the fastest paths measured on
+// src/device/runtime/ipc_registry.h. Both flavours are the fastest paths measured on
 // an H100 for their case (docs/PERFORMANCE.md), so auto picks them.
 #pragma once
 
