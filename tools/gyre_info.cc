@@ -17,8 +17,8 @@
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "tools/info.h"
-#include "topology/detect.h"
-#include "topology/xml.h"
+#include "src/topology/detect.h"
+#include "src/topology/xml.h"
 
 extern char** environ;
 

@@ -8,7 +8,7 @@
 // the moment every rank is forked (a shared start time), reduced with max
 // over ranks; the latency is the mean over ITERS calls after 20 warm-up
 // calls, max over ranks (ITERS = 0: init only, latency 0).
-// scripts/scale-model runs it for several N and fits a model to the numbers.
+// tools/scale-model runs it for several N and fits a model to the numbers.
 //
 // usage: gyre-scale NRANKS [ITERS] [ROOTS]
 #include <signal.h>

@@ -8,7 +8,7 @@
 #include "src/plan/ring_order.h"
 #include "src/plan/trees.h"
 #include "src/plan/tuning.h"  // sizeText
-#include "topology/placement.h"
+#include "src/topology/placement.h"
 
 namespace gyre::info {
 

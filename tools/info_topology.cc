@@ -4,7 +4,7 @@
 #include <functional>
 
 #include "tools/info.h"
-#include "topology/transport_policy.h"
+#include "src/topology/transport_policy.h"
 
 namespace gyre::info {
 namespace {

@@ -16,8 +16,9 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/comm_topology.h"
 #include "src/observe/observer.h"
+#include "src/lower/wiring.h"
 #include "src/sched/step.h"
-#include "transport/transport.h"
+#include "src/transport/transport.h"
 
 namespace gyre {
 
@@ -25,52 +26,6 @@ struct DeviceComm;  // src/device/device_comm.h: the device layer's view and sta
 struct WindowRecord;  // src/comm/window.h: a registered window
 struct SignalArea;    // src/comm/window.h: one-sided signal slots
 struct HostComm;    // src/host/host_comm.h: the host executor's view
-
-// One independent pipeline: its peers and a connection per peer and direction.
-struct Channel {
-  int id = 0;
-  std::vector<int> ringRanks;   // the ring: ringRanks[i] sends to ringRanks[i+1] (from the ring search)
-  std::vector<int> positionOf;  // inverse: position of each rank in ringRanks
-  int position = 0;             // this rank's position
-  ChannelPeers peers;
-  std::vector<Connection> send;  // indexed like peers.sendPeers
-  std::vector<Connection> recv;  // indexed like peers.recvPeers
-  std::vector<Connection*> sendPtrs;  // the same, as the arrays lanes index
-  std::vector<Connection*> recvPtrs;
-};
-
-// One tree of the double binary tree, with the connections its two lanes use.
-struct CommTree {
-  int id = 0;                  // connection tag space, distinct from rings
-  int parent = -1;
-  std::vector<int> children;
-  std::vector<std::unique_ptr<Connection>> storage;
-  std::vector<Connection*> upSend;    // [parent]
-  std::vector<Connection*> upRecv;    // per child
-  std::vector<Connection*> downSend;  // per child
-  std::vector<Connection*> downRecv;  // [parent]
-};
-constexpr int kTreeChannelBase = 256;
-
-// Recursive doubling (small AllReduce on 4, 8, ... ranks): in round k a rank
-// exchanges with rank ^ 2^k over its own connections, made at init.
-struct CommDoubling {
-  std::vector<std::unique_ptr<Connection>> storage;
-  std::vector<Connection*> send;  // by round
-  std::vector<Connection*> recv;  // by round
-};
-constexpr int kDoublingChannelBase = 384;
-
-// Direct algorithms (src/sched/build_direct.h): a connection to and from
-// every other rank, made at init where directAvailable() (host memory, one
-// host, 3..8 ranks). Indexed by peer rank with this rank left out: peer p sits
-// at p < rank ? p : p - 1.
-struct CommMesh {
-  std::vector<std::unique_ptr<Connection>> storage;
-  std::vector<Connection*> send;
-  std::vector<Connection*> recv;
-};
-constexpr int kMeshChannelId = 448;
 
 // A reduction operator made by ncclRedOpCreatePreMulSum: sum after
 // multiplying every input by a scalar of the op's datatype.
@@ -82,26 +37,19 @@ struct CustomRedOp {
   unsigned char value[8] = {};      // ncclScalarHostImmediate: copied at creation
 };
 
-// Send/recv connections are made on first use, one per peer and direction,
-// on this pseudo-channel (distinct connection tags from the rings).
-constexpr int kP2PChannelId = 512;
-
 constexpr uint64_t kCommMagic = 0x6779726563306d6dull;  // "gyrec0mm"
 
 }  // namespace gyre
 
-struct ncclComm {
+struct ncclComm : gyre::Wiring {
   ncclComm();
   ~ncclComm();
   uint64_t magic = gyre::kCommMagic;
   // Unique in this process for its lifetime (never reused, unlike the
-  // address): the repeated-call cache (src/enqueue/repeat_call.h) keys on it.
+  // address): the repeated-call cache (src/host/repeat_call.h) keys on it.
   const uint64_t serial;
-  int rank = 0;
-  int nranks = 0;
   bool isHost = false;
   int cudaDev = -1;
-  size_t slotBytes = 0;       // NCCL_BUFFSIZE / kFifoSlots
   double collTimeoutSeconds = 300;
 
   std::unique_ptr<gyre::Bootstrap> bootstrap;
@@ -112,16 +60,6 @@ struct ncclComm {
   // path, staging), for device communicators only.
   std::unique_ptr<gyre::HostComm> host;
   std::unique_ptr<gyre::DeviceComm> device;
-  std::vector<gyre::Channel> channels;   // ring channels made at init
-  int minChannels = 1;                    // NCCL_MIN_NCHANNELS: the planner uses at least this many
-  std::vector<gyre::CommTree> trees;  // the two trees of the double binary tree
-  gyre::CommDoubling doubling;        // empty unless nranks is a power of two >= 4
-  gyre::CommMesh mesh;                // empty unless the Direct algorithms can run
-  bool singleCopy = false;            // ranks read each other's buffers (process_vm_readv; single_copy.h)
-  bool singleCopyAlways = false;      // GYRE_SINGLE_COPY=always
-  bool shmRings = false;              // host communicator whose rings all run over shared memory
-  std::map<int, std::unique_ptr<gyre::Connection>> p2pSend;  // by peer rank
-  std::map<int, std::unique_ptr<gyre::Connection>> p2pRecv;
   // In-place host AlltoAll sends from a copy of the buffer. Kept between
   // calls (grow-only, freed with the communicator): a fresh allocation of tens
   // of MiB is mmap'd and faulted in on every call, which cost 30x here.

@@ -33,15 +33,8 @@ ncclResult_t drainStagedJobs(ncclComm_t comm, bool abort) {
 
 }  // namespace
 
-void markCommFailed(ncclComm* comm, ncclResult_t code, int culprit) {
-  int expected = ncclSuccess;
-  if (!comm->asyncError.compare_exchange_strong(expected, code)) return;  // first failure wins
-  {
-    std::lock_guard<std::mutex> lock(comm->errorMutex);
-    comm->errorText = lastErrorText();
-  }
-  if (culprit >= 0) comm->host->progress.sendAbortNotices(culprit);
-}
+// The error state is set where both executors set it (HostComm::markFailed).
+void markCommFailed(ncclComm* comm, ncclResult_t code, int culprit) { comm->host->markFailed(code, culprit); }
 
 namespace {
 

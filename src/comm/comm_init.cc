@@ -19,12 +19,12 @@
 #include "src/comm/executor_binding.h"
 #include "src/device/device_layer.h"
 #include "src/host/host_comm.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/plan/planner.h"
-#include "topology/affinity.h"
+#include "src/topology/affinity.h"
 
 namespace gyre {
 namespace {
@@ -120,6 +120,7 @@ ncclResult_t buildComm(ncclComm* comm, const std::vector<ncclUniqueId>& ids, std
   shareBootstrapFacts(comm);
   if (ranksOnHost > sysconf(_SC_NPROCESSORS_ONLN)) comm->host->spinsBeforeBlocking = 0;
   comm->topology = std::make_unique<CommTopology>();
+  comm->tuning = &comm->topology->tuning;
   GYRE_CHECK(discoverTopology(comm, deadline, comm->topology.get()));
   if (comm->device) GYRE_CHECK(setupDeviceExecutors(comm->device.get(), p2pToEveryPeer(comm), deadline));
   logNetGpuDirect(comm);

@@ -10,12 +10,12 @@
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
-#include "topology/detect.h"
-#include "topology/net_devices.h"
-#include "topology/xml.h"
-#include "transport/p2p/p2p_transport.h"
-#include "transport/net/network.h"
-#include "transport/transport.h"
+#include "src/topology/detect.h"
+#include "src/topology/net_devices.h"
+#include "src/topology/xml.h"
+#include "src/transport/p2p/p2p_transport.h"
+#include "src/transport/net/network.h"
+#include "src/transport/transport.h"
 
 namespace gyre {
 namespace {
@@ -217,21 +217,6 @@ bool p2pToEveryPeer(const ncclComm* comm) {
   return true;
 }
 
-PlanContext planContextOf(const ncclComm* comm) {
-  PlanContext ctx;
-  ctx.nranks = comm->nranks;
-  ctx.minChannels = comm->minChannels;
-  ctx.ringChannels = static_cast<int>(comm->channels.size());
-  ctx.slotBytes = comm->slotBytes;
-  ctx.kernels = runsKernels(comm);
-  ctx.trees = comm->trees.size() == 2;
-  ctx.doublingConnections = !comm->doubling.send.empty();
-  ctx.meshConnections = !comm->mesh.send.empty();
-  ctx.singleCopy = comm->singleCopy;
-  ctx.singleCopyAlways = comm->singleCopyAlways;
-  ctx.shmRings = comm->shmRings;
-  ctx.tuning = &comm->topology->tuning;
-  return ctx;
-}
+PlanContext planContextOf(const ncclComm* comm) { return planContextOf(static_cast<const Wiring&>(*comm)); }
 
 }  // namespace gyre

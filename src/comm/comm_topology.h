@@ -13,8 +13,8 @@
 #include "src/plan/planner.h"
 #include "src/plan/ring_order.h"
 #include "src/plan/tuning.h"
-#include "topology/placement.h"
-#include "topology/transport_policy.h"
+#include "src/topology/placement.h"
+#include "src/topology/transport_policy.h"
 
 struct ncclComm;
 

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "src/debug/error.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 
@@ -11,15 +11,15 @@ ncclResult_t currentCudaDevice(int* device) {
   *device = -1;
   DeviceRuntime* rt = deviceRuntime();
   if (!rt)
-    return fail(ncclInvalidUsage, "this gyre build has no CUDA runtime; for host memory use gyreCommInitRankHost");
+    return fail(ncclInvalidUsage, "%s; for host memory use gyreCommInitRankHost", whyNoDeviceRuntime());
   return rt->currentDevice(device);
 }
 
 ncclResult_t selectCudaDevice(int device) {
   DeviceRuntime* rt = deviceRuntime();
   if (!rt)
-    return fail(ncclInvalidUsage, "this gyre build has no CUDA runtime (device %d); for host memory use "
-                                  "gyreCommInitAllHost", device);
+    return fail(ncclInvalidUsage, "%s (device %d); for host memory use gyreCommInitAllHost", whyNoDeviceRuntime(),
+                device);
   ncclResult_t r = rt->setDevice(device);
   if (r != ncclSuccess) {
     std::string why = lastErrorText();

@@ -1,8 +1,8 @@
 // How a communicator hands itself down to the executors: it makes their views
 // of it (HostComm for the host executor, DeviceComm for the device layer) and
-// fills them as init learns the facts, and answers the device layer's
-// requests (DeviceCommHooks) from its own state. This is the one place where
-// the communicator's internals meet the executors' interfaces.
+// fills them as init learns the facts: the wiring lowering reads (the
+// communicator is one), its error state, its observer. This is the one place
+// where the communicator's internals meet the executors' interfaces.
 #pragma once
 
 #include "include/gyre.h"
@@ -21,7 +21,8 @@ void shareBootstrapFacts(ncclComm* comm);
 // (gyreCommSetTimeout; at init, GYRE_TIMEOUT).
 void setCollTimeout(ncclComm* comm, double seconds);
 
-// Once init's connections exist: the device layer watches them.
+// Once init's connections exist: the device layer watches them; send/recv
+// connections can be made on first use.
 void shareInitConnections(ncclComm* comm);
 
 // Whether the communicator's collectives run as device kernels.

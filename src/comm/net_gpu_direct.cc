@@ -3,9 +3,9 @@
 #include "src/comm/comm.h"
 #include "src/comm/comm_topology.h"
 #include "src/debug/log.h"
-#include "topology/placement.h"
-#include "transport/net/gpu_direct.h"
-#include "transport/net/network.h"
+#include "src/topology/placement.h"
+#include "src/transport/net/gpu_direct.h"
+#include "src/transport/net/network.h"
 
 namespace gyre {
 namespace {

@@ -1,6 +1,6 @@
 // The INFO line that says whether a device communicator's network traffic
 // reaches its GPU buffers directly (dma-buf registration) or is staged
-// through host memory, and why (transport/net/gpu_direct.h).
+// through host memory, and why (src/transport/net/gpu_direct.h).
 #pragma once
 
 struct ncclComm;

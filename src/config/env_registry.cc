@@ -90,6 +90,8 @@ const std::vector<VarSpec>& registry() {
       {"GYRE_FAKE_CUDA", Type::Int, "0", "0..2",
        "tests only: device communicators run on a fake CUDA runtime (host memory as device memory, a thread per "
        "stream; 2: each collective call also waits for its streams)", 0, 2},
+      {"GYRE_FAKE_CUDA_LIB", Type::String, "libgyre_fakecuda.so", "library file name or path",
+       "tests only: the fake CUDA runtime that GYRE_FAKE_CUDA loads (built with the tests, not installed)"},
       {"GYRE_FAKE_BLOCK_THREADS", Type::Int, "1", "1..8",
        "tests only: host threads per block of the fake runtime's collective kernel (more than one exercises the "
        "kernel loop's barriers and how a block shares each step)", 1, 8},

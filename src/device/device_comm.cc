@@ -1,9 +1,9 @@
 #include "src/device/device_comm.h"
 
 #include "src/device/copy/copy_calls.h"
-#include "src/device/direct_calls.h"
-#include "src/device/kernel_calls.h"
-#include "src/device/staging.h"
+#include "src/device/direct/direct_calls.h"
+#include "src/device/kernel/kernel_calls.h"
+#include "src/device/staged/staging.h"
 
 namespace gyre {
 

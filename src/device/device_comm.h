@@ -1,9 +1,10 @@
 // The device layer's view of a device communicator, and the state it owns for
 // it. The communicator (src/comm) makes one at init, fills in the values
 // below as set-up learns them, and hands its calls down as DeviceRequests;
-// the device layer never sees ncclComm. What only the communicator can do
-// (fail itself, build a call's lanes over its connections, run calls on the
-// host executor) it asks through DeviceCommHooks.
+// the device layer never sees ncclComm. The kernel path lowers calls over the
+// communicator's wiring (src/lower); the staged path runs its pieces on the
+// communicator's host view (src/host/run_calls.h), which also holds the
+// error state every path sets when a call fails.
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include "include/gyre.h"
 #include "src/call/call.h"
 #include "src/device/peer_windows.h"
+#include "src/host/host_comm.h"
 #include "src/sched/lane_spec.h"
 
 namespace gyre {
@@ -33,24 +35,6 @@ struct DeviceRequest : CollCall {
   DeviceComm* comm = nullptr;
 };
 
-class DeviceCommHooks {
- public:
-  virtual ~DeviceCommHooks() = default;
-  // Fails the communicator with `code`, telling its peers to blame `culprit`
-  // (-1: nobody in particular).
-  virtual void markFailed(ncclResult_t code, int culprit) = 0;
-  // Makes ncclCommGetAsyncError report `code` and `why`, unless the
-  // communicator already holds an error; tells no peer.
-  virtual void noteAsyncError(ncclResult_t code, const std::string& why) = 0;
-  // The lanes a collective runs as: the planner's schedules over the
-  // communicator's connections (valid until the next call on this thread);
-  // *ll: the plan picked the LL protocol.
-  virtual ncclResult_t laneSpecs(const CollCall& call, std::vector<LaneSpec>* out, bool* ll) = 0;
-  // Runs `calls` (of this and other device communicators, each request's
-  // buffers in host memory) on the host executor, to completion.
-  virtual ncclResult_t runOnHost(const std::vector<DeviceRequest>& calls) = 0;
-};
-
 struct DeviceComm {
   // Out of line, with the destructor: the states are complete types only there.
   DeviceComm(std::atomic<bool>& abort, std::atomic<int>& error, uint64_t& ops);
@@ -65,7 +49,8 @@ struct DeviceComm {
   uint64_t& opCount;                // the communicator's collective sequence number
   Bootstrap* bootstrap = nullptr;   // peers' facts and set-up exchanges
   CommObserver* observer = nullptr; // the communicator's, for its kernels' profiler events
-  std::unique_ptr<DeviceCommHooks> hooks;
+  Wiring* wiring = nullptr;        // the communicator's connections, lowered over (src/lower)
+  HostComm* host = nullptr;        // its host view: staged pieces run there; markFailed, noteAsyncError
   // The connections made at init (rings, trees, doubling), once they exist:
   // the kernel watchdog watches the p2p ones.
   std::vector<Connection*> initConnections;

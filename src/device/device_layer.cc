@@ -4,11 +4,11 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/copy/copy_calls.h"
-#include "src/device/direct_calls.h"
-#include "src/device/kernel_calls.h"
-#include "src/device/kernel_watchdog.h"
-#include "src/device/runtime.h"
-#include "src/device/staging.h"
+#include "src/device/direct/direct_calls.h"
+#include "src/device/kernel/kernel_calls.h"
+#include "src/device/kernel/kernel_watchdog.h"
+#include "src/device/runtime/runtime.h"
+#include "src/device/staged/staging.h"
 
 namespace gyre {
 namespace {

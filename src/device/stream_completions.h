@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "include/gyre.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 

@@ -5,7 +5,7 @@
 #include "src/comm/comm.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 

@@ -1,7 +1,8 @@
 // From validated calls to execution. A call outside a group is a group of
-// one. ncclGroupEnd turns every pending call (possibly on several
-// communicators) into lanes — one per channel of a collective, one per send or
-// receive — and runs them together on the host executor.
+// one. ncclGroupEnd checks every pending call (possibly on several
+// communicators) and hands them to their communicators' executor, which
+// lowers them (src/lower) into lanes — one per channel of a collective, one
+// per send or receive — and runs them together.
 #pragma once
 
 #include <cstddef>

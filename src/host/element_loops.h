@@ -1,6 +1,6 @@
 // The element loops a host lane runs over a step's elements, per element
 // type and operator: copies and reductions between user buffers, FIFO
-// slots and small stack blocks (kernels/primitives/reduce_copy.h does the
+// slots and small stack blocks (src/kernels/primitives/reduce_copy.h does the
 // arithmetic; the F16C float16 loops of half_simd.h where they apply), and
 // the n-input reduction in rank order of the one-shot and single-copy
 // steps. TypedLane (lane.h) owns one and decides which loop a step needs.
@@ -11,8 +11,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/primitives/reduce_copy.h"
-#include "kernels/primitives/reduce_op.h"
+#include "src/kernels/primitives/reduce_copy.h"
+#include "src/kernels/primitives/reduce_op.h"
 #include "src/host/half_simd.h"
 
 namespace gyre {

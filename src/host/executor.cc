@@ -1,6 +1,6 @@
 #include "src/host/executor.h"
 
-#include "kernels/primitives/op_dispatch.h"
+#include "src/kernels/primitives/op_dispatch.h"
 
 namespace gyre {
 

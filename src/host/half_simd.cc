@@ -2,8 +2,8 @@
 
 #include <immintrin.h>
 
-#include "kernels/primitives/reduce_copy.h"
-#include "kernels/primitives/reduce_op.h"
+#include "src/kernels/primitives/reduce_copy.h"
+#include "src/kernels/primitives/reduce_op.h"
 
 namespace gyre {
 namespace {

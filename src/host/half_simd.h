@@ -2,7 +2,7 @@
 // float, combined and rounded back per instruction. GCC cannot vectorize the
 // portable float16 conversions (branches per element), which made a float16
 // AllReduce ~6x slower than float32 (scripts/check-vectorization). Results are
-// bit for bit those of the portable loop (kernels/primitives/reduce_copy.h):
+// bit for bit those of the portable loop (src/kernels/primitives/reduce_copy.h):
 // the same float operation and round-to-nearest-even, subnormals kept, and a
 // NaN result made the canonical NaN (0x7fff) as Half::fromFloat does.
 // Chosen at run time, so the library still runs on CPUs without F16C.
@@ -10,7 +10,7 @@
 
 #include <cstddef>
 
-#include "kernels/primitives/float_types.h"
+#include "src/kernels/primitives/float_types.h"
 
 namespace gyre {
 

@@ -1,12 +1,13 @@
 // What the host executor knows of a communicator: plain values set once at
 // init by the communicator (src/comm/executor_binding.cc), the progress
-// engine over its connections, and the one thing only the communicator can
-// do, put itself into the error state. The communicator owns one, opaque to
-// it; lanes point at it.
+// engine over its connections, what lowering reads (the wiring), and the
+// communicator's error state, which a failing lane sets. The communicator
+// owns one, opaque to it; lanes point at it.
 #pragma once
 
 #include <atomic>
-#include <functional>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "include/gyre.h"
@@ -14,6 +15,7 @@
 #include "src/host/outbox.h"
 #include "src/host/peer_mappings.h"
 #include "src/host/progress.h"
+#include "src/lower/wiring.h"
 
 namespace gyre {
 
@@ -33,10 +35,25 @@ struct HostComm {
   ProgressEngine progress;                       // every connection of the communicator
   PeerMappings peerMappings;                     // peers' shareable buffers mapped by single-copy steps
   Outboxes outboxes;                             // private pieces staged for several peers, per channel
-  CommObserver* observer = nullptr;              // the communicator's, for its lanes' profiler events
-  // Fails the communicator with `code`, telling its peers to blame `culprit`
-  // (-1: nobody in particular), so every rank's error names the same rank.
-  std::function<void(ncclResult_t code, int culprit)> markFailed;
+  Wiring* wiring = nullptr;          // the communicator's connections: what calls are lowered over
+  CommObserver* observer = nullptr;  // the communicator's counters and profiler events
+  uint64_t* opCount = nullptr;       // the communicator's collective sequence number
+  uint64_t serial = 0;               // the communicator's, never reused (repeat_call.h)
+  // The communicator's error state (ncclCommGetAsyncError and its text).
+  std::atomic<int>* asyncError = nullptr;
+  std::mutex* errorMutex = nullptr;
+  std::string* errorText = nullptr;  // guarded by *errorMutex
+
+  // Fails the communicator with `code` (the first failure wins; its text is
+  // the thread's last error), telling its peers to blame `culprit` (-1:
+  // nobody in particular), so every rank's error names the same rank.
+  void markFailed(ncclResult_t code, int culprit);
+  // Makes ncclCommGetAsyncError report `code` and `why`, unless the
+  // communicator already holds an error; tells no peer.
+  void noteAsyncError(ncclResult_t code, const std::string& why);
+  // Fails (naming the communicator's error) when the communicator was
+  // aborted or failed earlier: a call then must not wait for its peers.
+  ncclResult_t checkRunnable(const char* what) const;
 };
 
 }  // namespace gyre

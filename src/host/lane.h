@@ -11,8 +11,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/primitives/reduce_copy.h"
-#include "kernels/primitives/reduce_op.h"
+#include "src/kernels/primitives/reduce_copy.h"
+#include "src/kernels/primitives/reduce_op.h"
 #include "src/call/coll_kind.h"
 #include "src/debug/error.h"
 #include "src/host/element_loops.h"
@@ -47,7 +47,7 @@ class Lane {
   }
 
   // Starts the lane over on the same call shape with new buffers and sequence
-  // number (a repeated call, src/enqueue/repeat_call.h): only what differs
+  // number (a repeated call, src/host/repeat_call.h): only what differs
   // is written, not the whole spec.
   void restart(const void* input, void* output, uint64_t opCount) {
     spec_.buffers[kInputBuffer] = const_cast<void*>(input);

@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-#include "transport/transport.h"
+#include "src/transport/transport.h"
 
 namespace gyre {
 

@@ -11,7 +11,7 @@
 #include "include/gyre.h"
 #include "src/host/host_comm.h"
 #include "src/sched/lane_spec.h"
-#include "transport/transport.h"
+#include "src/transport/transport.h"
 
 namespace gyre {
 

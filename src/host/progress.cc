@@ -8,7 +8,7 @@
 
 #include "src/debug/error.h"
 
-#include "transport/shm/futex.h"
+#include "src/transport/shm/futex.h"
 
 namespace gyre {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "include/gyre.h"
-#include "transport/transport.h"
+#include "src/transport/transport.h"
 
 namespace gyre {
 

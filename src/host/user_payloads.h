@@ -1,4 +1,4 @@
-// Payloads by pointer, the executor's side (transport/transport.h,
+// Payloads by pointer, the executor's side (src/transport/transport.h,
 // PayloadPointers): on a connection whose transport moves bytes with system
 // calls (sockets), a step whose sent elements already sit in the user's
 // buffer names them there instead of copying them into the slot, and a step
@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "src/sched/step.h"
-#include "transport/transport.h"
+#include "src/transport/transport.h"
 
 namespace gyre {
 

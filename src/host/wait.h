@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "transport/transport.h"
+#include "src/transport/transport.h"
 
 namespace gyre {
 

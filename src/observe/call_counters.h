@@ -26,7 +26,7 @@ inline ApiFunc apiFuncOf(CollKind coll, bool isSend) {
 }
 const char* apiFuncName(ApiFunc f);  // "ncclAllReduce", ...
 
-// How the host executor ran a collective (src/enqueue/launch.cc's choice).
+// How the host executor ran a collective (src/host/run_calls.cc, from the plan).
 enum class ExecPath : uint8_t { Ring, Tree, Direct, Doubling, SingleCopy, PointToPoint, Count };
 constexpr int kExecPaths = static_cast<int>(ExecPath::Count);
 const char* execPathName(ExecPath p);  // "Ring", ...

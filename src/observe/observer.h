@@ -32,7 +32,7 @@ struct CommObserver {
   std::vector<int> peerPids;           // by rank, for the status tool to name a rank that does not answer
   std::vector<std::string> peerHosts;  // by rank
   // Per collective: how the last planned call ran; a repeated call
-  // (src/enqueue/repeat_call.h) reuses that call's plan.
+  // (src/host/repeat_call.h) reuses that call's plan.
   struct Planned {
     ExecPath path = ExecPath::Ring;
     const char* algorithm = "";

@@ -37,7 +37,7 @@
 #include "src/call/coll_kind.h"
 #include "src/plan/algorithm.h"
 #include "src/plan/ring_order.h"
-#include "topology/paths.h"
+#include "src/topology/paths.h"
 
 namespace gyre {
 

@@ -7,7 +7,7 @@
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/sched/chunking.h"
-#include "transport/fifo.h"
+#include "src/transport/fifo.h"
 
 namespace gyre {
 namespace {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "include/gyre.h"
-#include "topology/placement.h"
+#include "src/topology/placement.h"
 
 namespace gyre {
 

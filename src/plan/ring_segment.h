@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "topology/placement.h"
+#include "src/topology/placement.h"
 
 namespace gyre::ring {
 

@@ -14,7 +14,7 @@
 
 #include "include/gyre.h"
 #include "src/plan/ring_order.h"
-#include "topology/placement.h"
+#include "src/topology/placement.h"
 
 namespace gyre {
 

@@ -3,7 +3,7 @@
 // from) one peer in a group. LaneSpec describes one as plain values — the
 // call it belongs to, its steps, its connections and buffers — and both
 // executors run it: the host executor as a TypedLane (src/host/lane.h), the
-// device executor uploaded as a DeviceLane (kernels/device_work.h).
+// device executor uploaded as a DeviceLane (src/kernels/device_work.h).
 #pragma once
 
 #include <cstddef>
@@ -15,7 +15,7 @@
 
 namespace gyre {
 
-struct Connection;  // transport/transport.h
+struct Connection;  // src/transport/transport.h
 
 struct LaneSpec {
   int rank = 0;             // this rank, for messages

@@ -9,7 +9,7 @@
 
 #include "include/gyre.h"
 #include "src/sched/lane_spec.h"
-#include "transport/fifo.h"
+#include "src/transport/fifo.h"
 
 namespace gyre {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/primitives/host_device.h"
+#include "src/kernels/primitives/host_device.h"
 
 namespace gyre {
 

@@ -302,7 +302,7 @@ TEST_CASE("allgather over 3 and 4 ranks of heap blocks staged once in an outbox 
 }
 
 // Every case twice in a row, on fresh buffers: the second call reuses the
-// first's plan and lanes (src/enqueue/repeat_call.h) with its own buffers.
+// first's plan and lanes (src/host/repeat_call.h) with its own buffers.
 TEST_CASE("allgather and reducescatter over 1 to 4 ranks called twice per case, the second reusing the first's plan "
           "and lanes, match the reference for every type, op and count",
           "[allgather][reducescatter][repeat]") {

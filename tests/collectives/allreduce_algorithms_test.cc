@@ -345,7 +345,7 @@ TEST_CASE("direct (one-shot) allreduce over 4 ranks pipelines counts spanning ma
 
 // Without NCCL_ALGO (the tuner's picks: doubling, one-shot, tree, ring by
 // size and rank count), every case twice in a row on fresh buffers: the
-// second call reuses the first's plan and lanes (src/enqueue/repeat_call.h).
+// second call reuses the first's plan and lanes (src/host/repeat_call.h).
 TEST_CASE("allreduce over 1 to 4 ranks called twice per case, the second reusing the first's plan and lanes, matches "
           "the reference and agrees bitwise on every rank",
           "[allreduce][repeat]") {

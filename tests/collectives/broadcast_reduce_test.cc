@@ -324,7 +324,7 @@ TEST_CASE("broadcast and reduce over 2 and 4 ranks on gyreMemAllocHost buffers m
 
 // Every case twice in a row, on fresh buffers: the second call repeats the
 // first's shape, so it runs the plan and lanes the first built
-// (src/enqueue/repeat_call.h) rebound to its own buffers; the next case's
+// (src/host/repeat_call.h) rebound to its own buffers; the next case's
 // other shape (count, type, root, placement) drops them again.
 TEST_CASE("broadcast and reduce over 1 to 4 ranks called twice per case, the second reusing the first's plan and lanes, "
           "match the reference for every type, op, root and count",
@@ -343,7 +343,7 @@ TEST_CASE("broadcast and reduce over 3 ranks called twice per case pipeline many
 }
 
 // A shared-memory sender of steps of up to 32 bytes may run up to 64 steps
-// ahead of its receiver, of up to 2 KiB 16, 8 otherwise (transport/fifo.h).
+// ahead of its receiver, of up to 2 KiB 16, 8 otherwise (src/transport/fifo.h).
 // Here the ranks that receive start 100 ms late, so the sending ranks fill
 // the lines, wait, and go on: 700 calls of 1 to 8 int32s, every 100th call
 // 40000 int32s (a slot of its own). Broadcast: the root runs ahead; Reduce

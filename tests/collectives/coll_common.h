@@ -317,7 +317,7 @@ struct RunConfig {
   // How many times a matrix runs each case back to back, each time on fresh
   // buffers. From the second call on, a lone call repeats the previous call's
   // shape, so the executor reuses that call's plan and lanes
-  // (src/enqueue/repeat_call.h) with the new buffers.
+  // (src/host/repeat_call.h) with the new buffers.
   int callsPerCase = 1;
   std::vector<std::pair<std::string, std::optional<std::string>>> env;
   decltype(RankOptions::rankEnv) rankEnv;  // per-rank variables (needs mode kEnvCommId)

@@ -11,7 +11,7 @@
 // groups spanning streams and communicators (ncclCommInitAll with a repeated
 // device), errors surfacing through ncclCommGetAsyncError, and destroy that
 // waits for queued work. A GPU is not needed and not used: the CUDA runtime
-// adapter (src/device/cuda_runtime.cc) is verified only on a machine with one.
+// adapter (src/device/runtime/cuda_runtime.cc) is verified only on a machine with one.
 //
 // The binary links gyre's internal static library, so the test can drive the
 // fake runtime's streams directly (block one, synchronise one).
@@ -24,8 +24,8 @@
 #include "coll_common.h"
 #include "src/comm/comm.h"
 #include "src/comm/executor_binding.h"
-#include "src/device/fake_capture.h"
-#include "src/device/runtime.h"
+#include "tests/support/fake_cuda/fake_cuda.h"
+#include "src/device/runtime/runtime.h"
 #include "src/plan/planner.h"
 
 namespace {
@@ -420,7 +420,7 @@ TEST_CASE("CUDA_LAUNCH_BLOCKING=1 with two ranks in one process stages their col
 // CUDA may run every host function of a process on one thread (the fake
 // does so too), so staged pieces, which wait for their peers, run on each
 // communicator's worker thread and the stream waits for them by a flag
-// (src/device/staging_worker.h). Ranks of one process, each driven from its
+// (src/device/staged/staging_worker.h). Ranks of one process, each driven from its
 // own thread without a group, each get a job of their own; both complete.
 TEST_CASE("ranks of one process on the staged path, one thread each and no group, both complete",
           "[device][initall]") {

@@ -16,7 +16,7 @@
 #include "src/device/copy/copy_calls.h"
 #include "src/device/device_comm.h"
 #include "src/device/direct_calls.h"
-#include "src/device/fake_capture.h"
+#include "tests/support/fake_cuda/fake_cuda.h"
 #include "src/device/runtime.h"
 
 namespace {

@@ -17,8 +17,8 @@
 #include "src/comm/comm.h"
 #include "src/device/copy/copy_calls.h"
 #include "src/device/device_comm.h"
-#include "src/device/fake_capture.h"
-#include "src/device/runtime.h"
+#include "tests/support/fake_cuda/fake_cuda.h"
+#include "src/device/runtime/runtime.h"
 
 namespace {
 

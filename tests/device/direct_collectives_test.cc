@@ -1,4 +1,4 @@
-// The direct executor (GYRE_DEVICE_PATH=direct, src/device/direct_calls.h)
+// The direct executor (GYRE_DEVICE_PATH=direct, src/device/direct/direct_calls.h)
 // on the fake CUDA runtime: ranks are forked processes on fake device 0,
 // buffers come from ncclMemAlloc (memfd "device memory" the peers map by
 // fake IPC handles), stream flag waits and writes are stream-thread ops and
@@ -16,8 +16,8 @@
 #include "src/comm/comm.h"
 #include "src/config/env.h"
 #include "src/device/device_comm.h"
-#include "src/device/direct_calls.h"
-#include "src/device/runtime.h"
+#include "src/device/direct/direct_calls.h"
+#include "src/device/runtime/runtime.h"
 
 namespace {
 

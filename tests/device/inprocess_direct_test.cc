@@ -1,5 +1,5 @@
 // The direct executor for ranks of one process sharing one GPU
-// (src/device/direct_calls.h, direct_clique.h) on the fake CUDA runtime:
+// (src/device/direct/direct_calls.h, direct_clique.h) on the fake CUDA runtime:
 // ncclCommInitAll with a repeated device, calls of GYRE_DIRECT_MIN_BYTES and
 // more run as one pass over each other's buffers, smaller ones as kernels.
 // What runs here is the clique's exchange (one thread driving every rank in a
@@ -12,9 +12,9 @@
 #include "coll_common.h"
 #include "src/comm/comm.h"
 #include "src/device/device_comm.h"
-#include "src/device/direct_calls.h"
-#include "src/device/fake_capture.h"
-#include "src/device/runtime.h"
+#include "src/device/direct/direct_calls.h"
+#include "tests/support/fake_cuda/fake_cuda.h"
+#include "src/device/runtime/runtime.h"
 
 namespace {
 

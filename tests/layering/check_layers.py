@@ -13,7 +13,7 @@ import re
 import sys
 import tempfile
 
-SOURCE_DIRS = ["include", "src", "kernels", "transport", "topology", "bench", "tools", "python"]
+SOURCE_DIRS = ["include", "src", "bench", "tools", "python"]
 SOURCE_EXTS = (".h", ".hpp", ".cc", ".cpp", ".c", ".cu", ".cuh")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

@@ -1,11 +1,11 @@
 // The choice between GPU buffers registered with the NIC directly and
-// staging through host memory (transport/net/gpu_direct.h): each missing
+// staging through host memory (src/transport/net/gpu_direct.h): each missing
 // condition is named, in order, and only all of them together give direct.
 #include <catch2/catch.hpp>
 
 #include <string>
 
-#include "transport/net/gpu_direct.h"
+#include "src/transport/net/gpu_direct.h"
 
 using namespace gyre;
 using topo::PathType;

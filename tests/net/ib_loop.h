@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "src/debug/error.h"
-#include "transport/ib/ib_comm.h"
-#include "transport/ib/ib_net.h"
-#include "transport/ib/verbs_api.h"
+#include "src/transport/ib/ib_comm.h"
+#include "src/transport/ib/ib_net.h"
+#include "src/transport/ib/verbs_api.h"
 
 namespace gyre::ibtest {
 

@@ -24,8 +24,8 @@
 
 #include "../support/deny_syscalls.h"
 #include "ib_loop.h"
-#include "transport/ib/ib_devices.h"
-#include "transport/ib/reg_cache.h"
+#include "src/transport/ib/ib_devices.h"
+#include "src/transport/ib/reg_cache.h"
 
 using namespace gyre;
 using namespace gyre::ib;

@@ -12,10 +12,10 @@
 
 #include "src/config/env.h"
 #include "src/debug/error.h"
-#include "transport/ib/hca_filter.h"
-#include "transport/ib/ib_comm.h"
-#include "transport/ib/ib_devices.h"
-#include "transport/ib/reg_cache.h"
+#include "src/transport/ib/hca_filter.h"
+#include "src/transport/ib/ib_comm.h"
+#include "src/transport/ib/ib_devices.h"
+#include "src/transport/ib/reg_cache.h"
 
 using namespace gyre;
 using namespace gyre::ib;

@@ -22,7 +22,7 @@
 #include <cstring>
 #include <deque>
 
-#include "transport/net/net_v10.h"
+#include "src/transport/net/net_v10.h"
 
 namespace {
 

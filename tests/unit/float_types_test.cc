@@ -1,7 +1,7 @@
 // The 16- and 8-bit float types against an independent reference: values are
 // decoded from their fields with ldexp, and rounding is done in long double
 // from frexp, in the terms of IEEE 754 and the OCP 8-bit float spec — none of
-// it shares code with kernels/primitives/float_types.h.
+// it shares code with src/kernels/primitives/float_types.h.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/primitives/float_types.h"
-#include "kernels/primitives/reduce_op.h"
+#include "src/kernels/primitives/float_types.h"
+#include "src/kernels/primitives/reduce_op.h"
 #include "nccl.h"
 
 using namespace gyre;

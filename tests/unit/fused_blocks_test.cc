@@ -3,7 +3,7 @@
 // lanes share one.
 #include <catch2/catch.hpp>
 
-#include "src/device/fused_blocks.h"
+#include "src/device/kernel/fused_blocks.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // The F16C float16 loops (src/host/half_simd.h) against the portable loops
-// they replace (kernels/primitives/reduce_copy.h): every float16 bit pattern
+// they replace (src/kernels/primitives/reduce_copy.h): every float16 bit pattern
 // as the received operand, paired with patterns that stress rounding,
 // subnormals, overflow, infinities and NaNs, for sum, product and PreMulSum,
 // with one and two outputs, lengths that leave a tail, and in place.
@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/primitives/reduce_copy.h"
-#include "kernels/primitives/reduce_op.h"
+#include "src/kernels/primitives/reduce_copy.h"
+#include "src/kernels/primitives/reduce_op.h"
 #include "src/host/half_simd.h"
 
 using namespace gyre;

@@ -4,8 +4,8 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/primitives/reduce_copy.h"
-#include "kernels/primitives/reduce_op.h"
+#include "src/kernels/primitives/reduce_copy.h"
+#include "src/kernels/primitives/reduce_op.h"
 
 using namespace gyre;
 

@@ -8,7 +8,7 @@
 
 #include "src/sched/build_ring_allreduce.h"
 #include "src/sched/chunking.h"
-#include "transport/fifo.h"
+#include "src/transport/fifo.h"
 
 using namespace gyre;
 

@@ -15,8 +15,8 @@
 #include "src/debug/error.h"
 #include "src/host/progress.h"
 #include "src/host/wait.h"
-#include "transport/shm/shm_segment.h"
-#include "transport/shm/shm_transport.h"
+#include "src/transport/shm/shm_segment.h"
+#include "src/transport/shm/shm_transport.h"
 
 namespace gyre {
 namespace {

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "src/config/env.h"
-#include "topology/affinity.h"
+#include "src/topology/affinity.h"
 #include "tests/unit/topology_fixtures.h"
 
 using namespace gyre;

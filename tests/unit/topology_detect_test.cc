@@ -3,8 +3,8 @@
 
 #include "src/config/env.h"
 #include "tests/unit/topology_fixtures.h"
-#include "topology/detect.h"
-#include "topology/paths.h"
+#include "src/topology/detect.h"
+#include "src/topology/paths.h"
 
 using namespace gyre;
 

@@ -11,7 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "src/debug/error.h"
-#include "topology/xml.h"
+#include "src/topology/xml.h"
 
 namespace gyre::testing {
 

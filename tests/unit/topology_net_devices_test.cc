@@ -1,6 +1,6 @@
 // NCCL_SOCKET_IFNAME / NCCL_IB_HCA decide which NICs the plan may use.
-#include "topology/net_devices.h"
-#include "topology/paths.h"
+#include "src/topology/net_devices.h"
+#include "src/topology/paths.h"
 #include "tests/unit/topology_fixtures.h"
 
 using namespace gyre;

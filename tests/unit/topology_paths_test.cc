@@ -1,5 +1,5 @@
 #include "tests/unit/topology_fixtures.h"
-#include "topology/paths.h"
+#include "src/topology/paths.h"
 
 using namespace gyre;
 using topo::PathType;

@@ -2,8 +2,8 @@
 
 #include "src/config/env.h"
 #include "tests/unit/topology_fixtures.h"
-#include "topology/placement.h"
-#include "topology/transport_policy.h"
+#include "src/topology/placement.h"
+#include "src/topology/transport_policy.h"
 
 using namespace gyre;
 using topo::EdgeTransport;

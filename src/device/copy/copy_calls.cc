@@ -13,7 +13,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/copy/copy_exchange.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {
@@ -231,7 +231,7 @@ size_t p2pBytes(const DeviceRequest& c) { return c.count * datatypeSize(c.dataty
 ncclResult_t failP2PCall(const DeviceRequest& c, ncclResult_t code, const char* path, const std::string& why) {
   ncclResult_t r = fail(code, "%s of %zu bytes %s rank %d at rank %d (%s): %s", p2pCallName(c), p2pBytes(c),
                         c.isSend ? "to" : "from", c.root, c.comm->rank, path, why.c_str());
-  c.comm->hooks->markFailed(r, c.root);
+  c.comm->host->markFailed(r, c.root);
   return r;
 }
 

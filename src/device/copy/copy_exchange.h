@@ -25,7 +25,7 @@
 
 #include "kernels/pair_copy_work.h"
 #include "src/debug/deadline.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 

@@ -12,9 +12,9 @@
 #include "src/debug/log.h"
 #include "src/device/copy/copy_calls.h"
 #include "src/device/flag_ops.h"
-#include "src/device/ipc_registry.h"
+#include "src/device/runtime/ipc_registry.h"
 #include "src/device/process_liveness.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {
@@ -52,7 +52,7 @@ void releaseWaits(DeviceComm* comm) {
 
 void failAndRelease(DeviceComm* comm, ncclResult_t r, int culprit) {
   GYRE_WARN("%s", lastErrorText());
-  comm->hooks->markFailed(r, culprit);
+  comm->host->markFailed(r, culprit);
   releaseWaits(comm);
 }
 

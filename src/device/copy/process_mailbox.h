@@ -24,7 +24,7 @@
 
 #include "include/gyre.h"
 #include "src/debug/deadline.h"
-#include "src/device/ipc_registry.h"
+#include "src/device/runtime/ipc_registry.h"
 
 namespace gyre {
 

@@ -1,0 +1,447 @@
+#include "src/device/direct/direct_calls.h"
+
+#include <signal.h>
+#include <stdio.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/device/device_comm.h"
+#include "src/config/env.h"
+#include "src/debug/deadline.h"
+#include "src/debug/error.h"
+#include "src/debug/log.h"
+#include "src/device/call_scalar.h"
+#include "src/device/copy/copy_calls.h"
+#include "src/device/direct/direct_inprocess.h"
+#include "src/device/direct/direct_share.h"
+#include "src/device/flag_ops.h"
+#include "src/device/runtime/ipc_registry.h"
+#include "src/device/process_liveness.h"
+#include "src/call/datatypes.h"
+
+namespace gyre {
+namespace {
+
+constexpr int kReady = 0;
+constexpr int kDone = 1;
+constexpr auto kWatchInterval = std::chrono::milliseconds(100);
+constexpr uint32_t kReleaseAhead = 1u << 30;  // a generation every pending wait is satisfied by
+
+// Where a captured call's flag lives in an inbox (its slot, phase, peer).
+size_t capturedFlag(int nranks, uint32_t slot, int phase, int peer) {
+  return 2 * size_t(nranks) * (1 + slot) + size_t(phase) * nranks + peer;
+}
+size_t inboxWords(int nranks) { return 2 * size_t(nranks) * (1 + kCapturedDirectCalls); }
+
+// A captured call (slot > 0): flags of its own, set to 1 and cleared by
+// each waiter, in stream memory operations.
+ncclResult_t enqueueCaptured(DeviceComm* comm, const std::vector<DirectCall>& calls, uint32_t slot,
+                             StreamHandle stream) {
+  DirectState& d = *comm->direct;
+  const int n = comm->nranks, me = comm->rank;
+  for (int phase : {kReady, kDone}) {
+    if (phase == kDone)
+      for (const DirectCall& call : calls) GYRE_CHECK(deviceRuntime()->launchDirect(call, stream));
+    FlagOps ops;
+    for (int p = 0; p < n; ++p)
+      if (p != me) ops.add(d.peerInbox[p] + capturedFlag(n, slot - 1, phase, me), 1, FlagOpKind::kWrite);
+    for (int p = 0; p < n; ++p)
+      if (p != me) ops.add(d.inbox + capturedFlag(n, slot - 1, phase, p), 1, FlagOpKind::kWaitAndClear);
+    GYRE_CHECK(enqueueFlagOps(ops, stream, FlagRunner::kStreamMemOps));
+  }
+  d.callsRun.fetch_add(1);
+  return ncclSuccess;
+}
+
+// Stream order: ready to every peer, wait for theirs, this rank's share
+// (every share on the leader, none on the others), done to every peer, wait
+// for theirs.
+ncclResult_t enqueueDirect(DeviceComm* comm, const std::vector<DirectCall>& calls, StreamHandle stream) {
+  DeviceRuntime* rt = deviceRuntime();
+  DirectState& d = *comm->direct;
+  const int n = comm->nranks, me = comm->rank;
+  const uint32_t g = ++d.generation;
+  // Signals are generation numbers, and a wait passes at any later one: a
+  // call on another stream that ran ahead of the previous call would tell
+  // the peers this rank is ready for both. So calls follow each other.
+  GYRE_CHECK(d.lastCall.followLast(stream));
+  for (int phase : {kReady, kDone}) {
+    if (phase == kDone)
+      for (const DirectCall& call : calls) GYRE_CHECK(rt->launchDirect(call, stream));
+    for (int p = 0; p < n; ++p)
+      if (p != me) GYRE_CHECK(rt->streamWriteFlag(stream, d.peerInbox[p] + phase * n + me, g));
+    for (int p = 0; p < n; ++p)
+      if (p != me) GYRE_CHECK(rt->streamWaitFlag(stream, d.inbox + phase * n + p, g));
+  }
+  GYRE_CHECK(d.lastCall.note(stream));
+  d.callsRun.fetch_add(1);
+  return ncclSuccess;
+}
+
+// Satisfies every wait this rank's streams have or will have on its inbox,
+// and keeps its kernels from touching peer memory.
+void releaseWaits(DeviceComm* comm) {
+  DirectState& d = *comm->direct;
+  if (d.released.exchange(true)) return;
+  const uint32_t stop = 1;
+  deviceRuntime()->copySync(d.abortWord, &stop, sizeof(stop));  // may fail in a broken context: nothing runs then
+  if (!d.inbox) return;  // ranks of one process wait on events, which need no release
+  // Captured calls' waits want 1 (and clear it after): every one is satisfied.
+  std::vector<uint32_t> values(inboxWords(comm->nranks), 1);
+  std::fill(values.begin(), values.begin() + 2 * comm->nranks, d.generation + kReleaseAhead);
+  deviceRuntime()->copySync(d.inbox, values.data(), values.size() * sizeof(uint32_t));
+}
+
+void failAndRelease(DeviceComm* comm, ncclResult_t r, int culprit) {
+  GYRE_WARN("%s", lastErrorText());
+  comm->host->markFailed(r, culprit);
+  releaseWaits(comm);
+}
+
+}  // namespace
+
+void noteDirectRun(DirectState& d, const CallInfo& info) {
+  std::lock_guard<std::mutex> lock(d.lastRunMutex);
+  d.lastRun = info;
+}
+
+void checkDirectFault(DeviceComm* comm) {
+  DirectState* d = comm->direct.get();
+  if (!d || d->faulted.load() || !d->lastCall.anyFailed() || d->faulted.exchange(true)) return;
+  CallInfo last;
+  {
+    std::lock_guard<std::mutex> lock(d->lastRunMutex);
+    last = d->lastRun;
+  }
+  std::string why = lastErrorText();
+  failAndRelease(comm, fail(ncclUnhandledCudaError, "rank %d: the GPU (device %d) reports a sticky CUDA error after "
+                            "a direct collective (the last this rank ran: %s): %s; this process can no longer use it",
+                            comm->rank, comm->cudaDev, describeInfo(last).c_str(), why.c_str()), comm->rank);
+}
+
+namespace {
+
+// A peer process that is gone never writes its flags: fail, naming it.
+bool checkPeersAlive(DeviceComm* comm) {
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  for (int p = 0; p < comm->nranks; ++p) {
+    if (p == comm->rank || !processGone(peers[p].pid)) continue;
+    failAndRelease(comm, fail(ncclRemoteError, "rank %d (%s pid %d), which shares this GPU, died; the direct "
+                              "collectives of rank %d that wait on it stop", p, peers[p].host, peers[p].pid,
+                              comm->rank), p);
+    return false;
+  }
+  return true;
+}
+
+// Signals that stop moving for GYRE_TIMEOUT while a call is pending: some
+// stream (a peer's, or this rank's own) never reaches the call.
+struct StallClock {
+  uint64_t signature = 0;
+  std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+};
+
+void checkStalled(DeviceComm* comm, StallClock* clock) {
+  DirectState& d = *comm->direct;
+  DeviceRuntime* rt = deviceRuntime();
+  const int n = comm->nranks, me = comm->rank;
+  const uint32_t g = d.generation.load();
+  std::vector<uint32_t> flags(2 * n);
+  uint32_t mineOut = 0;  // this rank's ready as a peer's inbox holds it
+  if (rt->copySync(flags.data(), d.inbox, flags.size() * sizeof(uint32_t)) != ncclSuccess ||
+      rt->copySync(&mineOut, d.peerInbox[me == 0 ? 1 : 0] + kReady * n + me, sizeof(uint32_t)) != ncclSuccess)
+    return;
+  auto behind = [g](uint32_t v) { return static_cast<int32_t>(v - g) < 0; };
+  uint64_t signature = mineOut;
+  bool pending = false;
+  for (int p = 0; p < n; ++p) {
+    if (p == me) continue;
+    signature = signature * 1000003 + flags[kReady * n + p] * 31 + flags[kDone * n + p];
+    pending |= behind(flags[kDone * n + p]);
+  }
+  auto now = std::chrono::steady_clock::now();
+  if (!pending || signature != clock->signature) {
+    *clock = {signature, now};
+    return;
+  }
+  if (std::chrono::duration<double>(now - clock->since).count() < comm->collTimeoutSeconds) return;
+  if (behind(mineOut)) {
+    failAndRelease(comm, fail(ncclRemoteError, "direct collective #%u: the stream of rank %d has not reached it "
+                              "after %.0f s (GYRE_TIMEOUT): earlier work on that stream does not finish", g, me,
+                              comm->collTimeoutSeconds), me);
+    return;
+  }
+  for (int phase : {kReady, kDone})
+    for (int p = 0; p < n; ++p)
+      if (p != me && behind(flags[phase * n + p])) {
+        failAndRelease(comm, fail(ncclRemoteError, "direct collective #%u: rank %d has not %s it after %.0f s "
+                                  "(GYRE_TIMEOUT): its stream is stalled or it stopped", g, p,
+                                  phase == kReady ? "reached" : "finished", comm->collTimeoutSeconds), p);
+        return;
+      }
+}
+
+void watchPeers(DeviceComm* comm) {
+  DirectState& d = *comm->direct;
+  ScopedLogRank logRank(comm->rank);
+  deviceRuntime()->setDevice(comm->cudaDev);  // the watchdog's copies go to the communicator's GPU
+  StallClock clock;
+  std::unique_lock<std::mutex> lock(d.watchMutex);
+  while (!d.wake.wait_for(lock, kWatchInterval, [&] { return d.stopping; })) {
+    if (d.released.load()) continue;
+    if (comm->abortFlag.load()) {
+      releaseWaits(comm);
+      continue;
+    }
+    checkDirectFault(comm);
+    if (checkPeersAlive(comm)) checkStalled(comm, &clock);
+  }
+}
+
+bool oneProcessPerRankOnThisGpu(const DeviceComm* comm) {
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  const PeerInfo& self = peers[comm->rank];
+  for (int r = 0; r < comm->nranks; ++r) {
+    const PeerInfo& p = peers[r];
+    if (p.hostHash != self.hostHash || p.busId != self.busId) return false;
+    if (r != comm->rank && p.pid == self.pid) return false;
+  }
+  return true;
+}
+
+// The abort word the direct kernels read (set: skip the work).
+ncclResult_t allocateAbortWord(DeviceComm* comm) {
+  DirectState& d = *comm->direct;
+  void* word = nullptr;
+  GYRE_CHECK(deviceRuntime()->deviceAlloc(sizeof(uint32_t), &word));
+  d.abortWord = static_cast<uint32_t*>(word);
+  return deviceRuntime()->memsetSync(word, 0, sizeof(uint32_t));
+}
+
+// GYRE_DIRECT_LEADER: whether rank 0 runs every rank's share (default
+// yes). Processes' contexts time-slice the GPU without MPS, so one context
+// running kernels (the others' streams only signal and wait, which the GPU's
+// front end does without an SM) avoids waiting for time slices; in one
+// process one full-GPU kernel is as fast as one half-GPU kernel per rank.
+// The default is fitted on an H100 (docs/CALIBRATION.md, device rows).
+ncclResult_t leaderChoice(bool* leader) {
+  int64_t v = 1;
+  GYRE_CHECK(env::getInt("GYRE_DIRECT_LEADER", &v));
+  *leader = v != 0;
+  return ncclSuccess;
+}
+
+// What each process says of itself at setup.
+struct ProcessSetup {
+  SharedAllocation inbox;
+  int32_t leaderRunsAll = 0;  // its GYRE_DIRECT_LEADER
+};
+
+// Ranks of different processes: the inbox this rank's peers signal into,
+// and the peers' inboxes, which travel as CUDA IPC handles; all ranks must
+// agree on GYRE_DIRECT_LEADER.
+ncclResult_t setupAcrossProcesses(DeviceComm* comm, const Deadline& deadline) {
+  DirectState& d = *comm->direct;
+  DeviceRuntime* rt = deviceRuntime();
+  const size_t inboxBytes = inboxWords(comm->nranks) * sizeof(uint32_t);
+  void* inbox = nullptr;
+  GYRE_CHECK(rt->deviceAlloc(inboxBytes, &inbox));
+  d.inbox = static_cast<uint32_t*>(inbox);
+  GYRE_CHECK(rt->memsetSync(d.inbox, 0, inboxBytes));
+  // Through the registry like any buffer: the inbox may share a block with
+  // the application's small buffers.
+  std::vector<ProcessSetup> setups(comm->nranks);
+  uint64_t offset = 0;
+  if (!describeOwnAllocation(d.inbox, inboxBytes, &setups[comm->rank].inbox, &offset))
+    return fail(ncclUnhandledCudaError, "direct executor: cannot share this rank's inbox by CUDA IPC: %s",
+                lastErrorText());
+  bool leader = true;
+  GYRE_CHECK(leaderChoice(&leader));
+  setups[comm->rank].leaderRunsAll = leader ? 1 : 0;
+  GYRE_CHECK(comm->bootstrap->allGather(setups.data(), sizeof(ProcessSetup), deadline, &comm->abortFlag));
+  for (int p = 0; p < comm->nranks; ++p)
+    if (setups[p].leaderRunsAll != setups[0].leaderRunsAll)
+      return fail(ncclInvalidUsage, "GYRE_DIRECT_LEADER differs between ranks (rank 0: %d, rank %d: %d); set it "
+                  "alike on every rank", setups[0].leaderRunsAll, p, setups[p].leaderRunsAll);
+  d.leaderRunsAll = setups[0].leaderRunsAll != 0;
+  d.peerInbox.assign(comm->nranks, nullptr);
+  for (int p = 0; p < comm->nranks; ++p) {
+    if (p == comm->rank) {
+      d.peerInbox[p] = d.inbox;
+      continue;
+    }
+    void* mapped = nullptr;
+    GYRE_CHECK(peerPointer(comm, p, setups[p].inbox, 0, &mapped));
+    d.peerInbox[p] = static_cast<uint32_t*>(mapped);
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
+  const std::string mode = env::getString("GYRE_DEVICE_PATH");
+  const bool forced = mode == "direct";
+  if (!forced && mode != "auto" && !mode.empty()) return ncclSuccess;
+  if (comm->nranks < 2 || comm->nranks > kMaxDirectRanks) {
+    if (!forced) return ncclSuccess;
+    return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=direct needs 2 to %d ranks on one GPU (rank %d of %d); unset "
+                "it", kMaxDirectRanks, comm->rank, comm->nranks);
+  }
+  const bool inProcess = allRanksInThisProcessOnThisGpu(comm);
+  size_t minBytes = 0;
+  if (inProcess) {
+    // Captured calls (and calls under GYRE_DIRECT_MIN_BYTES) fall back to
+    // the kernels, so direct is set up only where they run. Under
+    // CUDA_LAUNCH_BLOCKING=1 or NCCL_P2P_DISABLE such ranks stage instead;
+    // direct there is untried on a GPU.
+    if (!comm->deviceKernels) {
+      if (!forced) return ncclSuccess;
+      return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=direct: ranks of one process on one GPU run direct only "
+                  "where collective kernels can run too (not under CUDA_LAUNCH_BLOCKING=1 or NCCL_P2P_DISABLE); "
+                  "unset it");
+    }
+    int64_t bytes = 0;
+    if (!forced) GYRE_CHECK(env::getInt("GYRE_DIRECT_MIN_BYTES", &bytes));
+    minBytes = static_cast<size_t>(bytes);
+  } else if (!oneProcessPerRankOnThisGpu(comm)) {
+    if (!forced) return ncclSuccess;
+    return fail(ncclInvalidUsage, "GYRE_DEVICE_PATH=direct needs 2 to %d ranks on one GPU, either each in its own "
+                "process or all in one (rank %d of %d); unset it to stage through host memory", kMaxDirectRanks,
+                comm->rank, comm->nranks);
+  }
+  comm->direct = std::make_unique<DirectState>();
+  comm->direct->minBytes = minBytes;
+  int64_t maxBlocks = 0;
+  GYRE_CHECK(env::getInt("GYRE_DIRECT_BLOCKS", &maxBlocks));
+  comm->direct->maxBlocks = static_cast<int32_t>(maxBlocks);
+  GYRE_CHECK(allocateAbortWord(comm));
+  if (inProcess) {
+    GYRE_CHECK(leaderChoice(&comm->direct->leaderRunsAll));
+    GYRE_CHECK(setupInProcess(comm, deadline));
+    GYRE_INFO("INIT", "device collectives of %zu bytes and more run direct: %d ranks of this process share this "
+              "GPU", minBytes, comm->nranks);
+    return ncclSuccess;
+  }
+  GYRE_CHECK(setupAcrossProcesses(comm, deadline));
+  // Stream waits on flags can wait forever on a peer process; events of
+  // ranks of one process wait only on work already queued, so they need none.
+  comm->direct->watchdog = std::thread([comm] { watchPeers(comm); });
+  GYRE_INFO("INIT", "device collectives run direct: %d processes share this GPU through CUDA IPC%s", comm->nranks,
+            comm->direct->leaderRunsAll ? "; rank 0 runs every rank's share" : "");
+  return ncclSuccess;
+}
+
+bool takesDirect(const DeviceRequest& c) {
+  const DirectState* d = c.comm->direct.get();
+  if (!d) return false;
+  if (!d->clique) return true;  // processes sharing a GPU: every collective (some then staged, all agreeing)
+  if (std::max(inputBytes(c), outputBytes(c)) < d->minBytes) return false;
+  // Captured calls need a slot of flags (direct_inprocess.cc); the ranks
+  // capture alike, so they count alike.
+  bool capturing = false;
+  if (deviceRuntime()->isCapturing(c.stream, &capturing) != ncclSuccess) return false;
+  return !capturing || d->capturedCalls < kCapturedDirectCalls;
+}
+
+namespace {
+
+static_assert(sizeof(CallInfo) <= ProcessMailbox::kRecordBytes, "a CallInfo must fit a mailbox record");
+
+// Every rank's CallInfo of call `c` into `infos` (this rank's is in place):
+// through the host's shared-memory mailbox (a few microseconds), else over
+// the bootstrap ring (a TCP round trip per rank).
+ncclResult_t gatherInfos(const DeviceRequest& c, std::vector<CallInfo>* infos) {
+  DeviceComm* comm = c.comm;
+  Deadline deadline = Deadline::afterSeconds(comm->collTimeoutSeconds);
+  const CallInfo& mine = (*infos)[comm->rank];
+  if (comm->copies && comm->copies->ipc && comm->copies->ipc->mailbox.recordsUsable()) {
+    const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+    int missing = -1;
+    if (comm->copies->ipc->mailbox.allGather(comm->rank, mine.callSeq - 1, infos->data(), sizeof(CallInfo), deadline,
+                                             &comm->abortFlag, [&](int r) { return processGone(peers[r].pid); },
+                                             &missing))
+      return ncclSuccess;
+    if (missing >= 0 && processGone(peers[missing].pid))
+      return missedMeeting(c, ncclRemoteError, "rank " + std::to_string(missing) + " (pid " +
+                           std::to_string(peers[missing].pid) + ") died", false);
+    if (comm->abortFlag.load()) return missedMeeting(c, ncclInvalidUsage, "the communicator was aborted", false);
+    return missedMeeting(c, ncclRemoteError, missing >= 0 ? "rank " + std::to_string(missing) + " never made it"
+                                                          : "a peer has not collected this rank's earlier calls");
+  }
+  ncclResult_t r = comm->bootstrap->allGather(infos->data(), sizeof(CallInfo), deadline, &comm->abortFlag);
+  return r == ncclSuccess ? ncclSuccess : missedMeeting(c, r, lastErrorText(), deadline.expired());
+}
+
+// Ranks of different processes: one call at a time, over the bootstrap ring
+// and stream flags.
+ncclResult_t launchAcrossProcesses(const DeviceRequest& c, std::vector<DeviceRequest>* staged) {
+  DeviceComm* comm = c.comm;
+  bool capturing = false;
+  GYRE_CHECK(deviceRuntime()->isCapturing(c.stream, &capturing));
+  std::vector<CallInfo> infos(comm->nranks);
+  infos[comm->rank] = describeCall(c, capturing);
+  GYRE_CHECK(gatherInfos(c, &infos));
+  GYRE_CHECK(checkAgreement(comm, infos));
+  if (!std::all_of(infos.begin(), infos.end(), [](const CallInfo& i) { return i.usable != 0; })) {
+    staged->push_back(c);
+    return ncclSuccess;
+  }
+  std::vector<DirectCall> calls;
+  ncclResult_t r = buildDirectCalls(c, infos, &calls);
+  const uint32_t slot = infos[comm->rank].capturedSlot;
+  if (r == ncclSuccess) r = slot ? enqueueCaptured(comm, calls, slot, c.stream) : enqueueDirect(comm, calls, c.stream);
+  if (r != ncclSuccess) failAndRelease(comm, r, comm->rank);  // peers may already wait on this rank's signals
+  else noteDirectRun(*comm->direct, infos[comm->rank]);
+  return r;
+}
+
+}  // namespace
+
+ncclResult_t launchDirectCalls(const std::vector<DeviceRequest>& calls, std::vector<DeviceRequest>* staged) {
+  std::vector<const DeviceRequest*> inProcess;
+  for (const DeviceRequest& c : calls) {
+    if (c.count == 0) continue;
+    if (c.comm->direct->clique) inProcess.push_back(&c);
+    else GYRE_CHECK(launchAcrossProcesses(c, staged));
+  }
+  return inProcess.empty() ? ncclSuccess : launchInProcess(inProcess);
+}
+
+bool drainDirect(DeviceComm* comm, bool abort, double seconds) {
+  if (!comm->direct) return true;
+  DirectState& d = *comm->direct;
+  DeviceRuntime* rt = deviceRuntime();
+  if (abort) releaseWaits(comm);
+  if (!d.lastCall.waitAll(seconds)) return false;
+  {
+    std::lock_guard<std::mutex> lock(d.watchMutex);
+    d.stopping = true;
+  }
+  d.wake.notify_all();
+  if (d.watchdog.joinable()) d.watchdog.join();
+  d.lastCall.destroy();
+  releasePeerBlocks(&d.heldBlocks);
+  // Peers' streams use this rank's signals until they drained too: ranks of
+  // one process leave their events to the clique's last holder (one thread
+  // may destroy them one after the other, so they cannot meet here);
+  // processes meet before freeing the inbox.
+  if (d.clique) {
+    releaseInProcess(comm);
+  } else {
+    if (!abort) {
+      Deadline deadline = Deadline::afterSeconds(seconds);
+      comm->bootstrap->barrier(deadline, &comm->abortFlag);
+    }
+    rt->deviceFree(d.inbox);
+  }
+  rt->deviceFree(d.abortWord);
+  comm->direct.reset();
+  return true;
+}
+
+}  // namespace gyre

@@ -1,0 +1,187 @@
+#include "src/device/direct/direct_inprocess.h"
+
+#include <stdio.h>
+
+#include <map>
+#include <string>
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/debug/error.h"
+#include "src/device/direct/direct_calls.h"
+#include "src/device/direct/direct_clique.h"
+#include "src/device/direct/direct_share.h"
+#include "src/device/flag_ops.h"
+#include "src/device/runtime/runtime.h"
+
+namespace gyre {
+namespace {
+
+void destroyEvent(void* e) { deviceRuntime()->eventDestroy(e); }
+void freeDevice(void* p) { deviceRuntime()->deviceFree(p); }
+
+// Where a captured call's flag lives in a rank's captured inbox.
+size_t capturedFlag(int nranks, uint32_t slot, int phase, int peer) {
+  return (size_t(slot) * 2 + phase) * nranks + peer;
+}
+
+// A call captured into a graph: its launches cannot wait on the peers'
+// events, so the ranks meet through the call's own flags, which each waiter
+// clears (src/device/flag_ops.h), run by the flag kernel: a stream memory
+// wait could hold a hardware queue the peer's stream shares.
+ncclResult_t enqueueCaptured(const DeviceRequest& c, const std::vector<DirectCall>& calls, uint32_t slot) {
+  DeviceComm* comm = c.comm;
+  DirectState& d = *comm->direct;
+  const int n = comm->nranks, me = comm->rank;
+  for (int phase : {0, 1}) {
+    if (phase == 1)
+      for (const DirectCall& call : calls) GYRE_CHECK(deviceRuntime()->launchDirect(call, c.stream));
+    FlagOps ops;
+    ops.abort = d.abortWord;
+    for (int p = 0; p < n; ++p)
+      if (p != me) ops.add(d.clique->capturedInboxes[p] + capturedFlag(n, slot - 1, phase, me), 1, FlagOpKind::kWrite);
+    for (int p = 0; p < n; ++p)
+      if (p != me) ops.add(d.clique->capturedInboxes[me] + capturedFlag(n, slot - 1, phase, p), 1,
+                           FlagOpKind::kWaitAndClear);
+    GYRE_CHECK(enqueueFlagOps(ops, c.stream, FlagRunner::kKernel));
+  }
+  return ncclSuccess;
+}
+
+// What ranks of one process post to their clique per call: their CallInfo,
+// then that their share is queued (its done event recorded).
+enum class Meeting : uint64_t { kCall = 0, kShareQueued = 1 };
+uint64_t meetingKey(uint64_t callSeq, Meeting m) { return callSeq * 2 + static_cast<uint64_t>(m); }
+
+// Every rank's record of meeting `m` of call `seq` (ranks of one process).
+ncclResult_t meet(const DeviceRequest& c, uint64_t seq, Meeting m, std::vector<CallInfo>* out) {
+  DeviceComm* comm = c.comm;
+  Deadline deadline = Deadline::afterSeconds(comm->collTimeoutSeconds);
+  int missing = -1;
+  if (comm->direct->clique->collect(meetingKey(seq, m), deadline, &comm->abortFlag, out->data(), &missing))
+    return ncclSuccess;
+  const bool aborted = comm->abortFlag.load();
+  char why[160];
+  snprintf(why, sizeof(why), "%s; rank %d (of this process) has not made it (a call of another size, which runs "
+           "as kernels, or none)", aborted ? "aborted" : "timed out", missing);
+  return missedMeeting(c, aborted ? ncclInvalidUsage : ncclRemoteError, why);
+}
+
+// Ranks of one process order their streams by events, never by a wait on a
+// value some other stream writes later: such a wait blocks its hardware queue,
+// and a stream that shares the queue could never write it (the stream-flag
+// protocol hung on an H100 this way). An event is always recorded before any
+// stream waits on it, so each wait is for work already queued. Per call:
+//   1. each rank records `ready` where its stream stands and posts the call;
+//   2. after meeting, each waits for every peer's `ready`, queues its share,
+//      records `done` and posts that;
+//   3. after meeting again, each waits for every peer's `done`.
+// A rank re-records its events only after every peer's waits on them are
+// queued (the meetings order it), so one pair of events per rank serves every
+// call, as long as the calls go one round at a time: `round` holds one call
+// per communicator, the k-th direct call of each in the group. Calls
+// captured into graphs meet by flags instead (enqueueCaptured), after the
+// same meetings.
+ncclResult_t runInProcessRound(const std::vector<const DeviceRequest*>& round) {
+  DeviceRuntime* rt = deviceRuntime();
+  std::vector<CallInfo> mine(round.size());
+  for (size_t k = 0; k < round.size(); ++k) {
+    const DeviceRequest& c = *round[k];
+    DirectState& d = *c.comm->direct;
+    bool capturing = false;
+    GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
+    mine[k] = describeCall(c, capturing);
+    if (!capturing) {
+      GYRE_CHECK(d.lastCall.followLast(c.stream));
+      GYRE_CHECK(rt->eventRecord(d.clique->readyEvents[c.comm->rank], c.stream));
+    }
+    d.clique->post(c.comm->rank, meetingKey(mine[k].callSeq, Meeting::kCall), &mine[k]);
+  }
+  for (size_t k = 0; k < round.size(); ++k) {
+    const DeviceRequest& c = *round[k];
+    DeviceComm* comm = c.comm;
+    DirectState& d = *comm->direct;
+    std::vector<CallInfo> infos(comm->nranks);
+    GYRE_CHECK(meet(c, mine[k].callSeq, Meeting::kCall, &infos));
+    GYRE_CHECK(checkAgreement(comm, infos));
+    std::vector<DirectCall> calls;
+    GYRE_CHECK(buildDirectCalls(c, infos, &calls));
+    if (mine[k].captured) {
+      // takesDirect saw a free slot, but calls of one group took the last.
+      if (!mine[k].capturedSlot)
+        return fail(ncclInvalidUsage, "rank %d: %s: calls of its group took the last of the %u capture slots "
+                    "of this communicator's direct path; later captured collectives run as kernels, so capture it "
+                    "in a group of its own", comm->rank, describeInfo(mine[k]).c_str(), kCapturedDirectCalls);
+      GYRE_CHECK(enqueueCaptured(c, calls, mine[k].capturedSlot));
+      noteDirectRun(d, mine[k]);
+      d.clique->post(comm->rank, meetingKey(mine[k].callSeq, Meeting::kShareQueued), &mine[k]);
+      continue;
+    }
+    for (int p = 0; p < comm->nranks; ++p)
+      if (p != comm->rank) GYRE_CHECK(rt->streamWaitEvent(c.stream, d.clique->readyEvents[p]));
+    for (const DirectCall& call : calls) GYRE_CHECK(rt->launchDirect(call, c.stream));
+    noteDirectRun(d, mine[k]);
+    GYRE_CHECK(rt->eventRecord(d.clique->doneEvents[comm->rank], c.stream));
+    d.clique->post(comm->rank, meetingKey(mine[k].callSeq, Meeting::kShareQueued), &mine[k]);
+  }
+  for (size_t k = 0; k < round.size(); ++k) {
+    const DeviceRequest& c = *round[k];
+    DeviceComm* comm = c.comm;
+    DirectState& d = *comm->direct;
+    std::vector<CallInfo> infos(comm->nranks);
+    GYRE_CHECK(meet(c, mine[k].callSeq, Meeting::kShareQueued, &infos));
+    if (!mine[k].captured)
+      for (int p = 0; p < comm->nranks; ++p)
+        if (p != comm->rank) GYRE_CHECK(rt->streamWaitEvent(c.stream, d.clique->doneEvents[p]));
+    GYRE_CHECK(d.lastCall.note(c.stream));
+    d.callsRun.fetch_add(1);
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+bool allRanksInThisProcessOnThisGpu(const DeviceComm* comm) {
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  const PeerInfo& self = peers[comm->rank];
+  for (const PeerInfo& p : peers)
+    if (p.hostHash != self.hostHash || p.busId != self.busId || p.pid != self.pid) return false;
+  return true;
+}
+
+// Ranks of one process: rank 0 makes the clique, each rank adds its events,
+// and every address is this process's own.
+ncclResult_t setupInProcess(DeviceComm* comm, const Deadline& deadline) {
+  DirectState& d = *comm->direct;
+  std::vector<uint64_t> hellos(comm->nranks, 0);
+  if (comm->rank == 0) hellos[0] = reinterpret_cast<uintptr_t>(new DirectClique(comm->nranks, sizeof(CallInfo)));
+  GYRE_CHECK(comm->bootstrap->allGather(hellos.data(), sizeof(uint64_t), deadline, &comm->abortFlag));
+  d.clique = reinterpret_cast<DirectClique*>(static_cast<uintptr_t>(hellos[0]));
+  // From here on the clique destroys them.
+  DeviceRuntime* rt = deviceRuntime();
+  GYRE_CHECK(rt->eventCreate(&d.clique->readyEvents[comm->rank]));
+  GYRE_CHECK(rt->eventCreate(&d.clique->doneEvents[comm->rank]));
+  const size_t capturedBytes = capturedFlag(comm->nranks, kCapturedDirectCalls, 0, 0) * sizeof(uint32_t);
+  void* inbox = nullptr;
+  GYRE_CHECK(rt->deviceAlloc(capturedBytes, &inbox));
+  d.clique->capturedInboxes[comm->rank] = static_cast<uint32_t*>(inbox);
+  GYRE_CHECK(rt->memsetSync(inbox, 0, capturedBytes));
+  // Every rank's events exist before any rank's first call waits on them.
+  return comm->bootstrap->allGather(hellos.data(), sizeof(uint64_t), deadline, &comm->abortFlag);
+}
+
+ncclResult_t launchInProcess(const std::vector<const DeviceRequest*>& calls) {
+  // Round k: the k-th call of each communicator, in group order.
+  std::vector<std::vector<const DeviceRequest*>> rounds;
+  std::map<DeviceComm*, size_t> callsOf;
+  for (const DeviceRequest* c : calls) {
+    size_t k = callsOf[c->comm]++;
+    if (rounds.size() <= k) rounds.emplace_back();
+    rounds[k].push_back(c);
+  }
+  for (const std::vector<const DeviceRequest*>& round : rounds) GYRE_CHECK(runInProcessRound(round));
+  return ncclSuccess;
+}
+
+void releaseInProcess(DeviceComm* comm) { comm->direct->clique->release(destroyEvent, freeDevice); }
+
+}  // namespace gyre

@@ -1,0 +1,223 @@
+#include "src/transport/socket/socket_transport.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <memory>
+#include <string>
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/config/env.h"
+#include "src/debug/error.h"
+#include "src/debug/log.h"
+#include "src/transport/socket/socket_stream.h"
+
+namespace gyre {
+namespace {
+
+using socket_detail::DataPath;
+using socket_detail::SocketConn;
+using socket_detail::kMaxDataSockets;
+
+// Sent once by the connecting (sending) side after the ConnHello.
+struct SocketParams {
+  uint64_t slotBytes;
+  int32_t nthreads;  // NCCL_SOCKET_NTHREADS
+  int32_t nsocks;    // NCCL_NSOCKS_PERTHREAD
+};
+
+struct SocketCounts {
+  int nthreads = 1;
+  int nsocks = 1;
+  int total() const { return nthreads * nsocks; }
+};
+
+// Data socket i of a channel gets its own tag, above every control tag.
+constexpr int32_t kDataTagStride = 1 << 20;
+
+int transportTag(int channel) { return kTagTransportBase + channel; }
+int dataTag(int channel, int i) { return transportTag(channel) + (i + 1) * kDataTagStride; }
+
+ncclResult_t readCounts(SocketCounts* out) {
+  int64_t nthreads = 1, nsocks = 1;
+  GYRE_CHECK(env::getInt("NCCL_SOCKET_NTHREADS", &nthreads));
+  GYRE_CHECK(env::getInt("NCCL_NSOCKS_PERTHREAD", &nsocks));
+  if (nthreads * nsocks > kMaxDataSockets)
+    return fail(ncclInvalidArgument, "NCCL_SOCKET_NTHREADS=%lld x NCCL_NSOCKS_PERTHREAD=%lld exceeds %d sockets per "
+                "connection", static_cast<long long>(nthreads), static_cast<long long>(nsocks), kMaxDataSockets);
+  out->nthreads = static_cast<int>(nthreads);
+  out->nsocks = static_cast<int>(nsocks);
+  return ncclSuccess;
+}
+
+bool peerIsLoopback(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
+  if (ss.ss_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr) >> 24) == 127;
+  if (ss.ss_family != AF_INET6) return false;
+  const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr;
+  return IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
+}
+
+// Loopback has no congestion to control, but a pacing algorithm (BBR, a common
+// system default) still paces lo at its own estimate of the bandwidth, and
+// it retransmitted spuriously on lo (ss: bytes_retrans, dsack_dups; a
+// pacing_rate of ~2.6 GB/s). Reno took 4-rank socket
+// AllReduce at 4-8 MiB from 0.85-0.95x to 1.3-1.45x Open MPI's busbw (2 cores).
+// Reno is built into every kernel; where the system forbids it, nothing changes.
+void unpacedOnLoopback(int fd) {
+  static const char kReno[] = "reno";
+  if (peerIsLoopback(fd)) (void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, kReno, sizeof(kReno) - 1);
+}
+
+void initFifo(SocketConn* s, size_t slotBytes, Connection* out) {
+  s->slots.assign(kFifoSlots * slotBytes, 0);
+  out->fifo.slots = s->slots.data();
+  out->fifo.slotBytes = slotBytes;
+  out->fifo.meta = s->meta;
+  out->fifo.tail = &s->tail;
+  out->fifo.head = &s->head;
+  out->needsProgress = true;
+  out->pointers = &s->pointers;
+  out->state = s;
+}
+
+class SocketTransport final : public Transport {
+ public:
+  const char* name() const override { return "socket"; }
+  std::string via(const Connection&) const override { return "NET/Socket/0"; }
+  bool canConnect(const PeerInfo&, const PeerInfo&) const override { return true; }
+
+  // Connects the control socket and then the data sockets without waiting for
+  // the receiver: every rank connects all its sends before accepting, so a
+  // reply awaited here could deadlock a ring. The receiver checks the counts.
+  ncclResult_t connectSend(const ConnectContext& ctx, int peer, Connection* out) override {
+    SocketCounts counts;
+    GYRE_CHECK(readCounts(&counts));
+    auto* s = new SocketConn();
+    s->rank = ctx.rank;
+    s->what = "socket to rank " + std::to_string(peer) + " (" + ctx.bootstrap->peers()[peer].host + ")";
+    out->state = s;
+    NetAddress addr = NetAddress::fromWire(ctx.bootstrap->peers()[peer].listen);
+    GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->secret(), ctx.rank, transportTag(ctx.channel), ctx.deadline,
+                             ctx.abort, &s->socket, s->what.c_str()));
+    unpacedOnLoopback(s->socket.fd());
+    SocketParams params{ctx.slotBytes, counts.nthreads, counts.nsocks};
+    GYRE_CHECK(s->socket.sendAll(&params, sizeof(params), ctx.deadline, ctx.abort, s->what.c_str()));
+    if (counts.total() > 1) {
+      s->data = std::make_unique<DataPath>(true, counts.nthreads, counts.nsocks, s->what, ctx.rank, peer,
+                                         ctx.helperNuma);
+      for (int i = 0; i < counts.total(); ++i) {
+        GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->secret(), ctx.rank, dataTag(ctx.channel, i), ctx.deadline,
+                                 ctx.abort, &s->data->socket(i), s->what.c_str()));
+        unpacedOnLoopback(s->data->socket(i).fd());
+      }
+    }
+    initFifo(s, ctx.slotBytes, out);
+    if (s->data) GYRE_CHECK(s->data->init(s->socket.fd()));
+    return ncclSuccess;
+  }
+
+  ncclResult_t connectRecv(const ConnectContext& ctx, int peer, Connection* out) override {
+    SocketCounts counts;
+    GYRE_CHECK(readCounts(&counts));
+    auto* s = new SocketConn();
+    s->rank = ctx.rank;
+    s->what = "socket from rank " + std::to_string(peer) + " (" + ctx.bootstrap->peers()[peer].host + ")";
+    out->state = s;
+    GYRE_CHECK(ctx.bootstrap->acceptor().acceptFrom(peer, transportTag(ctx.channel), ctx.deadline, ctx.abort,
+                                                    &s->socket));
+    unpacedOnLoopback(s->socket.fd());
+    SocketParams params{};
+    GYRE_CHECK(s->socket.recvAll(&params, sizeof(params), ctx.deadline, ctx.abort, s->what.c_str()));
+    if (params.slotBytes != ctx.slotBytes)
+      return fail(ncclInvalidUsage, "%s: rank %d uses %llu-byte steps, this rank %zu (NCCL_BUFFSIZE differs)",
+                  s->what.c_str(), peer, static_cast<unsigned long long>(params.slotBytes), ctx.slotBytes);
+    // Both sides must cut payloads into the same pieces. Checked before
+    // accepting data sockets, so a mismatch fails here instead of waiting.
+    const SocketCounts theirs{params.nthreads, params.nsocks};
+    if (theirs.total() != counts.total())
+      return fail(ncclInvalidUsage, "%s: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD differs between ranks: rank %d "
+                  "has %d x %d = %d sockets per connection, this rank (%d) %d x %d = %d; set them alike on every rank",
+                  s->what.c_str(), peer, theirs.nthreads, theirs.nsocks, theirs.total(), ctx.rank, counts.nthreads,
+                  counts.nsocks, counts.total());
+    if (counts.total() > 1) {
+      s->data = std::make_unique<DataPath>(false, counts.nthreads, counts.nsocks, s->what, ctx.rank, peer,
+                                         ctx.helperNuma);
+      for (int i = 0; i < counts.total(); ++i) {
+        GYRE_CHECK(ctx.bootstrap->acceptor().acceptFrom(peer, dataTag(ctx.channel, i), ctx.deadline, ctx.abort,
+                                                        &s->data->socket(i)));
+        unpacedOnLoopback(s->data->socket(i).fd());
+      }
+    }
+    initFifo(s, ctx.slotBytes, out);
+    if (s->data) GYRE_CHECK(s->data->init(s->socket.fd()));
+    return ncclSuccess;
+  }
+
+  ncclResult_t progress(Connection& conn, int* culprit) override {
+    auto* s = static_cast<SocketConn*>(conn.state);
+    return conn.isSend ? progressSend(s, conn, culprit) : progressRecv(s, conn, culprit);
+  }
+
+  bool pollRequest(const Connection& conn, pollfd* out) const override {
+    auto* s = static_cast<SocketConn*>(conn.state);
+    bool control, helpers;  // waiting on the control socket, on the helpers
+    short events;
+    if (conn.isSend) {
+      events = POLLOUT;
+      control = s->sent != loadAcquire(&s->tail);
+      helpers = s->head != s->sent;
+    } else {
+      events = POLLIN;
+      // A payload held for an offer waits on the executor, not on the socket.
+      control = !s->controlClosed &&
+                (s->incomingBytes < sizeof(SlotMeta) ||
+                 (s->recvd - loadAcquire(&s->head) < kFifoSlots && !payloadAwaitsOffer(s, conn)));
+      helpers = s->tail != s->recvd;
+    }
+    out->revents = 0;
+    if (!s->data) {
+      out->fd = s->socket.fd();
+      out->events = events;
+      return control;
+    }
+    if (!control && !helpers) return false;
+    out->fd = s->data->pollFd(control ? events : 0);
+    out->events = POLLIN;
+    return true;
+  }
+
+  void sendAbortNotice(Connection& conn, int culprit) override {
+    auto* s = static_cast<SocketConn*>(conn.state);
+    if (!conn.isSend || !s || !s->socket.valid() || s->partialBytes != 0) return;  // mid-message: just close
+    SlotMeta notice{};
+    notice.flags = kMetaAbort;
+    notice.count = static_cast<uint64_t>(culprit);
+    // Raw send: a failure here must not replace the error being reported.
+    (void)::send(s->socket.fd(), &notice, sizeof(notice), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+
+  // Stops and joins the helper threads before the slots they use go away.
+  void close(Connection& conn) override {
+    auto* s = static_cast<SocketConn*>(conn.state);
+    if (s) s->data.reset();
+    delete s;
+    conn.state = nullptr;
+    conn.pointers = nullptr;
+    conn.fifo = Fifo{};
+  }
+};
+
+}  // namespace
+
+Transport* socketTransport() {
+  static SocketTransport t;
+  return &t;
+}
+
+}  // namespace gyre

@@ -1,0 +1,551 @@
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "tests/support/fake_cuda/host_emulation.h"
+#include "tests/support/fake_cuda/fake_cuda.h"
+#include "src/debug/error.h"
+#include "src/device/runtime/runtime.h"
+
+namespace gyre {
+namespace {
+
+// One stream: a queue of work run in order by a thread that exists only
+// while there is work, so an idle fake holds no threads (the leak tests
+// count them).
+class FakeStream {
+ public:
+  void push(std::function<void()> op) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (capture_) {  // recorded into the graph instead of run (cudaStreamBeginCapture)
+      capture_->push_back(std::move(op));
+      return;
+    }
+    queue_.push_back(std::move(op));
+    if (running_) return;
+    running_ = true;
+    std::thread([this] { drain(); }).detach();
+  }
+
+  void beginCapture(std::vector<std::function<void()>>* graph) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capture_ = graph;
+  }
+  void endCapture() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capture_ = nullptr;
+  }
+  bool capturing() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return capture_ != nullptr;
+  }
+
+  void synchronize() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [&] { return !running_ && queue_.empty(); });
+  }
+
+ private:
+  void drain() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!queue_.empty()) {
+      std::function<void()> op = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      op();
+      lock.lock();
+    }
+    running_ = false;
+    idle_.notify_all();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  std::deque<std::function<void()>> queue_;
+  bool running_ = false;
+  std::vector<std::function<void()>>* capture_ = nullptr;
+};
+
+// An event completes generation g when the stream it was recorded on reaches
+// the record; a wait blocks its stream until the generation recorded before
+// the wait was issued has completed (CUDA's semantics).
+struct FakeEvent {
+  std::mutex mutex;
+  std::condition_variable done;
+  uint64_t recorded = 0;
+  uint64_t completed = 0;
+};
+
+// What fresh fake device memory holds (deviceAlloc).
+constexpr int kUninitializedByte = 0xA5;
+
+class FakeRuntime final : public DeviceRuntime {
+ public:
+  FakeRuntime(bool synchronous, int blockThreads) : synchronous_(synchronous), blockThreads_(blockThreads) {}
+  const char* name() const override { return "fake (GYRE_FAKE_CUDA)"; }
+  bool synchronousForTests() const override { return synchronous_; }
+
+  ncclResult_t currentDevice(int* device) override {
+    *device = device_;
+    return ncclSuccess;
+  }
+  bool hasDevice() override { return true; }
+  ncclResult_t setDevice(int device) override {
+    if (device < 0 || device >= kDevices)
+      return fail(ncclInvalidArgument, "fake CUDA: device %d does not exist (0..%d)", device, kDevices - 1);
+    device_ = device;
+    return ncclSuccess;
+  }
+  // The fake's "device memory" is ordinary memory (tests pass std::vector
+  // storage): everything but its page-locked host allocations counts.
+  ncclResult_t isDevicePointer(const void* p, bool* isDevice) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = hostAllocations_.upper_bound(p);
+    bool pinnedHost = it != hostAllocations_.begin() &&
+                      static_cast<const char*>(p) < static_cast<const char*>(std::prev(it)->first) + std::prev(it)->second;
+    *isDevice = p != nullptr && !pinnedHost;
+    return ncclSuccess;
+  }
+  // "Device memory" is a shared mapping of a memfd, so another process can
+  // map it from an IPC handle (its /proc/<pid>/fd/<fd> path), as CUDA IPC
+  // maps a cudaMalloc'd region. As CUDA does, small allocations are carved
+  // out of shared 2 MiB blocks, and IPC shares (and refuses to open twice)
+  // the whole block.
+  ncclResult_t deviceAlloc(size_t bytes, void** out) override {
+    const size_t size = bytes == 0 ? 1 : bytes;
+    const size_t rounded = (size + kSubAllocAlign - 1) / kSubAllocAlign * kSubAllocAlign;
+    std::lock_guard<std::mutex> lock(mutex_);
+    const bool small = rounded <= kSmallAllocMax;
+    void* block = small ? smallBlock_ : nullptr;
+    if (block && blocks_[block].used + rounded > blocks_[block].size) block = nullptr;
+    if (!block) GYRE_CHECK(newBlock(small ? kBlockBytes : size, &block));
+    if (small) smallBlock_ = block;
+    Block& b = blocks_[block];
+    char* p = static_cast<char*>(block) + b.used;
+    b.used += rounded;
+    ++b.live;
+    // cudaMalloc does not clear memory (it may hand back a freed buffer, a
+    // destroyed communicator's FIFO): fresh fake memory holds a pattern, so
+    // code that needs zeros must clear it, here as on a GPU.
+    memset(p, kUninitializedByte, size);
+    allocations_[p] = {size, block, ++allocationSerial_};
+    *out = p;
+    return ncclSuccess;
+  }
+  ncclResult_t deviceFree(void* p) override {
+    if (!p) return ncclSuccess;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = allocations_.find(p);
+    if (it == allocations_.end()) return fail(ncclInvalidArgument, "fake CUDA: %p is not device memory", p);
+    void* block = it->second.block;
+    allocations_.erase(it);
+    Block& b = blocks_[block];
+    if (--b.live > 0) return ncclSuccess;
+    munmap(block, b.size);
+    ::close(b.fd);
+    blocks_.erase(block);
+    if (smallBlock_ == block) smallBlock_ = nullptr;
+    return ncclSuccess;
+  }
+  ncclResult_t allocHost(size_t bytes, void** out) override {
+    *out = ::operator new(bytes == 0 ? 1 : bytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    hostAllocations_[*out] = bytes == 0 ? 1 : bytes;
+    return ncclSuccess;
+  }
+  void freeHost(void* p) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      hostAllocations_.erase(p);
+    }
+    ::operator delete(p);
+  }
+
+  ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("cudaMemcpyAsync");
+    stream_(stream).push([=] { memmove(dst, src, bytes); });
+    return ncclSuccess;
+  }
+  ncclResult_t copy2DAsync(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width, size_t rows,
+                           StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("cudaMemcpy2DAsync");
+    stream_(stream).push([=] {
+      for (size_t r = 0; r < rows; ++r)
+        memmove(static_cast<char*>(dst) + r * dstPitch, static_cast<const char*>(src) + r * srcPitch, width);
+    });
+    return ncclSuccess;
+  }
+  // A fresh address names a fresh stream; destroying one lets its queued
+  // work finish first, as CUDA does (without blocking the caller there).
+  ncclResult_t streamCreate(StreamHandle* out) override {
+    *out = reinterpret_cast<StreamHandle>(new char);
+    return ncclSuccess;
+  }
+  void streamDestroy(StreamHandle stream) override {
+    std::unique_ptr<FakeStream> s;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = streams_.find(stream);
+      if (it != streams_.end()) {
+        s = std::move(it->second);
+        streams_.erase(it);
+      }
+    }
+    if (s) s->synchronize();
+    delete reinterpret_cast<char*>(stream);
+  }
+  ncclResult_t hostFunc(StreamHandle stream, void (*fn)(void*), void* arg) override {
+    if (broken_.load()) return brokenContext("cudaLaunchHostFunc");
+    // CUDA may run every host function of a process on one thread.
+    stream_(stream).push([this, fn, arg] {
+      std::lock_guard<std::mutex> one(callbackThread_);
+      fn(arg);
+    });
+    return ncclSuccess;
+  }
+  // A handle owns a reference; queued records and waits hold their own, so
+  // destroying a handle with work pending is safe (as in CUDA).
+  ncclResult_t eventCreate(EventHandle* out) override {
+    *out = new std::shared_ptr<FakeEvent>(std::make_shared<FakeEvent>());
+    return ncclSuccess;
+  }
+  void eventDestroy(EventHandle e) override { delete static_cast<std::shared_ptr<FakeEvent>*>(e); }
+  ncclResult_t eventRecord(EventHandle e, StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("cudaEventRecord");
+    std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
+    uint64_t generation;
+    {
+      std::lock_guard<std::mutex> lock(ev->mutex);
+      generation = ++ev->recorded;
+    }
+    stream_(stream).push([ev, generation] {
+      std::lock_guard<std::mutex> lock(ev->mutex);
+      ev->completed = std::max(ev->completed, generation);
+      ev->done.notify_all();
+    });
+    return ncclSuccess;
+  }
+  ncclResult_t streamWaitEvent(StreamHandle stream, EventHandle e) override {
+    if (broken_.load()) return brokenContext("cudaStreamWaitEvent");
+    std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
+    uint64_t generation;
+    {
+      std::lock_guard<std::mutex> lock(ev->mutex);
+      generation = ev->recorded;
+    }
+    stream_(stream).push([ev, generation] {
+      std::unique_lock<std::mutex> lock(ev->mutex);
+      ev->done.wait(lock, [&] { return ev->completed >= generation; });
+    });
+    return ncclSuccess;
+  }
+  ncclResult_t eventQuery(EventHandle e, bool* done) override {
+    if (broken_.load()) return brokenContext("cudaEventQuery");
+    std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
+    std::lock_guard<std::mutex> lock(ev->mutex);
+    *done = ev->completed >= ev->recorded;
+    return ncclSuccess;
+  }
+  ncclResult_t isCapturing(StreamHandle stream, bool* capturing) override {
+    *capturing = stream_(stream).capturing();
+    return ncclSuccess;
+  }
+
+  // Graph capture of one stream (fake_cuda.h).
+  void beginCapture(StreamHandle stream, FakeGraph* graph) { stream_(stream).beginCapture(&graph->ops); }
+  void endCapture(StreamHandle stream) { stream_(stream).endCapture(); }
+  void launchGraph(const FakeGraph& graph, StreamHandle stream) {
+    for (const auto& op : graph.ops) stream_(stream).push(op);
+  }
+  ncclResult_t streamSynchronize(StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("cudaStreamSynchronize");
+    stream_(stream).synchronize();
+    return ncclSuccess;
+  }
+
+  ncclResult_t copySync(void* dst, const void* src, size_t bytes) override {
+    memmove(dst, src, bytes);
+    return ncclSuccess;
+  }
+  ncclResult_t memsetSync(void* dst, int value, size_t bytes) override {
+    memset(dst, value, bytes);
+    return ncclSuccess;
+  }
+  ncclResult_t allocMapped(size_t bytes, void** host, void** device) override {
+    GYRE_CHECK(allocHost(bytes, host));
+    memset(*host, 0, bytes);
+    *device = *host;
+    return ncclSuccess;
+  }
+  void freeMapped(void* host) override { freeHost(host); }
+
+  ncclResult_t ipcGetHandle(void* devicePtr, IpcHandle* out) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = allocations_.find(devicePtr);
+    if (it == allocations_.end())
+      return fail(ncclInvalidArgument, "fake CUDA: cudaIpcGetMemHandle of %p, which is not a device allocation",
+                  devicePtr);
+    const Block& b = blocks_[it->second.block];
+    const uint64_t offset = static_cast<uint64_t>(static_cast<char*>(devicePtr) - static_cast<char*>(it->second.block));
+    FakeIpc h{{'G', 'Y', 'R', 'E', 'F', 'I', 'P', 'C'}, getpid(), b.fd, b.size, b.serial, offset};
+    memset(out, 0, sizeof(*out));
+    memcpy(out->bytes, &h, sizeof(h));
+    return ncclSuccess;
+  }
+  ncclResult_t ipcOpenHandle(const IpcHandle& handle, void** out, bool* alreadyMapped) override {
+    if (alreadyMapped) *alreadyMapped = false;
+    FakeIpc h;
+    memcpy(&h, handle.bytes, sizeof(h));
+    if (memcmp(h.magic, "GYREFIPC", 8) != 0) return fail(ncclInvalidArgument, "fake CUDA: not an IPC handle");
+    if (h.pid == getpid())
+      return fail(ncclUnhandledCudaError, "fake CUDA: cudaIpcOpenMemHandle of a handle made by this process "
+                                          "(CUDA refuses it too: use the pointer)");
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [base, o] : opened_)
+        if (o.pid == h.pid && o.serial == h.serial) {
+          if (alreadyMapped) {
+            *alreadyMapped = true;
+            return ncclUnhandledCudaError;
+          }
+          return fail(ncclUnhandledCudaError, "fake CUDA: cudaIpcOpenMemHandle failed: resource already mapped "
+                                              "(cudaErrorAlreadyMapped)");
+        }
+    }
+    std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+    int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+      return fail(ncclUnhandledCudaError, "fake CUDA: cannot open the memory of process %d (%s): %s", h.pid,
+                  path.c_str(), strerror(errno));
+    void* p = mmap(nullptr, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) return fail(ncclUnhandledCudaError, "fake CUDA: cannot map peer memory: %s", strerror(errno));
+    std::lock_guard<std::mutex> lock(mutex_);
+    opened_[p] = {h.size, h.pid, h.serial};
+    *out = static_cast<char*>(p) + h.offset;
+    return ncclSuccess;
+  }
+  // `p` is what ipcOpenHandle returned: an address inside the mapped block.
+  void ipcCloseHandle(void* p) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = opened_.upper_bound(p);
+    if (it == opened_.begin()) return;
+    --it;
+    if (static_cast<char*>(p) >= static_cast<char*>(it->first) + it->second.size) return;
+    munmap(it->first, it->second.size);
+    opened_.erase(it);
+  }
+  bool canAccessPeer(int, int) override { return true; }
+  // Fake device d sits at "bus" d + 1 in every process.
+  ncclResult_t busIdOf(int device, int64_t* busId) override {
+    *busId = (device + 1) << 16;
+    return ncclSuccess;
+  }
+  bool deviceAtBusId(int64_t busId, int* device) override {
+    int d = static_cast<int>(busId >> 16) - 1;
+    if (d < 0 || d >= kDevices) return false;
+    *device = d;
+    return true;
+  }
+  ncclResult_t allocationOf(const void* p, AllocationInfo* out) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = allocations_.upper_bound(const_cast<void*>(p));
+    if (it != allocations_.begin()) {
+      --it;
+      if (static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second.size) {
+        out->base = it->first;
+        out->size = it->second.size;
+        out->bufferId = it->second.serial;
+        out->blockBase = it->second.block;
+        return ncclSuccess;
+      }
+    }
+    return fail(ncclInvalidArgument, "fake CUDA: %p is not in a device allocation (cuMemGetAddressRange)", p);
+  }
+  ncclResult_t streamWaitFlag(StreamHandle stream, const uint32_t* flag, uint32_t value) override {
+    if (broken_.load()) return brokenContext("cuStreamWaitValue32");
+    stream_(stream).push([flag, value] {
+      while (static_cast<int32_t>(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - value) < 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    });
+    return ncclSuccess;
+  }
+  ncclResult_t streamWriteFlag(StreamHandle stream, uint32_t* flag, uint32_t value) override {
+    if (broken_.load()) return brokenContext("cuStreamWriteValue32");
+    stream_(stream).push([flag, value] { __atomic_store_n(flag, value, __ATOMIC_RELEASE); });
+    return ncclSuccess;
+  }
+  ncclResult_t launchFlagOps(const FlagOps& ops, StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("flag kernel launch");
+    stream_(stream).push([ops] { runFlagOpsOnHost(ops); });
+    return ncclSuccess;
+  }
+  ncclResult_t launchPairCopies(const PairCopyWork& work, StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("point-to-point kernel launch");
+    stream_(stream).push([work] { runPairCopiesOnHost(work); });
+    return ncclSuccess;
+  }
+  ncclResult_t launchDirect(const DirectCall& call, StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("direct kernel launch");
+    stream_(stream).push([call] { runDirectOnHost(call); });
+    return ncclSuccess;
+  }
+  // The kernel, as host threads (host_emulation.h) in stream order.
+  ncclResult_t launchKernel(const DeviceLaunch& launch, StreamHandle stream) override {
+    if (broken_.load()) return brokenContext("collective kernel launch");
+    kernelLaunches_.fetch_add(1);
+    stream_(stream).push([launch, threads = blockThreads_] { runLaunchOnHostThreads(launch, threads); });
+    return ncclSuccess;
+  }
+  int64_t kernelLaunches() const { return kernelLaunches_.load(); }
+
+ private:
+  static constexpr int kDevices = 8;
+
+  // fakeBreakContext: every later stream-ordered call fails with its text.
+  ncclResult_t brokenContext(const char* call) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fail(ncclUnhandledCudaError, "%s failed: %s", call, brokenText_.c_str());
+  }
+
+ public:
+  bool contextBroken() override { return broken_.load(); }
+  void breakContext(const char* text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    brokenText_ = text;
+    broken_.store(true);
+  }
+
+ private:
+  std::atomic<bool> broken_{false};
+  std::atomic<int64_t> kernelLaunches_{0};
+  uint64_t allocationSerial_ = 0;
+  std::string brokenText_;
+
+  // Any handle names a stream (tests make them up); streams live as long as the process.
+  FakeStream& stream_(StreamHandle h) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_ptr<FakeStream>& s = streams_[h];
+    if (!s) s = std::make_unique<FakeStream>();
+    return *s;
+  }
+
+  static constexpr size_t kBlockBytes = 2 << 20;       // what small allocations are carved from
+  static constexpr size_t kSmallAllocMax = 1 << 20;    // larger ones get a block of their own
+  static constexpr size_t kSubAllocAlign = 512;
+  struct Block {
+    int fd;
+    size_t size;
+    uint64_t serial;  // unique per block: fd numbers are reused, handles must not be
+    size_t used = 0;
+    int live = 0;     // allocations still in it
+  };
+  struct Allocation {
+    size_t size;
+    void* block;
+    uint64_t serial;  // the buffer id
+  };
+  struct FakeIpc {
+    char magic[8];
+    int32_t pid;
+    int32_t fd;       // of the block
+    uint64_t size;    // of the block
+    uint64_t serial;  // of the block
+    uint64_t offset;  // of the allocation in the block
+  };
+  ncclResult_t newBlock(size_t size, void** out) {  // mutex_ held
+    int fd = memfd_create("gyre-fake-device", MFD_CLOEXEC);
+    if (fd < 0) return fail(ncclSystemError, "fake CUDA: memfd_create failed: %s", strerror(errno));
+    void* p = MAP_FAILED;
+    if (ftruncate(fd, static_cast<off_t>(size)) == 0) p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      return fail(ncclSystemError, "fake CUDA: cannot map %zu bytes of device memory: %s", size, strerror(err));
+    }
+    blocks_[p] = Block{fd, size, ++allocationSerial_};
+    *out = p;
+    return ncclSuccess;
+  }
+  static_assert(sizeof(FakeIpc) <= sizeof(IpcHandle));
+
+  static thread_local int device_;
+  const bool synchronous_;
+  const int blockThreads_;  // host threads per emulated kernel block
+  std::mutex mutex_;
+  std::mutex callbackThread_;  // held while a host function runs: one at a time, as on CUDA's callback thread
+  std::map<StreamHandle, std::unique_ptr<FakeStream>> streams_;
+  std::map<void*, Allocation> allocations_;  // deviceAlloc'd, by base address
+  std::map<void*, Block> blocks_;            // what they are carved from, by base address
+  void* smallBlock_ = nullptr;               // the block new small allocations go to
+  struct Opened {
+    uint64_t size;
+    int32_t pid;
+    uint64_t serial;
+  };
+  std::map<void*, Opened> opened_;  // ipcOpenHandle'd, by base address
+  std::map<const void*, size_t> hostAllocations_;  // allocHost'd (page-locked host memory)
+};
+
+thread_local int FakeRuntime::device_ = 0;
+
+FakeRuntime* theFake();
+
+}  // namespace
+
+void fakeBeginCapture(cudaStream_t stream, FakeGraph* graph) { theFake()->beginCapture(stream, graph); }
+void fakeEndCapture(cudaStream_t stream) { theFake()->endCapture(stream); }
+void fakeLaunchGraph(const FakeGraph& graph, cudaStream_t stream) { theFake()->launchGraph(graph, stream); }
+void fakeBreakContext(const char* cudaErrorText) { theFake()->breakContext(cudaErrorText); }
+int64_t fakeKernelLaunches() { return theFake()->kernelLaunches(); }
+
+namespace {
+FakeRuntimeOptions gOptions;  // set by the entry point before the first theFake()
+
+FakeRuntime* theFake() {
+  // Never destroyed: stream threads may still be finishing at exit.
+  static FakeRuntime* runtime = new FakeRuntime(gOptions.synchronous != 0, gOptions.blockThreads);
+  return runtime;
+}
+}  // namespace
+
+// The failures of the fake are recorded by the library that loaded it, so
+// ncclGetLastError and NCCL_DEBUG=WARN report them as the real runtime's.
+ncclResult_t fail(ncclResult_t code, const char* fmt, ...) {
+  char text[1024];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(text, sizeof(text), fmt, args);
+  va_end(args);
+  return gOptions.recordFailure ? gOptions.recordFailure(code, text) : code;
+}
+
+}  // namespace gyre
+
+// The one entry point the library looks up (runtime.h). The options of the
+// first call stay: there is one fake per process.
+extern "C" GYRE_FAKE_CUDA_API gyre::DeviceRuntime* gyreFakeCudaRuntime(const gyre::FakeRuntimeOptions* options) {
+  if (!options || options->version != gyre::kFakeRuntimeVersion) return nullptr;
+  static const bool once = [&] {
+    gyre::gOptions = *options;
+    return true;
+  }();
+  (void)once;
+  return gyre::theFake();
+}
