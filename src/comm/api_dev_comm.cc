@@ -19,7 +19,7 @@
 #include "src/debug/deadline.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 #include "src/enqueue/arg_checks.h"
 #include "src/enqueue/enqueue.h"
 

@@ -14,7 +14,7 @@
 #include "src/comm/comm.h"
 #include "src/comm/window.h"
 #include "src/debug/error.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 #include "src/enqueue/arg_checks.h"
 
 using namespace gyre;

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "src/comm/comm.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {

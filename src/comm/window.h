@@ -34,7 +34,7 @@ struct WindowRecord {
   int lsaBase = 0, lsaSize = 1; // the LSA team: ranks lsaBase .. lsaBase + lsaSize - 1
   std::vector<char*> peerBases; // by rank, as mapped here (nullptr: not reachable)
   std::vector<size_t> peerSizes; // by rank: what that rank registered
-  std::set<uint64_t> heldBlocks;  // CUDA IPC blocks opened for it (src/device/ipc_registry.h)
+  std::set<uint64_t> heldBlocks;  // CUDA IPC blocks opened for it (src/device/runtime/ipc_registry.h)
   void* ownedMemory = nullptr;  // a device communicator's resources: freed with the window
 };
 

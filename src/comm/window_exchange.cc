@@ -18,8 +18,8 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/device_comm.h"
-#include "src/device/ipc_registry.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/ipc_registry.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {

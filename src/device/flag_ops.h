@@ -1,4 +1,4 @@
-// Enqueuing flag waits and writes (kernels/flag_work.h) on a stream, the way
+// Enqueuing flag waits and writes (src/kernels/flag_work.h) on a stream, the way
 // the peers' placement asks: stream memory operations between processes
 // (each process has its own hardware queues, and a memory operation costs no
 // SM time slice), the flag kernel between ranks of one process (a memory
@@ -10,8 +10,8 @@
 #pragma once
 
 #include "include/gyre.h"
-#include "kernels/flag_work.h"
-#include "src/device/runtime.h"
+#include "src/kernels/flag_work.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 

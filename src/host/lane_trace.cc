@@ -6,7 +6,7 @@
 
 #include "src/call/datatypes.h"
 #include "src/host/lane.h"
-#include "transport/transport.h"
+#include "src/transport/transport.h"
 
 namespace gyre {
 namespace {

@@ -4,7 +4,7 @@
 // waiting kernel leaves its SM's issue slots to the kernels it waits for.
 #include <cuda_runtime.h>
 
-#include "kernels/flag_kernel.h"
+#include "src/kernels/flag_kernel.h"
 
 namespace gyre {
 namespace {

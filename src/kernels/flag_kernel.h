@@ -1,9 +1,9 @@
-// Launching the flag kernel (kernels/flag_work.h) on a stream. Compiled by
+// Launching the flag kernel (src/kernels/flag_work.h) on a stream. Compiled by
 // nvcc; called by the CUDA runtime adapter.
 #pragma once
 
 #include "include/gyre.h"
-#include "kernels/flag_work.h"
+#include "src/kernels/flag_work.h"
 
 namespace gyre {
 

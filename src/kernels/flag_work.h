@@ -1,5 +1,5 @@
 // Waits and writes on 32-bit flags in device memory, run by a one-thread
-// kernel (kernels/flag_kernel.cu) instead of by stream memory operations.
+// kernel (src/kernels/flag_kernel.cu) instead of by stream memory operations.
 // Streams of one process share the GPU's few hardware queues: a stream
 // memory wait at the head of a queue holds every stream behind it, so a wait
 // on a value another stream of the same process writes later can hang. A
@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "kernels/primitives/host_device.h"
+#include "src/kernels/primitives/host_device.h"
 
 namespace gyre {
 

@@ -1,4 +1,4 @@
-// The point-to-point kernel (kernels/pair_copy_work.h). Every block takes
+// The point-to-point kernel (src/kernels/pair_copy_work.h). Every block takes
 // part in every copy of the launch, a grid-stride loop of 16-byte vectors
 // where both buffers allow it; thread 0 of each block does the block's flag
 // work. Peers are ranks of this process on this GPU, so device-scope fences
@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "kernels/pair_copy_kernel.h"
+#include "src/kernels/pair_copy_kernel.h"
 
 namespace gyre {
 namespace {

@@ -1,9 +1,9 @@
-// Launching the point-to-point kernel (kernels/pair_copy_work.h) on a
+// Launching the point-to-point kernel (src/kernels/pair_copy_work.h) on a
 // stream. Compiled by nvcc; called by the CUDA runtime adapter.
 #pragma once
 
 #include "include/gyre.h"
-#include "kernels/pair_copy_work.h"
+#include "src/kernels/pair_copy_work.h"
 
 namespace gyre {
 

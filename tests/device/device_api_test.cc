@@ -18,7 +18,7 @@
 #include "include/nccl_device.h"
 #include "src/comm/comm.h"
 #include "src/device/device_comm.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace {
 

@@ -15,9 +15,9 @@
 #include "src/comm/comm.h"
 #include "src/device/copy/copy_calls.h"
 #include "src/device/device_comm.h"
-#include "src/device/direct_calls.h"
+#include "src/device/direct/direct_calls.h"
 #include "tests/support/fake_cuda/fake_cuda.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace {
 

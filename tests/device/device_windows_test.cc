@@ -11,8 +11,8 @@
 #include "src/comm/comm.h"
 #include "src/device/copy/copy_calls.h"
 #include "src/device/device_comm.h"
-#include "src/device/direct_calls.h"
-#include "src/device/runtime.h"
+#include "src/device/direct/direct_calls.h"
+#include "src/device/runtime/runtime.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include "../support/stream_gate.h"
 #include "device/device_comm.h"
 #include "device/stream_work.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include "src/debug/error.h"
 #include "src/device/copy/copy_calls.h"
 #include "src/device/copy/copy_exchange.h"
-#include "src/device/runtime.h"
+#include "src/device/runtime/runtime.h"
 #include "src/device/stream_completions.h"
 
 namespace gyre {

@@ -3,9 +3,9 @@
 // still meets in the communicator's CopyExchange when the calls are
 // captured, but the graphs' launches cannot wait on each other's events, so
 // each rank's batch becomes one point-to-point kernel whose pairs meet
-// through flags (kernels/pair_copy_work.h). A flag wait in a kernel holds
+// through flags (src/kernels/pair_copy_work.h). A flag wait in a kernel holds
 // SM slots, not a hardware queue that the peer's stream may share (see
-// kernels/flag_work.h). Ranks of one process on different GPUs stage when
+// src/kernels/flag_work.h). Ranks of one process on different GPUs stage when
 // captured.
 #pragma once
 
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "include/gyre.h"
-#include "kernels/pair_copy_work.h"
+#include "src/kernels/pair_copy_work.h"
 #include "src/device/device_comm.h"
 
 namespace gyre {

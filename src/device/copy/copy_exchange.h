@@ -23,7 +23,7 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/pair_copy_work.h"
+#include "src/kernels/pair_copy_work.h"
 #include "src/debug/deadline.h"
 #include "src/device/runtime/runtime.h"
 

@@ -108,9 +108,9 @@ class DeviceRuntime {
   virtual ncclResult_t streamWriteFlag(StreamHandle stream, uint32_t* flag, uint32_t value) = 0;
   virtual ncclResult_t launchDirect(const DirectCall& call, StreamHandle stream) = 0;
   // The same waits and writes as streamWaitFlag/streamWriteFlag, run by a
-  // one-thread kernel (kernels/flag_work.h says when that is needed).
+  // one-thread kernel (src/kernels/flag_work.h says when that is needed).
   virtual ncclResult_t launchFlagOps(const FlagOps& ops, StreamHandle stream) = 0;
-  // The point-to-point kernel (kernels/pair_copy_work.h).
+  // The point-to-point kernel (src/kernels/pair_copy_work.h).
   virtual ncclResult_t launchPairCopies(const PairCopyWork& work, StreamHandle stream) = 0;
   // Whether a call has failed with a sticky error (a kernel's illegal
   // address, say): the context then fails every call until the process ends.

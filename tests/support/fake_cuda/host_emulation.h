@@ -21,10 +21,10 @@ ncclResult_t runLaunchOnHostThreads(const DeviceLaunch& launch, int threadsPerBl
 // The direct executor's kernel (src/kernels/direct_work.h) on the calling thread.
 ncclResult_t runDirectOnHost(const DirectCall& call);
 
-// The flag kernel (kernels/flag_work.h) on the calling thread.
+// The flag kernel (src/kernels/flag_work.h) on the calling thread.
 void runFlagOpsOnHost(const FlagOps& ops);
 
-// The point-to-point kernel (kernels/pair_copy_work.h), as one block, on the
+// The point-to-point kernel (src/kernels/pair_copy_work.h), as one block, on the
 // calling thread.
 void runPairCopiesOnHost(const PairCopyWork& work);
 
