@@ -35,6 +35,13 @@ RankOptions graphOptions() {
   return o;
 }
 
+// `n` ranks of this process on fake device 0 (ncclCommInitAll).
+bool ranksOfOneGpu(int n, std::vector<ncclComm_t>* comms) {
+  std::vector<int> devs(n, 0);
+  comms->assign(n, nullptr);
+  return ncclCommInitAll(comms->data(), n, devs.data()) == ncclSuccess;
+}
+
 uint64_t pathCount(ncclComm_t comm, P2PPath p) { return comm->device->copies->calls[static_cast<int>(p)].load(); }
 
 // Device memory of the fake (the only kind CUDA IPC shares).
@@ -151,9 +158,8 @@ TEST_CASE("ranks of one process on one GPU, each captured into its own graph, ex
       1,
       [](int, int, const ncclUniqueId&) {
         const int n = 3;
-        std::vector<int> devs(n, 0);
-        std::vector<ncclComm_t> comms(n);
-        RANK_CHECK(ncclCommInitAll(comms.data(), n, devs.data()) == ncclSuccess, "init: %s", lastError().c_str());
+        std::vector<ncclComm_t> comms;
+        RANK_CHECK(ranksOfOneGpu(n, &comms), "init: %s", lastError().c_str());
         const size_t count = 4099;
         std::vector<std::vector<int32_t>> send(n), recv(n), inPlace(n);
         std::vector<gyre::FakeGraph> graphs(n);
@@ -277,9 +283,8 @@ TEST_CASE("ranks of one process on one GPU, each captured into its own graph, re
       1,
       [](int, int, const ncclUniqueId&) {
         const int n = 3;
-        std::vector<int> devs(n, 0);
-        std::vector<ncclComm_t> comms(n);
-        RANK_CHECK(ncclCommInitAll(comms.data(), n, devs.data()) == ncclSuccess, "init: %s", lastError().c_str());
+        std::vector<ncclComm_t> comms;
+        RANK_CHECK(ranksOfOneGpu(n, &comms), "init: %s", lastError().c_str());
         RANK_CHECK(comms[0]->device->direct && comms[0]->device->direct->clique,
                    "ranks of one process do not run direct");
         const size_t count = 997;
@@ -338,9 +343,8 @@ TEST_CASE("a captured group mixing AllReduce with sends and receives replays rig
       1,
       [](int, int, const ncclUniqueId&) {
         const int n = 2;
-        std::vector<int> devs(n, 0);
-        std::vector<ncclComm_t> comms(n);
-        RANK_CHECK(ncclCommInitAll(comms.data(), n, devs.data()) == ncclSuccess, "init: %s", lastError().c_str());
+        std::vector<ncclComm_t> comms;
+        RANK_CHECK(ranksOfOneGpu(n, &comms), "init: %s", lastError().c_str());
         const size_t count = 613;
         std::vector<std::vector<int32_t>> in(n), sum(n), got(n);
         std::vector<gyre::FakeGraph> graphs(n);
@@ -391,9 +395,8 @@ TEST_CASE("a send captured into a graph whose receive on a rank of the same proc
       1,
       [](int, int, const ncclUniqueId&) {
         const int n = 2;
-        std::vector<int> devs(n, 0);
-        std::vector<ncclComm_t> comms(n);
-        RANK_CHECK(ncclCommInitAll(comms.data(), n, devs.data()) == ncclSuccess, "init: %s", lastError().c_str());
+        std::vector<ncclComm_t> comms;
+        RANK_CHECK(ranksOfOneGpu(n, &comms), "init: %s", lastError().c_str());
         std::vector<float> a(256, 1), b(256, 0);
         gyre::FakeGraph graph;
         gyre::fakeBeginCapture(fakeStream(761), &graph);

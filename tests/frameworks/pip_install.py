@@ -47,7 +47,7 @@ def ddp_worker(out, venv):
         version = f.read().strip()
     assert torch_gyre.__version__ == version, (torch_gyre.__version__, version)
     import ddp
-    ddp.worker(out, False)
+    ddp.worker(out, False, "cpu")
 
 
 def driver():
