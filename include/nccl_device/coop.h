@@ -4,7 +4,10 @@
  *
  * In device code they are what their names say. Compiled for the host (a
  * test emulating a kernel with one host thread per block) each is a group
- * of one thread: rank 0, size 1, sync() does nothing. */
+ * of one thread: rank 0, size 1, sync() does nothing, a broadcast returns
+ * the value given. Below them: ncclCoopAny (any group, chosen at run time),
+ * the facts about a group (lane mask, one thread, within a warp), the
+ * coalesced part of a warp, and ncclCoopBcast. */
 #ifndef GYRE_NCCL_DEVICE_COOP_H_
 #define GYRE_NCCL_DEVICE_COOP_H_
 
