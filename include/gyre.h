@@ -271,6 +271,7 @@ struct ncclDevComm;
 struct ncclDevCommRequirements;
 struct ncclCommProperties;
 struct ncclTeam;
+struct ncclMultimemHandle;
 
 /* ---- Communicator lifecycle ------------------------------------------------ */
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
@@ -353,10 +354,17 @@ ncclResult_t ncclCommQueryProperties(ncclComm_t comm, struct ncclCommProperties*
  * (by LSA rank, or by world rank). */
 ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr);
 ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
-/* The communicator's world and LSA teams, and a team's rank as a world or
- * LSA rank. */
+/* Multimem (NVLink SHARP) addresses: gyre has none, so NULL and ncclSuccess,
+ * as NCCL answers where multimem is not supported. */
+ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr);
+ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, struct ncclMultimemHandle multimem,
+                                          void** outPtr);
+/* The communicator's world and LSA teams, its rail (the ranks with this
+ * rank's LSA rank, one per LSA team), and a team's rank as a world or LSA
+ * rank. */
 struct ncclTeam ncclTeamWorld(ncclComm_t comm);
 struct ncclTeam ncclTeamLsa(ncclComm_t comm);
+struct ncclTeam ncclTeamRail(ncclComm_t comm);
 int ncclTeamRankToWorld(ncclComm_t comm, struct ncclTeam team, int rank);
 int ncclTeamRankToLsa(ncclComm_t comm, struct ncclTeam team, int rank);
 

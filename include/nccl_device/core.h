@@ -14,6 +14,10 @@
 
 #include "../nccl.h"
 
+#ifdef __cplusplus
+#include <stdio.h>
+#endif
+
 #ifndef __cplusplus
 #include <stdbool.h>
 #endif
@@ -197,13 +201,34 @@ ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const*
 ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm);
 ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr);
 ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
+/* No multimem: both give NULL (and ncclSuccess), as NCCL does without it. */
+ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr);
+ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, ncclMultimemHandle_t multimem,
+                                          void** outPtr);
 ncclTeam_t ncclTeamWorld(ncclComm_t comm);
 ncclTeam_t ncclTeamLsa(ncclComm_t comm);
+ncclTeam_t ncclTeamRail(ncclComm_t comm);
 int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
 int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
 
 #ifdef __cplusplus
 } /* extern "C" */
+
+/* What a device call gyre cannot serve does: say which and stop the kernel
+ * (a trap fails the launch, so the stream reports an error), rather than
+ * move nothing and report success. */
+namespace gyre_device {
+[[noreturn]] GYRE_DEVICE_FN void unavailable(const char* what) {
+  printf("gyre: %s is not available (%s)\n", what, "gyre's device API serves load/store-accessible peers only");
+#if defined(__CUDA_ARCH__)
+  __trap();
+  for (;;) {
+  }
+#else
+  __builtin_trap();
+#endif
+}
+}  // namespace gyre_device
 
 /* The tags device code names teams by (the world, the load-store-accessible
  * ranks, the rail). */

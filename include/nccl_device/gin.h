@@ -17,20 +17,21 @@
 #ifdef __cplusplus
 
 namespace gyre_device {
-[[noreturn]] GYRE_DEVICE_FN void noGin() {
-#if defined(__CUDA_ARCH__)
-  __trap();
-  for (;;) {
-  }
-#else
-  __builtin_trap();
-#endif
-}
+[[noreturn]] GYRE_DEVICE_FN void noGin() { unavailable("GIN (network device operations)"); }
 [[noreturn]] GYRE_DEVICE_FN uint64_t noGinValue() { noGin(); }
 }  // namespace gyre_device
 
 /* How far a GIN barrier orders network writes. */
-enum class ncclGinFenceLevel { Relaxed, Release, Acquire, AcqRel, SeqCst };
+/* How far a GIN barrier drains this rank's network operations: Relaxed
+ * (NCCL 2.28's only level) and None order execution only; Put and Get
+ * (combinable with |) wait for earlier puts or gets to settle. */
+enum class ncclGinFenceLevel : uint32_t { None = 0, Relaxed = 0, Put = 1u << 0, Get = 1u << 1 };
+GYRE_DEVICE_FN constexpr ncclGinFenceLevel operator|(ncclGinFenceLevel a, ncclGinFenceLevel b) {
+  return ncclGinFenceLevel(uint32_t(a) | uint32_t(b));
+}
+GYRE_DEVICE_FN constexpr ncclGinFenceLevel operator&(ncclGinFenceLevel a, ncclGinFenceLevel b) {
+  return ncclGinFenceLevel(uint32_t(a) & uint32_t(b));
+}
 
 /* What a put or signal does at the peer when it lands. */
 struct ncclGin_None {};
@@ -93,6 +94,24 @@ struct ncclGin {
   GYRE_DEVICE_FN void resetCounter(Args...) {
     gyre_device::noGin();
   }
+  /* The shadow (locally expected) value of a signal, as credit-based
+   * protocols keep it. */
+  template <typename... Args>
+  GYRE_DEVICE_FN uint64_t readSignalShadow(Args...) {
+    return gyre_device::noGinValue();
+  }
+  template <typename... Args>
+  GYRE_DEVICE_FN void increaseSignalShadow(Args...) {
+    gyre_device::noGin();
+  }
+  template <typename... Args>
+  GYRE_DEVICE_FN void waitSignalMeetShadow(Args...) {
+    gyre_device::noGin();
+  }
+  template <typename... Args>
+  GYRE_DEVICE_FN void waitSignalFollowShadow(Args...) {
+    gyre_device::noGin();
+  }
 };
 
 /* A barrier over a team that may span the network (GIN). */
@@ -100,6 +119,27 @@ template <typename Coop>
 struct ncclBarrierSession {
   template <typename... Args>
   GYRE_DEVICE_FN ncclBarrierSession(Coop, Args...) {
+    gyre_device::noGin();
+  }
+  template <typename... Args>
+  GYRE_DEVICE_FN void arrive(Args...) {
+    gyre_device::noGin();
+  }
+  template <typename... Args>
+  GYRE_DEVICE_FN void wait(Args...) {
+    gyre_device::noGin();
+  }
+  template <typename... Args>
+  GYRE_DEVICE_FN void sync(Args...) {
+    gyre_device::noGin();
+  }
+};
+
+/* The network barrier of NCCL 2.30 on (ncclBarrierSession's GIN half). */
+template <typename Coop>
+struct ncclGinBarrierSession {
+  template <typename... Args>
+  GYRE_DEVICE_FN ncclGinBarrierSession(Coop, Args...) {
     gyre_device::noGin();
   }
   template <typename... Args>

@@ -258,6 +258,42 @@ GYRE_EXPORT ncclTeam_t ncclTeamLsa(ncclComm_t comm) {
   return ncclTeam_t{team.size, comm->rank - team.base, 1};
 }
 
+// gyre has no multimem: NULL, and success, as NCCL answers where multimem
+// is not supported (programs test the pointer).
+GYRE_EXPORT ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr) {
+  const char* fn = "ncclGetLsaMultimemDevicePointer";
+  if (!outPtr) return fail(ncclInvalidArgument, "%s: outPtr is NULL", fn);
+  *outPtr = nullptr;
+  if (!anyWindow(window))
+    return fail(ncclInvalidArgument, "%s: window %p is not a registered window", fn, static_cast<void*>(window));
+  (void)offset;
+  return ncclSuccess;
+}
+
+GYRE_EXPORT ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, ncclMultimemHandle_t,
+                                                      void** outPtr) {
+  const char* fn = "ncclGetMultimemDevicePointer";
+  if (!outPtr) return fail(ncclInvalidArgument, "%s: outPtr is NULL", fn);
+  *outPtr = nullptr;
+  if (!anyWindow(window))
+    return fail(ncclInvalidArgument, "%s: window %p is not a registered window", fn, static_cast<void*>(window));
+  (void)offset;
+  return ncclSuccess;
+}
+
+// The ranks holding this rank's LSA rank in every LSA team (LSA teams are
+// blocks of equal size, so they are lsaSize apart).
+GYRE_EXPORT ncclTeam_t ncclTeamRail(ncclComm_t comm) {
+  if (checkComm(comm, "ncclTeamRail") != ncclSuccess) return ncclTeam_t{0, -1, 1};
+  const LsaTeam team = lsaTeamOf(comm);
+  if (team.size <= 0 || comm->nranks % team.size != 0) {
+    fail(ncclInvalidUsage, "ncclTeamRail: rank %d's LSA team of %d ranks does not divide the %d ranks into rails",
+         comm->rank, team.size, comm->nranks);
+    return ncclTeam_t{0, -1, 1};
+  }
+  return ncclTeam_t{comm->nranks / team.size, comm->rank / team.size, team.size};
+}
+
 GYRE_EXPORT int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank) {
   if (checkComm(comm, "ncclTeamRankToWorld") != ncclSuccess) return -1;
   return comm->rank + (rank - team.rank) * team.stride;

@@ -23,7 +23,7 @@ fi
 
 # Device-side API (nccl_device/*.h) helpers and debug internals gyre leaves out.
 allowed="ncclGinBarrierCreateRequirement ncclLLA2ACalcSlots ncclLLA2ACreateRequirement
-ncclLsaBarrierCreateRequirement ncclResetDebugInitInternal ncclTeamLsa ncclTeamRail
+ncclLsaBarrierCreateRequirement ncclResetDebugInitInternal ncclTeamLsa
 ncclTeamRankToLsa ncclTeamRankToWorld ncclTeamWorld"
 symbols() { nm -D --defined-only "$1" | awk '{print $3}' | sed 's/@.*//' | grep -E '^p?nccl' | sort -u; }
 missing=$(comm -23 <(symbols "$libnccl") <(symbols "$libgyre"))

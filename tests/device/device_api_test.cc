@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "coll_common.h"
@@ -373,6 +375,237 @@ int otherHosts(int rank, int n, const ncclUniqueId&) {
   return 0;
 }
 
+// ---- ncclSymPtr and the reduce/copy building blocks ---------------------------
+// Ranks of one process each run an emulated kernel against their window:
+// symmetric pointers must name the bytes the host-side lookups name, and
+// every reduce/copy helper must leave what an independent reference says
+// (sums in double or exact integers, of values each rank wrote), for
+// several types and counts 0, 1 and primes.
+
+constexpr size_t kMaxCount = 1009;  // prime
+const size_t kHelperCounts[] = {0, 1, 2, 7, 131, kMaxCount};
+
+// What rank r writes at element i for count c: exact in every T tested (so
+// sums of a few ranks are exact and comparisons need no tolerance).
+template <typename T>
+T helperValue(int r, size_t i, size_t c) {
+  const int64_t h = int64_t(pattern(r, int(c), i) % 20001u) - 10000;
+  if (std::is_floating_point<T>::value) return T(double(h) / 8.0);  // eighths: exact in float and double
+  return T(h * 7919);
+}
+
+// A group of `n` host threads, this one being `r` (the helpers divide the
+// elements by thread_rank() and size(), as a CTA's threads would).
+struct HostGroup {
+  int r, n;
+  int thread_rank() const { return r; }
+  int size() const { return n; }
+  int num_threads() const { return n; }
+  void sync() {}
+};
+
+template <typename T>
+struct MaxOp {
+  T operator()(const T& a, const T& b) const { return a < b ? b : a; }
+};
+
+// Regions of each rank's window, in elements of T: A (kMaxCount: this
+// rank's values), then B (nRanks x kMaxCount: filled by peers).
+template <typename T>
+std::string helpersOf(const ncclDevComm& dev, ncclWindow_t win, const char* typeName) {
+  constexpr uint64_t kTimeout = 20ull * 1000 * 1000 * 1000;
+  const int n = dev.nRanks, me = dev.rank;
+  const ncclTeam lsa = ncclTeamLsa(dev);
+  const size_t offA = 0, offB = kMaxCount * sizeof(T);
+  ncclSymPtr<T> symA(win, offA), symB(win, offB);
+  T* a = symA.localPtr();
+  T* b = symB.localPtr();
+  ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dev, ncclTeamTagLsa(), 0};
+  auto meet = [&]() { return bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel, kTimeout) == ncclSuccess; };
+  auto where = [&](const char* what, size_t c, size_t i) {
+    return std::string(typeName) + " count " + std::to_string(c) + ": " + what + " element " + std::to_string(i);
+  };
+  const T sentinel = T(-12345);
+  for (size_t c : kHelperCounts) {
+    for (size_t i = 0; i < kMaxCount; ++i) a[i] = helperValue<T>(me, i, c);
+    for (size_t i = 0; i < size_t(n) * kMaxCount; ++i) b[i] = sentinel;
+    std::vector<double> sum(kMaxCount, 0);
+    std::vector<T> max(kMaxCount);
+    for (size_t i = 0; i < kMaxCount; ++i) {
+      max[i] = helperValue<T>(0, i, c);
+      for (int p = 0; p < n; ++p) {
+        sum[i] += double(helperValue<T>(p, i, c));
+        max[i] = std::max(max[i], helperValue<T>(p, i, c));
+      }
+    }
+    if (!meet()) return "barrier after writing A timed out";
+
+    // N -> 1: every rank's A summed into a local buffer (ncclSymPtr + devComm,
+    // window + team), and the largest through a lambda and an operator.
+    std::vector<T> out(kMaxCount + 1, sentinel);
+    ncclLsaReduceSum(ncclCoopCta(), symA, out.data(), c, dev);
+    for (size_t i = 0; i <= kMaxCount; ++i)
+      if (i < c ? double(out[i]) != sum[i] : out[i] != sentinel) return where("ncclLsaReduceSum", c, i);
+    std::fill(out.begin(), out.end(), sentinel);
+    ncclLsaReduceSum<T>(ncclCoopCta(), win, offA, out.data(), c, lsa);
+    for (size_t i = 0; i <= kMaxCount; ++i)
+      if (i < c ? double(out[i]) != sum[i] : out[i] != sentinel) return where("ncclLsaReduceSum (window)", c, i);
+    std::fill(out.begin(), out.end(), sentinel);
+    T* local = out.data();
+    ncclLsaReduceLsaCopy<T>(ncclCoopCta(), [&](int p) { return symA.lsaPtr(p); }, lsa.nRanks,
+                            [&](int) { return local; }, 1, MaxOp<T>(), c);
+    for (size_t i = 0; i <= kMaxCount; ++i)
+      if (i < c ? out[i] != max[i] : out[i] != sentinel) return where("ncclLsaReduceLsaCopy (max)", c, i);
+
+    // 1 -> N: this rank's A into its block of every peer's B.
+    ncclLsaCopy(ncclCoopCta(), a, symB + size_t(me) * c, c, lsa);
+    if (!meet()) return "barrier after ncclLsaCopy timed out";
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < c; ++i)
+        if (b[size_t(p) * c + i] != helperValue<T>(p, i, c)) return where("ncclLsaCopy from rank", c, i);
+    if (c < kMaxCount && b[size_t(n) * c] != sentinel) return where("ncclLsaCopy wrote past", c, size_t(n) * c);
+
+    // Local, strided: B now holds n blocks of c elements.
+    std::fill(out.begin(), out.end(), sentinel);
+    ncclLocalReduceSum(ncclCoopCta(), n, b, c, out.data(), c);
+    for (size_t i = 0; i <= kMaxCount; ++i)
+      if (i < c ? double(out[i]) != sum[i] : out[i] != sentinel) return where("ncclLocalReduceSum", c, i);
+    std::vector<T> two(2 * kMaxCount + 1, sentinel);
+    ncclLocalCopy(ncclCoopCta(), a, 2, two.data(), c, c);
+    for (size_t i = 0; i < 2 * c; ++i)
+      if (two[i] != a[i % c]) return where("ncclLocalCopy", c, i);
+    if (two[2 * c] != sentinel) return where("ncclLocalCopy wrote past", c, 2 * c);
+    std::fill(two.begin(), two.end(), sentinel);
+    ncclLocalReduceSumCopy(ncclCoopCta(), n, b, c, 2, two.data(), c, c);
+    for (size_t i = 0; i < 2 * c; ++i)
+      if (double(two[i]) != sum[i % c]) return where("ncclLocalReduceSumCopy", c, i);
+    if (!meet()) return "barrier before ncclLsaReduceSumCopy timed out";
+
+    // N -> N, all-reduce style: each rank sums its share of the elements
+    // from every peer's A into every peer's B, by a group of 3 threads.
+    const size_t lo = c * size_t(me) / size_t(n), hi = c * size_t(me + 1) / size_t(n);
+    std::vector<std::thread> group;
+    for (int t = 0; t < 3; ++t)
+      group.emplace_back([&, t] { ncclLsaReduceSumCopy(HostGroup{t, 3}, symA + lo, symB + lo, hi - lo, lsa); });
+    for (auto& t : group) t.join();
+    if (!meet()) return "barrier after ncclLsaReduceSumCopy timed out";
+    for (size_t i = 0; i < c; ++i)
+      if (double(b[i]) != sum[i]) return where("ncclLsaReduceSumCopy", c, i);
+    if (!meet()) return "closing barrier timed out";
+  }
+  return "";
+}
+
+// Symmetric pointers against the host's view of the window (the same
+// bytes every peer wrote), their arithmetic, and the group helpers.
+std::string symPtrFacts(ncclComm_t comm, const ncclDevComm& dev, ncclWindow_t win) {
+  const ncclTeam lsa = ncclTeamLsa(dev), world = ncclTeamWorld(dev);
+  ncclSymPtr<uint32_t> p(win, 8);
+  if (p.localPtr() != ncclGetLocalPointer(win, 8)) return "localPtr is not ncclGetLocalPointer";
+  for (int q = 0; q < lsa.nRanks; ++q) {
+    void* host = nullptr;
+    if (ncclGetLsaDevicePointer(win, 8, q, &host) != ncclSuccess) return "ncclGetLsaDevicePointer";
+    const int w = ncclTeamRankToWorld(dev, lsa, q);
+    if (p.lsaPtr(q) != host || p.peerPtr(w) != host || p.peerPtr(lsa, q) != host || p.peerPtr(world, w) != host)
+      return "ncclSymPtr's pointers to peer " + std::to_string(q) + " are not the host's";
+  }
+  if (p.peerPtr(dev.nRanks) != nullptr || p.peerPtr(-1) != nullptr) return "a rank outside the LSA team has a pointer";
+  ncclSymPtr<uint32_t> q = p + 5;
+  if (q.offset != 8 + 5 * sizeof(uint32_t) || q - p != 5 || p - q != -5 || q.window != win)
+    return "ncclSymPtr + 5 is not five elements on";
+  q -= 5u;
+  q += 3ll;
+  q -= size_t(3);
+  if (q != p || !(q == p) || q + 1 == p) return "ncclSymPtr += / -= do not move by elements";
+  ncclSymPtr<char> bytes = p + 1;
+  if (bytes.offset != 12 || (bytes + 3).offset != 15 || ncclSymPtr<uint32_t>(bytes - 4) != p)
+    return "ncclSymPtr<char> does not count bytes";
+  if (p.multimemPtr(dev.lsaMultimem) != nullptr || p.lsaMultimemPtr(dev) != nullptr)
+    return "a multimem pointer without multimem";
+  ncclSymPtr<double> none;
+  if (none.window != nullptr || none.offset != 0) return "a default ncclSymPtr is not null";
+  // Through the pointers: every peer's words, as that peer wrote them.
+  for (int r = 0; r < lsa.nRanks; ++r)
+    for (size_t i = 0; i < 16; ++i)
+      if ((p + i).lsaPtr(r)[0] != pattern(ncclTeamRankToWorld(dev, lsa, r), 77, 2 + i))
+        return "word " + std::to_string(i) + " of LSA peer " + std::to_string(r) + " read through ncclSymPtr";
+
+  ncclCoopAny any = ncclCoopCta();
+  ncclCoopAny thread{ncclCoopThread()};
+  any.sync();
+  if (any.thread_rank() != 0 || any.size() != 1 || thread.num_threads() != 1) return "ncclCoopAny on the host";
+  if (!ncclCoopIsThread(ncclCoopThread()) || ncclCoopIsThread(ncclCoopCta()) || !ncclCoopWithinWarp(ncclCoopWarp()) ||
+      ncclCoopWithinWarp(ncclCoopWarpSpan(0, 2, 1)) || ncclCoopGetLaneMask(ncclCoopLanes(0x30u)) != 0x30u ||
+      ncclCoopBcast(ncclCoopCta(), 41, 0) != 41)
+    return "the group facts";
+
+  // The rail: one LSA team, so this rank alone, lsaSize apart.
+  const ncclTeam rail = ncclTeamRail(comm), devRail = ncclTeamRail(dev);
+  if (rail.nRanks != 1 || rail.rank != 0 || rail.stride != dev.lsaSize || devRail.nRanks != rail.nRanks ||
+      devRail.rank != rail.rank || devRail.stride != rail.stride)
+    return "ncclTeamRail";
+  void* mm = reinterpret_cast<void*>(1);
+  if (ncclGetLsaMultimemDevicePointer(win, 0, &mm) != ncclSuccess || mm != nullptr) return "ncclGetLsaMultimemDevicePointer";
+  mm = reinterpret_cast<void*>(1);
+  if (ncclGetMultimemDevicePointer(win, 0, dev.lsaMultimem, &mm) != ncclSuccess || mm != nullptr)
+    return "ncclGetMultimemDevicePointer";
+  int notAWindow = 0;
+  if (ncclGetLsaMultimemDevicePointer(reinterpret_cast<ncclWindow_t>(&notAWindow), 0, &mm) != ncclInvalidArgument ||
+      !strstr(ncclGetLastError(nullptr), "not a registered window"))
+    return "ncclGetLsaMultimemDevicePointer took a bad window";
+  return "";
+}
+
+std::string helperSequence(ncclComm_t comm, void* buff, size_t bytes) {
+  ncclWindow_t win = nullptr;
+  if (ncclCommWindowRegister(comm, buff, bytes, &win, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess)
+    return std::string("register: ") + ncclGetLastError(nullptr);
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.lsaBarrierCount = 1;
+  ncclDevComm dev;
+  if (ncclDevCommCreate(comm, &reqs, &dev) != ncclSuccess)
+    return std::string("ncclDevCommCreate: ") + ncclGetLastError(nullptr);
+  auto* words = static_cast<uint32_t*>(buff);
+  for (size_t i = 0; i < 64; ++i) words[i] = pattern(dev.rank, 77, i);
+  std::string wrong;
+  {
+    ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dev, ncclTeamTagLsa(), 0};
+    if (bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel, 20ull * 1000 * 1000 * 1000) != ncclSuccess)
+      wrong = "the first barrier timed out";
+    if (wrong.empty()) wrong = symPtrFacts(comm, dev, win);
+    if (bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel, 20ull * 1000 * 1000 * 1000) != ncclSuccess &&
+        wrong.empty())
+      wrong = "the barrier after the pointer checks timed out";
+  }
+  if (wrong.empty()) wrong = helpersOf<float>(dev, win, "float");
+  if (wrong.empty()) wrong = helpersOf<double>(dev, win, "double");
+  if (wrong.empty()) wrong = helpersOf<int32_t>(dev, win, "int32");
+  if (wrong.empty()) wrong = helpersOf<int64_t>(dev, win, "int64");
+  ncclDevCommDestroy(comm, &dev);
+  ncclCommWindowDeregister(comm, win);
+  return wrong;
+}
+
+int helpersOnRanks(std::vector<int> devs) {
+  const int n = static_cast<int>(devs.size());
+  std::vector<ncclComm_t> comms(n);
+  RANK_CHECK(ncclCommInitAll(comms.data(), n, devs.data()) == ncclSuccess, "init: %s", lastError().c_str());
+  const size_t bytes = size_t(n + 1) * kMaxCount * sizeof(int64_t);
+  std::vector<void*> bufs(n);
+  for (int r = 0; r < n; ++r)
+    RANK_CHECK(ncclMemAlloc(&bufs[r], bytes) == ncclSuccess, "alloc: %s", lastError().c_str());
+  std::vector<std::string> outcome(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { outcome[r] = helperSequence(comms[r], bufs[r], bytes); });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) RANK_CHECK(outcome[r].empty(), "rank %d: %s", r, outcome[r].c_str());
+  for (int r = 0; r < n; ++r) {
+    RANK_CHECK(ncclCommDestroy(comms[r]) == ncclSuccess, "destroy: %s", lastError().c_str());
+    RANK_CHECK(ncclMemFree(bufs[r]) == ncclSuccess, "free");
+  }
+  return 0;
+}
+
 }  // namespace
 
 TEST_CASE("ranks of one process on one GPU read each other's windows through LSA pointers between barriers",
@@ -416,6 +649,14 @@ TEST_CASE("ranks on different hosts get no device communicator and no one-sided 
         {"NCCL_HOSTID", "host-" + std::to_string(rank)}};
   };
   RunResult result = runRanks(2, otherHosts, o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("ncclSymPtr names the window's bytes on every LSA peer, and the reduce/copy helpers equal a reference "
+          "for float, double, int32 and int64 over counts 0, 1 and primes",
+          "[device][device_api]") {
+  RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) { return helpersOnRanks({0, 0, 0}); }, apiOptions());
   INFO(result.describe());
   CHECK(result.allOk());
 }

@@ -35,6 +35,13 @@ for f in "$includedir/nccl.h" "$includedir/nccl_device.h" "$includedir/gyre.h" "
 done
 [ "$(readlink "$dest$libdir/libnccl.so.2")" = "libnccl.so.$api" ] || fail "libnccl.so.2 does not point at libnccl.so.$api"
 
+# Every header nccl_device.h includes is installed: a C++ program using the
+# device API's types builds from the installed tree alone.
+printf '#include <nccl_device.h>\nint main() { ncclSymPtr<float> p; ncclCoopAny any = ncclCoopCta(); return int(p.offset) + any.size() - 1; }\n' \
+  >"$dest/device_header.cc"
+c++ -std=c++17 -fsyntax-only -I"$dest$includedir" "$dest/device_header.cc" ||
+  fail "nccl_device.h does not build from the installed headers"
+
 # pkg-config prefixes -I and -L with the sysroot: the .pc files name the real prefix.
 export PKG_CONFIG_PATH=$dest$libdir/pkgconfig PKG_CONFIG_SYSROOT_DIR=$dest
 [ "$(pkg-config --modversion nccl)" = "$api" ] || fail "nccl.pc says version $(pkg-config --modversion nccl), not $api"
