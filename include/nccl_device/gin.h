@@ -114,46 +114,40 @@ struct ncclGin {
   }
 };
 
-/* A barrier over a team that may span the network (GIN). */
+namespace gyre_device {
+/* A barrier whose every call traps: both of NCCL's network barriers need
+   GIN, which no gyre device communicator carries. */
 template <typename Coop>
-struct ncclBarrierSession {
+struct NetworkBarrier {
   template <typename... Args>
-  GYRE_DEVICE_FN ncclBarrierSession(Coop, Args...) {
-    gyre_device::noGin();
+  GYRE_DEVICE_FN NetworkBarrier(Coop, Args...) {
+    noGin();
   }
   template <typename... Args>
   GYRE_DEVICE_FN void arrive(Args...) {
-    gyre_device::noGin();
+    noGin();
   }
   template <typename... Args>
   GYRE_DEVICE_FN void wait(Args...) {
-    gyre_device::noGin();
+    noGin();
   }
   template <typename... Args>
   GYRE_DEVICE_FN void sync(Args...) {
-    gyre_device::noGin();
+    noGin();
   }
+};
+}  // namespace gyre_device
+
+/* A barrier over a team that may span the network (GIN). */
+template <typename Coop>
+struct ncclBarrierSession : gyre_device::NetworkBarrier<Coop> {
+  using gyre_device::NetworkBarrier<Coop>::NetworkBarrier;
 };
 
 /* The network barrier of NCCL 2.30 on (ncclBarrierSession's GIN half). */
 template <typename Coop>
-struct ncclGinBarrierSession {
-  template <typename... Args>
-  GYRE_DEVICE_FN ncclGinBarrierSession(Coop, Args...) {
-    gyre_device::noGin();
-  }
-  template <typename... Args>
-  GYRE_DEVICE_FN void arrive(Args...) {
-    gyre_device::noGin();
-  }
-  template <typename... Args>
-  GYRE_DEVICE_FN void wait(Args...) {
-    gyre_device::noGin();
-  }
-  template <typename... Args>
-  GYRE_DEVICE_FN void sync(Args...) {
-    gyre_device::noGin();
-  }
+struct ncclGinBarrierSession : gyre_device::NetworkBarrier<Coop> {
+  using gyre_device::NetworkBarrier<Coop>::NetworkBarrier;
 };
 
 #endif /* __cplusplus */
