@@ -15,8 +15,10 @@ namespace {
 
 constexpr size_t kFlagsPerBlock = 1024;
 
+constexpr const char* kPath = "peers in one process, captured point-to-point kernel";
+
 ncclResult_t failPair(const DeviceRequest& c, ncclResult_t code, const std::string& why) {
-  return failP2PCall(c, code, "peers in one process, captured point-to-point kernel", why);
+  return failP2PCall(c, code, kPath, why);
 }
 
 // A zeroed device allocation the communicator keeps until destroy.
@@ -127,22 +129,6 @@ ncclResult_t launchBatch(DeviceComm* comm, RankBatch& b) {
   return joinOthers(b.streams, driver, false);
 }
 
-ncclResult_t awaitFirst(const DeviceRequest& c, const CopyExchange::Ticket& t) {
-  Deadline deadline = Deadline::afterSeconds(c.comm->collTimeoutSeconds);
-  EventHandle done = nullptr;
-  std::string error;
-  switch (c.comm->copies->exchange->awaitCopy(t, deadline, &c.comm->abortFlag, &done, &error)) {
-    case CopyExchange::Outcome::kCopied: return ncclSuccess;
-    case CopyExchange::Outcome::kCopyFailed: return failPair(c, ncclInvalidUsage, error);
-    case CopyExchange::Outcome::kTimedOut:
-      return failPair(c, ncclRemoteError, "rank " + std::to_string(c.root) + " (in this process) made no matching " +
-                      (c.isSend ? "ncclRecv" : "ncclSend") + " within GYRE_TIMEOUT");
-    case CopyExchange::Outcome::kAborted:
-      return failPair(c, ncclInvalidUsage, "the communicator was aborted before the peer made its call");
-  }
-  return ncclSuccess;
-}
-
 }  // namespace
 
 ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& calls,
@@ -180,7 +166,9 @@ ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& call
   after->push_back([firsts] {
     ncclResult_t r = ncclSuccess;
     for (const auto& [c, ticket] : firsts) {
-      ncclResult_t e = awaitFirst(*c, ticket);
+      EventHandle done = nullptr;  // flags, not events, order this pair
+      bool withdrawn = false;
+      ncclResult_t e = awaitPairedCall(*c, ticket, kPath, &done, &withdrawn);
       if (r == ncclSuccess) r = e;
     }
     return r;

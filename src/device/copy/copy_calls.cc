@@ -113,24 +113,11 @@ ncclResult_t copyAsSecond(const DeviceRequest& c, const CopyExchange::Ticket& t,
 ncclResult_t awaitAsFirst(const Pending& p) {
   const DeviceRequest& c = *p.call;
   DeviceRuntime* rt = deviceRuntime();
-  Deadline deadline = Deadline::afterSeconds(c.comm->collTimeoutSeconds);
   EventHandle done = nullptr;
-  std::string error;
-  switch (c.comm->copies->exchange->awaitCopy(p.ticket, deadline, &c.comm->abortFlag, &done, &error)) {
-    case CopyExchange::Outcome::kCopied: break;
-    case CopyExchange::Outcome::kCopyFailed: return failPair(c, ncclInvalidUsage, error);
-    case CopyExchange::Outcome::kTimedOut:
-      rt->eventDestroy(p.ready);  // withdrawn: no copier will wait on it
-      return failPair(c, ncclRemoteError,
-                      "rank " + std::to_string(c.root) + " (in this process) made no matching " +
-                          (c.isSend ? "ncclRecv" : "ncclSend") + " within GYRE_TIMEOUT (" +
-                          std::to_string(static_cast<int>(c.comm->collTimeoutSeconds)) +
-                          " s); a thread that drives several ranks must make their calls inside one "
-                          "ncclGroupStart/End");
-    case CopyExchange::Outcome::kAborted:
-      rt->eventDestroy(p.ready);
-      return failPair(c, ncclInvalidUsage, "the communicator was aborted before the peer made its call");
-  }
+  bool withdrawn = false;
+  ncclResult_t r = awaitPairedCall(c, p.ticket, "peers in one process, copy path", &done, &withdrawn);
+  if (withdrawn) rt->eventDestroy(p.ready);  // no copier will wait on it
+  GYRE_CHECK(r);
   GYRE_CHECK(rt->streamWaitEvent(c.stream, done));
   rt->eventDestroy(done);
   GYRE_CHECK(c.comm->copies->lastCopies.note(c.stream));
@@ -233,6 +220,29 @@ ncclResult_t failP2PCall(const DeviceRequest& c, ncclResult_t code, const char* 
                         c.isSend ? "to" : "from", c.root, c.comm->rank, path, why.c_str());
   c.comm->host->markFailed(r, c.root);
   return r;
+}
+
+ncclResult_t awaitPairedCall(const DeviceRequest& c, const CopyExchange::Ticket& t, const char* path,
+                             EventHandle* done, bool* withdrawn) {
+  Deadline deadline = Deadline::afterSeconds(c.comm->collTimeoutSeconds);
+  std::string error;
+  *withdrawn = false;
+  switch (c.comm->copies->exchange->awaitCopy(t, deadline, &c.comm->abortFlag, done, &error)) {
+    case CopyExchange::Outcome::kCopied: return ncclSuccess;
+    case CopyExchange::Outcome::kCopyFailed: return failP2PCall(c, ncclInvalidUsage, path, error);
+    case CopyExchange::Outcome::kTimedOut:
+      *withdrawn = true;
+      return failP2PCall(c, ncclRemoteError, path,
+                         "rank " + std::to_string(c.root) + " (in this process) made no matching " +
+                             (c.isSend ? "ncclRecv" : "ncclSend") + " within GYRE_TIMEOUT (" +
+                             std::to_string(static_cast<int>(c.comm->collTimeoutSeconds)) +
+                             " s); a thread that drives several ranks must make their calls inside one "
+                             "ncclGroupStart/End");
+    case CopyExchange::Outcome::kAborted:
+      *withdrawn = true;
+      return failP2PCall(c, ncclInvalidUsage, path, "the communicator was aborted before the peer made its call");
+  }
+  return ncclSuccess;
 }
 
 bool sendOverwrittenInBatch(const DeviceRequest& send, const std::vector<const DeviceRequest*>& batch) {

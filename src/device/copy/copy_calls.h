@@ -30,13 +30,12 @@
 #include "src/debug/deadline.h"
 #include "src/device/buffer_pool.h"
 #include "src/device/copy/captured_copies.h"
+#include "src/device/copy/copy_exchange.h"
 #include "src/device/copy/ipc_copies.h"
 #include "src/device/device_comm.h"
 #include "src/device/stream_completions.h"
 
 namespace gyre {
-
-class CopyExchange;
 
 // Which path a send/recv took (NCCL_DEBUG=INFO names it per call; tests
 // read the counts).
@@ -90,6 +89,14 @@ inline const char* p2pCallName(const DeviceRequest& c) { return c.isSend ? "nccl
 // Fails `c`'s communicator, naming the call, its peer, the path (`path`)
 // and `why`, and telling the peer.
 ncclResult_t failP2PCall(const DeviceRequest& c, ncclResult_t code, const char* path, const std::string& why);
+
+// The first side of an in-process pair (`t`): waits until the second side
+// made its call and queued the copy (*done: its event, or null when the
+// pair meets by flags), failing the call as on `path` otherwise;
+// *withdrawn: the offer was taken back (timeout, abort), so no copier will
+// wait on its ready event.
+ncclResult_t awaitPairedCall(const DeviceRequest& c, const CopyExchange::Ticket& t, const char* path,
+                             EventHandle* done, bool* withdrawn);
 
 // Whether a receive of the same communicator in `batch` writes over `send`'s
 // buffer (in-place AlltoAll): the send then goes from a scratch copy of it,

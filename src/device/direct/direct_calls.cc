@@ -31,31 +31,9 @@ constexpr int kDone = 1;
 constexpr auto kWatchInterval = std::chrono::milliseconds(100);
 constexpr uint32_t kReleaseAhead = 1u << 30;  // a generation every pending wait is satisfied by
 
-// Where a captured call's flag lives in an inbox (its slot, phase, peer).
-size_t capturedFlag(int nranks, uint32_t slot, int phase, int peer) {
-  return 2 * size_t(nranks) * (1 + slot) + size_t(phase) * nranks + peer;
-}
-size_t inboxWords(int nranks) { return 2 * size_t(nranks) * (1 + kCapturedDirectCalls); }
-
-// A captured call (slot > 0): flags of its own, set to 1 and cleared by
-// each waiter, in stream memory operations.
-ncclResult_t enqueueCaptured(DeviceComm* comm, const std::vector<DirectCall>& calls, uint32_t slot,
-                             StreamHandle stream) {
-  DirectState& d = *comm->direct;
-  const int n = comm->nranks, me = comm->rank;
-  for (int phase : {kReady, kDone}) {
-    if (phase == kDone)
-      for (const DirectCall& call : calls) GYRE_CHECK(deviceRuntime()->launchDirect(call, stream));
-    FlagOps ops;
-    for (int p = 0; p < n; ++p)
-      if (p != me) ops.add(d.peerInbox[p] + capturedFlag(n, slot - 1, phase, me), 1, FlagOpKind::kWrite);
-    for (int p = 0; p < n; ++p)
-      if (p != me) ops.add(d.inbox + capturedFlag(n, slot - 1, phase, p), 1, FlagOpKind::kWaitAndClear);
-    GYRE_CHECK(enqueueFlagOps(ops, stream, FlagRunner::kStreamMemOps));
-  }
-  d.callsRun.fetch_add(1);
-  return ncclSuccess;
-}
+// An inbox: this rank's [kReady][peer] and [kDone][peer] generations, then
+// its captured calls' flags (direct_share.h).
+size_t inboxWords(int nranks) { return 2 * size_t(nranks) + capturedCallFlagWords(nranks); }
 
 // Stream order: ready to every peer, wait for theirs, this rank's share
 // (every share on the leader, none on the others), done to every peer, wait
@@ -278,6 +256,7 @@ ncclResult_t setupAcrossProcesses(DeviceComm* comm, const Deadline& deadline) {
     GYRE_CHECK(peerPointer(comm, p, setups[p].inbox, 0, &mapped));
     d.peerInbox[p] = static_cast<uint32_t*>(mapped);
   }
+  for (uint32_t* inbox : d.peerInbox) d.capturedFlags.push_back(inbox + 2 * comm->nranks);
   return ncclSuccess;
 }
 
@@ -394,7 +373,12 @@ ncclResult_t launchAcrossProcesses(const DeviceRequest& c, std::vector<DeviceReq
   std::vector<DirectCall> calls;
   ncclResult_t r = buildDirectCalls(c, infos, &calls);
   const uint32_t slot = infos[comm->rank].capturedSlot;
-  if (r == ncclSuccess) r = slot ? enqueueCaptured(comm, calls, slot, c.stream) : enqueueDirect(comm, calls, c.stream);
+  if (r == ncclSuccess && slot) {
+    r = enqueueCapturedCall(comm, calls, slot, c.stream, FlagRunner::kStreamMemOps);
+    if (r == ncclSuccess) comm->direct->callsRun.fetch_add(1);
+  } else if (r == ncclSuccess) {
+    r = enqueueDirect(comm, calls, c.stream);
+  }
   if (r != ncclSuccess) failAndRelease(comm, r, comm->rank);  // peers may already wait on this rank's signals
   else noteDirectRun(*comm->direct, infos[comm->rank]);
   return r;

@@ -72,7 +72,10 @@ struct DirectState {
   std::vector<uint32_t*> peerInbox;  // each rank's inbox as mapped here (this rank's own included)
   std::atomic<uint32_t> generation{0};  // calls run directly so far
   uint64_t callSeq = 0;              // collectives offered to the direct path, checked across ranks
-  uint32_t capturedCalls = 0;        // processes: capture slots taken
+  uint32_t capturedCalls = 0;        // capture slots taken
+  // By rank (this one's included): where that rank's captured-call flags
+  // are mapped here (direct_share.h, enqueueCapturedCall).
+  std::vector<uint32_t*> capturedFlags;
   // Device memory, set when the kernels must not run. Not mapped host
   // memory: every block reads it, and reads over PCIe cost ~1 µs per block
   // on an H100, serialized (a 2 MiB AllReduce took 137 µs).

@@ -19,33 +19,6 @@ namespace {
 void destroyEvent(void* e) { deviceRuntime()->eventDestroy(e); }
 void freeDevice(void* p) { deviceRuntime()->deviceFree(p); }
 
-// Where a captured call's flag lives in a rank's captured inbox.
-size_t capturedFlag(int nranks, uint32_t slot, int phase, int peer) {
-  return (size_t(slot) * 2 + phase) * nranks + peer;
-}
-
-// A call captured into a graph: its launches cannot wait on the peers'
-// events, so the ranks meet through the call's own flags, which each waiter
-// clears (src/device/flag_ops.h), run by the flag kernel: a stream memory
-// wait could hold a hardware queue the peer's stream shares.
-ncclResult_t enqueueCaptured(const DeviceRequest& c, const std::vector<DirectCall>& calls, uint32_t slot) {
-  DeviceComm* comm = c.comm;
-  DirectState& d = *comm->direct;
-  const int n = comm->nranks, me = comm->rank;
-  for (int phase : {0, 1}) {
-    if (phase == 1)
-      for (const DirectCall& call : calls) GYRE_CHECK(deviceRuntime()->launchDirect(call, c.stream));
-    FlagOps ops;
-    ops.abort = d.abortWord;
-    for (int p = 0; p < n; ++p)
-      if (p != me) ops.add(d.clique->capturedInboxes[p] + capturedFlag(n, slot - 1, phase, me), 1, FlagOpKind::kWrite);
-    for (int p = 0; p < n; ++p)
-      if (p != me) ops.add(d.clique->capturedInboxes[me] + capturedFlag(n, slot - 1, phase, p), 1,
-                           FlagOpKind::kWaitAndClear);
-    GYRE_CHECK(enqueueFlagOps(ops, c.stream, FlagRunner::kKernel));
-  }
-  return ncclSuccess;
-}
 
 // What ranks of one process post to their clique per call: their CallInfo,
 // then that their share is queued (its done event recorded).
@@ -79,8 +52,8 @@ ncclResult_t meet(const DeviceRequest& c, uint64_t seq, Meeting m, std::vector<C
 // queued (the meetings order it), so one pair of events per rank serves every
 // call, as long as the calls go one round at a time: `round` holds one call
 // per communicator, the k-th direct call of each in the group. Calls
-// captured into graphs meet by flags instead (enqueueCaptured), after the
-// same meetings.
+// captured into graphs meet by flags instead (enqueueCapturedCall), after
+// the same meetings: their launches cannot wait on the peers' events.
 ncclResult_t runInProcessRound(const std::vector<const DeviceRequest*>& round) {
   DeviceRuntime* rt = deviceRuntime();
   std::vector<CallInfo> mine(round.size());
@@ -111,7 +84,7 @@ ncclResult_t runInProcessRound(const std::vector<const DeviceRequest*>& round) {
         return fail(ncclInvalidUsage, "rank %d: %s: calls of its group took the last of the %u capture slots "
                     "of this communicator's direct path; later captured collectives run as kernels, so capture it "
                     "in a group of its own", comm->rank, describeInfo(mine[k]).c_str(), kCapturedDirectCalls);
-      GYRE_CHECK(enqueueCaptured(c, calls, mine[k].capturedSlot));
+      GYRE_CHECK(enqueueCapturedCall(comm, calls, mine[k].capturedSlot, c.stream, FlagRunner::kKernel));
       noteDirectRun(d, mine[k]);
       d.clique->post(comm->rank, meetingKey(mine[k].callSeq, Meeting::kShareQueued), &mine[k]);
       continue;
@@ -160,13 +133,15 @@ ncclResult_t setupInProcess(DeviceComm* comm, const Deadline& deadline) {
   DeviceRuntime* rt = deviceRuntime();
   GYRE_CHECK(rt->eventCreate(&d.clique->readyEvents[comm->rank]));
   GYRE_CHECK(rt->eventCreate(&d.clique->doneEvents[comm->rank]));
-  const size_t capturedBytes = capturedFlag(comm->nranks, kCapturedDirectCalls, 0, 0) * sizeof(uint32_t);
+  const size_t capturedBytes = capturedCallFlagWords(comm->nranks) * sizeof(uint32_t);
   void* inbox = nullptr;
   GYRE_CHECK(rt->deviceAlloc(capturedBytes, &inbox));
   d.clique->capturedInboxes[comm->rank] = static_cast<uint32_t*>(inbox);
   GYRE_CHECK(rt->memsetSync(inbox, 0, capturedBytes));
-  // Every rank's events exist before any rank's first call waits on them.
-  return comm->bootstrap->allGather(hellos.data(), sizeof(uint64_t), deadline, &comm->abortFlag);
+  // Every rank's events and flags exist before any rank's first call waits on them.
+  GYRE_CHECK(comm->bootstrap->allGather(hellos.data(), sizeof(uint64_t), deadline, &comm->abortFlag));
+  d.capturedFlags = d.clique->capturedInboxes;
+  return ncclSuccess;
 }
 
 ncclResult_t launchInProcess(const std::vector<const DeviceRequest*>& calls) {

@@ -247,6 +247,29 @@ ncclResult_t buildDirectCalls(const DeviceRequest& c, const std::vector<CallInfo
   return ncclSuccess;
 }
 
+size_t capturedCallFlagWords(int nranks) { return size_t(kCapturedDirectCalls) * 2 * nranks; }
+
+ncclResult_t enqueueCapturedCall(DeviceComm* comm, const std::vector<DirectCall>& calls, uint32_t slot,
+                                 StreamHandle stream, FlagRunner runner) {
+  DirectState& d = *comm->direct;
+  const int n = comm->nranks, me = comm->rank;
+  auto flag = [&](int owner, int phase, int peer) {
+    return d.capturedFlags[owner] + (size_t(slot - 1) * 2 + phase) * n + peer;
+  };
+  for (int phase : {0, 1}) {
+    if (phase == 1)
+      for (const DirectCall& call : calls) GYRE_CHECK(deviceRuntime()->launchDirect(call, stream));
+    FlagOps ops;
+    ops.abort = d.abortWord;
+    for (int p = 0; p < n; ++p)
+      if (p != me) ops.add(flag(p, phase, me), 1, FlagOpKind::kWrite);
+    for (int p = 0; p < n; ++p)
+      if (p != me) ops.add(flag(me, phase, p), 1, FlagOpKind::kWaitAndClear);
+    GYRE_CHECK(enqueueFlagOps(ops, stream, runner));
+  }
+  return ncclSuccess;
+}
+
 // Every rank sees the same table, so every rank reaches the same verdict.
 ncclResult_t checkAgreement(DeviceComm* comm, const std::vector<CallInfo>& infos) {
   for (int r = 1; r < comm->nranks; ++r) {

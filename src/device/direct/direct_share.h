@@ -11,6 +11,7 @@
 #include "include/gyre.h"
 #include "src/kernels/direct_work.h"
 #include "src/device/device_comm.h"
+#include "src/device/flag_ops.h"
 #include "src/device/runtime/ipc_registry.h"
 
 namespace gyre {
@@ -58,6 +59,20 @@ ncclResult_t peerPointer(DeviceComm* comm, int peer, const SharedAllocation& a, 
 // every share on rank 0 and nothing on the others.
 ncclResult_t buildDirectCalls(const DeviceRequest& c, const std::vector<CallInfo>& infos,
                               std::vector<DirectCall>* out);
+
+// The flags of captured calls each rank owns: kCapturedDirectCalls slots
+// of [phase][peer] words.
+size_t capturedCallFlagWords(int nranks);
+
+// A call captured into graphs (its `slot` > 0): this rank's share between
+// two meetings on the call's own flags. Each meeting writes 1 into every
+// peer's flag for this rank and waits for, then clears, every peer's flag
+// in this rank's own (src/device/flag_ops.h), so each launch of the ranks'
+// graphs meets afresh; `runner` is how (processes: stream memory
+// operations; ranks of one process: the flag kernel, as a memory wait could
+// hold a hardware queue the peer's stream shares).
+ncclResult_t enqueueCapturedCall(DeviceComm* comm, const std::vector<DirectCall>& calls, uint32_t slot,
+                                 StreamHandle stream, FlagRunner runner);
 
 // Every rank sees the same table, so every rank reaches the same verdict: a
 // mismatch fails the communicator naming both calls.

@@ -160,26 +160,12 @@ ncclResult_t runDirectOnHost(const DirectCall& call) {
   });
 }
 
-void runFlagOpsOnHost(const FlagOps& ops) {
-  for (int i = 0; i < ops.n; ++i) {
-    const FlagOp& op = ops.ops[i];
-    if (op.kind == FlagOpKind::kWrite) {
-      __atomic_store_n(op.flag, op.value, __ATOMIC_RELEASE);
-      continue;
-    }
-    while (!flagReached(__atomic_load_n(op.flag, __ATOMIC_ACQUIRE), op.value)) {
-      if (ops.abort && *ops.abort) return;
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-    if (op.kind == FlagOpKind::kWaitAndClear) __atomic_store_n(op.flag, 0u, __ATOMIC_RELEASE);
-  }
-}
-
 namespace {
 
-// False when the communicator was aborted first.
-bool waitSetOnHost(const uint32_t* flag, const volatile uint32_t* abort) {
-  while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 0) {
+// Until (int32_t)(*flag - value) >= 0, as the kernels wait; false when the
+// communicator was aborted first.
+bool waitFlagOnHost(const uint32_t* flag, uint32_t value, const volatile uint32_t* abort) {
+  while (!flagReached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) {
     if (abort && *abort) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
@@ -188,20 +174,32 @@ bool waitSetOnHost(const uint32_t* flag, const volatile uint32_t* abort) {
 
 }  // namespace
 
+void runFlagOpsOnHost(const FlagOps& ops) {
+  for (int i = 0; i < ops.n; ++i) {
+    const FlagOp& op = ops.ops[i];
+    if (op.kind == FlagOpKind::kWrite) {
+      __atomic_store_n(op.flag, op.value, __ATOMIC_RELEASE);
+      continue;
+    }
+    if (!waitFlagOnHost(op.flag, op.value, ops.abort)) return;
+    if (op.kind == FlagOpKind::kWaitAndClear) __atomic_store_n(op.flag, 0u, __ATOMIC_RELEASE);
+  }
+}
+
 void runPairCopiesOnHost(const PairCopyWork& w) {
   for (int i = 0; i < w.n; ++i)
     if (w.pairs[i].role == PairRole::kFirst) __atomic_store_n(&w.pairs[i].flags->ready, 1u, __ATOMIC_RELEASE);
   for (int i = 0; i < w.n; ++i) {
     const PairCopy& p = w.pairs[i];
     if (p.role != PairRole::kSecond) continue;
-    if (!waitSetOnHost(&p.flags->ready, w.abort)) return;
+    if (!waitFlagOnHost(&p.flags->ready, 1, w.abort)) return;
     if (p.bytes) memmove(p.dst, p.src, p.bytes);
     __atomic_store_n(&p.flags->ready, 0u, __ATOMIC_RELAXED);
     __atomic_store_n(&p.flags->done, 1u, __ATOMIC_RELEASE);
   }
   for (int i = 0; i < w.n; ++i) {
     if (w.pairs[i].role != PairRole::kFirst) continue;
-    if (!waitSetOnHost(&w.pairs[i].flags->done, w.abort)) return;
+    if (!waitFlagOnHost(&w.pairs[i].flags->done, 1, w.abort)) return;
     __atomic_store_n(&w.pairs[i].flags->done, 0u, __ATOMIC_RELEASE);
   }
 }
