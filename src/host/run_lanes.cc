@@ -339,7 +339,13 @@ ncclResult_t describeStall(const Lane& lane, const Connection* conn, double seco
   const LaneSpec& s = lane.spec();
   const PeerInfo& p = (*lane.comm()->peers)[conn->peer];
   ncclResult_t r;
-  if (peerClosed)
+  if (peerClosed && !conn->closedHow.empty())
+    r = fail(ncclRemoteError,
+             "%s #%llu (channel %d, step %zu of %zu): the link from rank %d (%s pid %d) failed before the data this "
+             "rank needs arrived: %s",
+             collName(s.coll), static_cast<unsigned long long>(s.opCount), s.channel, lane.nextStep() + 1, s.nsteps,
+             conn->peer, p.host, p.pid, conn->closedHow.c_str());
+  else if (peerClosed)
     r = fail(ncclRemoteError,
              "%s #%llu (channel %d, step %zu of %zu): rank %d (%s pid %d) closed its connection before sending the "
              "data this rank needs; it died, aborted or left the collective",

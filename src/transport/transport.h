@@ -71,6 +71,10 @@ struct Connection {
   // consumed the last data it sent. It becomes one when this rank waits for
   // data that can no longer arrive.
   bool peerClosed = false;
+  // How the transport learned of the close when that says more than a closed
+  // socket (a network's completion error on the link); empty otherwise. A
+  // peer whose link failed is not one that left, and the report says so.
+  std::string closedHow;
   // The FIFO's counters live in memory that both ranks map (shared memory).
   // The executor then sleeps on them (Transport::sleepWord) instead of in
   // poll(), wakes the peer after moving them (Transport::wakePeer), and runs

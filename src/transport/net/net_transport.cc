@@ -134,9 +134,9 @@ ncclResult_t progressRecv(NetConn* c, Connection& conn, int* culprit) {
         // Nothing of this step arrived: the peer closed or its link went
         // down (ncclRemoteError). That is an error only if this rank still
         // needs data from it (the executor decides, as for a closed socket).
-        GYRE_INFO("NET", "%s: receive failed before step %llu arrived (%s); the peer is taken to have closed",
-                  c->what.c_str(), static_cast<unsigned long long>(c->tail + 1),
-                  net_detail::netFailureText(c->net).c_str());
+        conn.closedHow = c->what + ": " + net_detail::netFailureText(c->net);
+        GYRE_INFO("NET", "%s: receive failed before step %llu arrived; the peer is taken to have closed",
+                  conn.closedHow.c_str(), static_cast<unsigned long long>(c->tail + 1));
         conn.peerClosed = true;
         return ncclSuccess;
       }
