@@ -327,7 +327,10 @@ bool wantsDeviceEvents(const CommObserver* o) {
 
 void* startKernelLaunch(CommObserver* o, void* stream) {
   if (!(o->profilerMask & profiler::kKernelLaunch)) return nullptr;
-  profiler::EventDescr d = descrFor(*o, profiler::kKernelLaunch, loneGroupApiEvent ? loneGroupApiEvent : groupApiEvent);
+  // A lone call's own group API event, or the open group's when this
+  // communicator's plugin context owns it (a parent must be its own event).
+  void* parent = loneGroupApiEvent ? loneGroupApiEvent : groupApiOwner == o ? groupApiEvent : nullptr;
+  profiler::EventDescr d = descrFor(*o, profiler::kKernelLaunch, parent);
   d.kernelLaunch.stream = stream;
   return profiler::start(o->profilerContext, &d);
 }
