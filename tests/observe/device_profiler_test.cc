@@ -257,8 +257,10 @@ TEST_CASE("one rank's self send/recv get P2p events and its collectives Coll eve
   std::vector<const Ev*> p2pApis = rec.of("P2pApi", 0), collApis = rec.of("CollApi", 0);
   REQUIRE(p2pApis.size() == 2 * kRounds + 2);
   REQUIRE(collApis.size() == kRounds + 1);
-  for (size_t k = 0; k < p2pApis.size(); ++k) CHECK(p2pApis[k]->fields.at("captured") == (k >= 2 * kRounds ? "1" : "0"));
-  for (size_t k = 0; k < collApis.size(); ++k) CHECK(collApis[k]->fields.at("captured") == (k >= kRounds ? "1" : "0"));
+  for (size_t k = 0; k < p2pApis.size(); ++k)
+    CHECK(p2pApis[k]->fields.at("captured") == (k >= 2 * kRounds ? "1" : "0"));
+  for (size_t k = 0; k < collApis.size(); ++k)
+    CHECK(collApis[k]->fields.at("captured") == (k >= kRounds ? "1" : "0"));
   // Nothing below the API once capture began.
   const int captureStart = groups[2 * kRounds]->startAt;
   for (const char* kind : {"Group", "Coll", "P2p"})
@@ -473,5 +475,79 @@ TEST_CASE("calls staged through host memory get Coll and P2p events", "[observe]
     checkP2p(*p2ps[1], "Recv", kCount, 1 - rank);
     CHECK(p2ps[0]->parent == p2ps[1]->parent);
     CHECK(p2ps[0]->parent != colls[kCalls - 1]->parent);
+  }
+}
+
+TEST_CASE("processes sharing a GPU get Coll events of the direct executor and P2p events of CUDA IPC copies",
+          "[observe][device]") {
+  REQUIRE(!pluginPath().empty());
+  constexpr int kCalls = 2;
+  constexpr size_t kCount = 2053;
+  RunResult result = runWithPlugin(2, {{"GYRE_FAKE_CUDA", "1"}, {"GYRE_DEVICE_PATH", "direct"}},
+                                   [](int rank, int n, const ncclUniqueId& id) {
+    ncclComm_t comm = nullptr;
+    RANK_CHECK(ncclCommInitRank(&comm, n, id, rank) == ncclSuccess, "init: %s", lastError().c_str());
+    RANK_CHECK(comm->device->direct != nullptr, "rank %d did not set up the direct executor", rank);
+    // cudaMalloc'd (the fake's): CUDA IPC shares these.
+    void* buffers[3] = {};
+    for (void*& b : buffers)
+      RANK_CHECK(gyre::deviceRuntime()->deviceAlloc(kCount * sizeof(int32_t), &b) == ncclSuccess, "alloc");
+    auto* in = static_cast<int32_t*>(buffers[0]);
+    auto* out = static_cast<int32_t*>(buffers[1]);
+    auto* recv = static_cast<int32_t*>(buffers[2]);
+    cudaStream_t s = fakeStream(60);
+    const int peer = 1 - rank;
+    for (int call = 0; call < kCalls; ++call) {
+      for (size_t i = 0; i < kCount; ++i) in[i] = valueOf(rank, call, i);
+      RANK_CHECK(ncclAllReduce(in, out, kCount, ncclInt32, ncclSum, comm, s) == ncclSuccess, "allreduce: %s",
+                 lastError().c_str());
+      RANK_CHECK(sync(s), "sync");
+      for (size_t i = 0; i < kCount; ++i)
+        RANK_CHECK(out[i] == valueOf(0, call, i) + valueOf(1, call, i), "call %d element %zu: %d", call, i, out[i]);
+    }
+    RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+    RANK_CHECK(ncclSend(in, kCount, ncclInt32, peer, comm, s) == ncclSuccess, "send: %s", lastError().c_str());
+    RANK_CHECK(ncclRecv(recv, kCount, ncclInt32, peer, comm, s) == ncclSuccess, "recv: %s", lastError().c_str());
+    RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+    RANK_CHECK(sync(s), "sync");
+    for (size_t i = 0; i < kCount; ++i)
+      RANK_CHECK(recv[i] == valueOf(peer, kCalls - 1, i), "received element %zu: %d", i, recv[i]);
+    RANK_CHECK(comm->device->direct->callsRun.load() == kCalls, "%llu calls ran direct",
+               (unsigned long long)comm->device->direct->callsRun.load());
+    RANK_CHECK(p2pPathCount(comm, gyre::P2PPath::IpcCopy) == 2, "%llu IPC copies",
+               (unsigned long long)p2pPathCount(comm, gyre::P2PPath::IpcCopy));
+    RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+    for (void* b : buffers) gyre::deviceRuntime()->deviceFree(b);
+    return 0;
+  });
+  INFO(result.describe());
+  REQUIRE(result.allOk());
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    Recorded rec(result.ranks[rank]);
+    INFO("plugin lines:\n" << rec.text.substr(0, 20000));
+    checkStructure(rec);
+    std::vector<const Ev*> colls = rec.of("Coll", rank), p2ps = rec.of("P2p", rank);
+    REQUIRE(colls.size() == kCalls);
+    REQUIRE(p2ps.size() == 2);
+    // Rank 0 runs both ranks' shares of an AllReduce as one kernel.
+    std::vector<const Ev*> launches = rec.of("KernelLaunch", rank);
+    CHECK(launches.size() == (rank == 0 ? size_t(kCalls) : 0u));
+    for (const Ev* l : launches) CHECK(rec.at(l->parent).kind == "GroupApi");
+    for (int call = 0; call < kCalls; ++call) {
+      const Ev& c = *colls[call];
+      CHECK(c.fields.at("func") == "AllReduce");
+      CHECK(c.fields.at("seq") == std::to_string(call + 1));
+      CHECK(c.fields.at("count") == std::to_string(kCount));
+      CHECK(c.fields.at("algo") == "DeviceDirect");
+      CHECK(c.fields.at("nChannels") == "1");
+      std::vector<const Ev*> channels = childrenOf(rec.events, rec.order, c.id, "KernelCh");
+      CHECK(channels.size() == (rank == 0 ? 1u : 0u));
+      if (call + 1 < kCalls)
+        for (const Ev* ch : channels) CHECK(ch->stopAt < colls[call + 1]->startAt);
+    }
+    checkP2p(*p2ps[0], "Send", kCount, 1 - rank);
+    checkP2p(*p2ps[1], "Recv", kCount, 1 - rank);
+    CHECK(p2ps[0]->parent == p2ps[1]->parent);
   }
 }
