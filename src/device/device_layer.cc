@@ -7,6 +7,7 @@
 #include "src/device/direct/direct_calls.h"
 #include "src/device/kernel/kernel_calls.h"
 #include "src/device/kernel/kernel_watchdog.h"
+#include "src/device/launch_events.h"
 #include "src/device/runtime/runtime.h"
 #include "src/device/staged/staging.h"
 
@@ -42,6 +43,9 @@ void startDeviceWatchdog(DeviceComm* comm) {
 }
 
 ncclResult_t launchDeviceCalls(const std::vector<DeviceRequest>& calls) {
+  // The calls' profiler Coll and P2p events end once all are enqueued, as
+  // NCCL's end once the group is launched (launch_events.h).
+  RunScope observedRun;
   std::vector<DeviceRequest> kernelCalls, directCalls, copyCalls, stagedCalls;
   for (const DeviceRequest& c : calls) {
     if (c.coll == CollKind::SendRecv) copyCalls.push_back(c);

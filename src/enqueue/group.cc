@@ -9,6 +9,7 @@
 #include "src/comm/comm.h"
 #include "src/debug/error.h"
 #include "src/enqueue/enqueue.h"
+#include "src/device/runtime/runtime.h"
 #include "src/enqueue/launch.h"
 
 namespace gyre {
@@ -108,8 +109,21 @@ ncclResult_t groupSimulateEnd(std::vector<PendingCall>* calls) {
   return earlier;
 }
 
+namespace {
+
+// Whether a device call's stream is capturing a CUDA graph, asked only for
+// a profiler's API events (a query per call otherwise saved).
+bool capturedForProfiler(const ncclComm* comm, const CollCall& args) {
+  if (!comm->observer.profilerMask || comm->isHost) return false;
+  DeviceRuntime* rt = deviceRuntime();
+  bool capturing = false;
+  return rt && rt->isCapturing(args.stream, &capturing) == ncclSuccess && capturing;
+}
+
+}  // namespace
+
 ncclResult_t enqueue(ncclComm* comm, const CollCall& args) {
-  ApiCallScope observed(comm->observer, args, depth);
+  ApiCallScope observed(comm->observer, args, depth, capturedForProfiler(comm, args));
   PendingCall call;
   static_cast<CollCall&>(call) = args;
   call.comm = comm;

@@ -55,7 +55,7 @@ profiler::EventDescr descrFor(const CommObserver& o, int type, void* parent) {
   return d;
 }
 
-void* startApiEvent(CommObserver& o, const CollCall& call, ApiFunc f, void* parent) {
+void* startApiEvent(CommObserver& o, const CollCall& call, ApiFunc f, void* parent, bool graphCaptured) {
   const bool p2p = call.coll == CollKind::SendRecv;
   if (!(o.profilerMask & (p2p ? profiler::kP2pApi : profiler::kCollApi))) return nullptr;
   profiler::EventDescr d = descrFor(o, p2p ? profiler::kP2pApi : profiler::kCollApi, parent);
@@ -64,22 +64,22 @@ void* startApiEvent(CommObserver& o, const CollCall& call, ApiFunc f, void* pare
     d.p2pApi.count = call.count;
     d.p2pApi.datatype = profiler::datatypeName(call.datatype);
     d.p2pApi.stream = call.stream;
-    d.p2pApi.graphCaptured = false;
+    d.p2pApi.graphCaptured = graphCaptured;
   } else {
     d.collApi.func = profilerFuncName(f);
     d.collApi.count = call.count;
     d.collApi.datatype = profiler::datatypeName(call.datatype);
     d.collApi.root = call.root;
     d.collApi.stream = call.stream;
-    d.collApi.graphCaptured = false;
+    d.collApi.graphCaptured = graphCaptured;
   }
   return profiler::start(o.profilerContext, &d);
 }
 
-void* startGroupApiEvent(CommObserver& o, int depth) {
+void* startGroupApiEvent(CommObserver& o, int depth, bool graphCaptured) {
   if (!(o.profilerMask & profiler::kGroupApi)) return nullptr;
   profiler::EventDescr d = descrFor(o, profiler::kGroupApi, nullptr);
-  d.groupApi.graphCaptured = false;
+  d.groupApi.graphCaptured = graphCaptured;
   d.groupApi.groupDepth = depth;
   return profiler::start(o.profilerContext, &d);
 }
@@ -197,10 +197,10 @@ void stopObserving(CommObserver* o) {
   o->profilerMask = 0;
 }
 
-ApiCallScope::ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth)
-    : ApiCallScope(o, call, groupDepth, apiFuncOf(call.coll, call.isSend)) {}
+ApiCallScope::ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth, bool graphCaptured)
+    : ApiCallScope(o, call, groupDepth, graphCaptured, apiFuncOf(call.coll, call.isSend)) {}
 
-ApiCallScope::ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth, ApiFunc f)
+ApiCallScope::ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth, bool graphCaptured, ApiFunc f)
     : o_(o), counters_(o.counters.api[static_cast<int>(f)]), lone_(groupDepth == 0) {
   counters_.calls.add(1);
   counters_.bytes.add(call.count * datatypeSize(call.datatype));
@@ -217,15 +217,16 @@ ApiCallScope::ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth
   if (o.profilerMask) {
     void* parent = nullptr;
     if (lone_) {
-      parent = groupEvent_ = loneGroupApiEvent = startGroupApiEvent(o, 0);
+      parent = groupEvent_ = loneGroupApiEvent = startGroupApiEvent(o, 0, graphCaptured);
     } else {
       if (!groupApiOwner) {
         groupApiOwner = &o;
-        groupApiEvent = startGroupApiEvent(o, groupDepth);
+        // The group's first call on a profiled communicator speaks for it.
+        groupApiEvent = startGroupApiEvent(o, groupDepth, graphCaptured);
       }
       if (groupApiOwner == &o) parent = groupApiEvent;
     }
-    apiEvent_ = startApiEvent(o, call, f, parent);
+    apiEvent_ = startApiEvent(o, call, f, parent, graphCaptured);
   }
 }
 
@@ -318,23 +319,28 @@ void* laneParent(CommObserver* o, bool p2p, uint64_t seq, int peer, bool isSend)
   return nullptr;
 }
 
-bool wantsKernelEvents(const CommObserver* o) {
+bool wantsDeviceEvents(const CommObserver* o) {
   return o && activeRunScopes > 0 &&
-         (o->profilerMask & (profiler::kKernelLaunch | profiler::kColl | profiler::kKernelCh));
+         (o->profilerMask &
+          (profiler::kGroup | profiler::kColl | profiler::kP2p | profiler::kKernelLaunch | profiler::kKernelCh));
 }
 
 void* startKernelLaunch(CommObserver* o, void* stream) {
   if (!(o->profilerMask & profiler::kKernelLaunch)) return nullptr;
-  profiler::EventDescr d = descrFor(*o, profiler::kKernelLaunch, loneGroupApiEvent ? loneGroupApiEvent : groupApiEvent);
+  // A lone call's own group API event, or the open group's when this
+  // communicator's plugin context owns it (a parent must be its own event).
+  void* parent = loneGroupApiEvent ? loneGroupApiEvent : groupApiOwner == o ? groupApiEvent : nullptr;
+  profiler::EventDescr d = descrFor(*o, profiler::kKernelLaunch, parent);
   d.kernelLaunch.stream = stream;
   return profiler::start(o->profilerContext, &d);
 }
 
 void stopKernelLaunch(void* launch) { profiler::stop(launch); }
 
-void* startDeviceColl(CommObserver* o, const CollCall& call, uint64_t seq, int nChannels, const char* proto) {
+void* startDeviceCall(CommObserver* o, const CollCall& call, uint64_t seq, int nChannels, const char* algo,
+                      const char* proto) {
   CommObserver::Planned planned;
-  planned.algorithm = "unknown";  // the kernel's lanes come cached per call shape, without the plan's name
+  planned.algorithm = algo;
   planned.protocol = proto;
   planned.nchannels = nChannels;
   return startRunEvent(*o, call, planned, seq);

@@ -67,16 +67,19 @@ uint64_t commIdOf(uint64_t secret);
 
 // One API call (after its arguments were checked), for its whole duration:
 // counts it, times it (outside groups), opens its NVTX range and profiler
-// API events. `groupDepth`: open ncclGroupStart calls on this thread.
+// API events. `groupDepth`: open ncclGroupStart calls on this thread;
+// `graphCaptured`: the call's stream is capturing a CUDA graph (asked by the
+// caller only where `o` has a profiler), which its API event and a group
+// API event it starts report.
 class ApiCallScope {
  public:
-  ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth);
+  ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth, bool graphCaptured = false);
   ~ApiCallScope();
   ApiCallScope(const ApiCallScope&) = delete;
   ApiCallScope& operator=(const ApiCallScope&) = delete;
 
  private:
-  ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth, ApiFunc f);
+  ApiCallScope(CommObserver& o, const CollCall& call, int groupDepth, bool graphCaptured, ApiFunc f);
   CommObserver& o_;
   CallCounters& counters_;
   uint64_t start_ = 0;

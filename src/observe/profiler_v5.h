@@ -2,12 +2,13 @@
 // ext-profiler/.../profiler_v5.h): the layouts and values a plugin built
 // against NCCL expects. gyre fills the API events (group, collective and
 // point-to-point API calls), the group, collective and point-to-point
-// events, and ProxyOp and ProxyStep events for the host executor's lane
-// steps (step_events.h); the kernel, proxy control and network ones are
-// not delivered.
+// events, ProxyOp and ProxyStep events for the host executor's lane steps
+// and the device paths' KernelLaunch and KernelCh events (step_events.h);
+// the proxy control and network ones are not delivered.
 // Version 6 of the interface has the same function table and extends the
-// descriptor's union with copy-engine events only: the members gyre fills
-// sit at the same places, so a v6 plugin is driven through these types too.
+// descriptor's union with copy-engine events only (NCCL's copy-engine
+// collectives, which gyre does not deliver): the members gyre fills sit at
+// the same places, so a v6 plugin is driven through these types too.
 #pragma once
 
 #include <sys/types.h>

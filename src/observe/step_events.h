@@ -3,10 +3,11 @@
 // connection a lane uses, in each direction (its channel id is the lane's
 // channel, its peer the connection's), and a ProxyStep event per chunk the
 // lane sends or receives on it, parented to the call's Coll or P2p event.
-// The device kernels, as far as the host side knows them: a KernelLaunch
-// event per launch, a Coll event per call it carries and a KernelCh event
-// per lane of the call, from the launch until a host function queued after
-// the kernel on its stream runs. The executors (src/host, src/device)
+// The device paths, as far as the host side knows them: a Coll or P2p
+// event per call until it is enqueued, and for a kernel a KernelLaunch
+// event per launch and a KernelCh event per lane (or block group) of each
+// call it carries, from the launch until a host function queued after the
+// kernel on its stream runs. The executors (src/host, src/device)
 // include this header only: what they pass is plain values and CollCall.
 //
 // Cost without a plugin: anyProfiler stays false, and the executors test it
@@ -70,15 +71,18 @@ void stopOp(void* op);
 void* startStep(CommObserver* o, void* op, int step, bool isSend);
 void endStep(void* step, bool isSend, size_t bytes);
 
-// Device kernels. Whether `o` (may be null) has a plugin asking for
-// KernelLaunch, Coll or KernelCh events and a run is being observed.
-bool wantsKernelEvents(const CommObserver* o);
+// Device calls. Whether `o` (may be null) has a plugin asking for Group,
+// Coll, P2p, KernelLaunch or KernelCh events and a run is being observed.
+bool wantsDeviceEvents(const CommObserver* o);
 // Around the launch call itself; parent: the calling group's API event.
 void* startKernelLaunch(CommObserver* o, void* stream);
 void stopKernelLaunch(void* launch);
-// A call the kernel carries: its Coll event (under the run's Group event,
-// stopped when the run ends, as NCCL stops it once the call is enqueued).
-void* startDeviceColl(CommObserver* o, const CollCall& call, uint64_t seq, int nChannels, const char* proto);
+// A device call's Coll event (a collective; `seq` its number, `algo` the
+// path's name) or P2p event (a send or receive), under the run's Group
+// event and stopped when the run ends, as NCCL stops it once the call is
+// enqueued. Null when the plugin keeps none.
+void* startDeviceCall(CommObserver* o, const CollCall& call, uint64_t seq, int nChannels, const char* algo,
+                      const char* proto);
 // The KernelCh events of the lanes of the kernel's calls, started at
 // launch (`channels`: each lane's channel; `parent`: its call's Coll
 // event). `pending` (null for the first call of a launch) gathers them

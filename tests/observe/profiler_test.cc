@@ -25,6 +25,7 @@
 #include "call_script.h"
 #include "fork_ranks.h"
 #include "log_dir.h"
+#include "profiler_records.h"
 
 using namespace gyre::test;
 
@@ -107,50 +108,6 @@ std::vector<std::string> pluginLines(const RankOutcome& r) {
   return out;
 }
 
-struct Ev {
-  int id = 0, parent = 0;
-  std::string kind;
-  std::map<std::string, std::string> fields;
-  int startAt = -1, stopAt = -1, stops = 0;
-  std::vector<std::pair<int, std::string>> states;  // state number, " bytes=N" or ""
-};
-
-std::map<int, Ev> parseEvents(const std::vector<std::string>& lines, std::vector<int>* order) {
-  std::map<int, Ev> events;
-  std::regex start("start ([0-9]+) parent=([0-9]+) rank=(-?[0-9]+) ([A-Za-z0-9]+)(.*)");
-  std::regex stop("stop ([0-9]+).*");
-  std::regex state("state ([0-9]+) ([0-9]+)(.*)");
-  std::regex field(" ([A-Za-z]+)=([^ ]*)");
-  for (int i = 0; i < static_cast<int>(lines.size()); ++i) {
-    std::smatch m;
-    if (std::regex_match(lines[i], m, start)) {
-      Ev& e = events[std::stoi(m[1])];
-      e.id = std::stoi(m[1]);
-      e.parent = std::stoi(m[2]);
-      e.kind = m[4];
-      e.fields["rank"] = m[3];
-      const std::string rest = m[5];
-      for (std::sregex_iterator it(rest.begin(), rest.end(), field), end; it != end; ++it) e.fields[(*it)[1]] = (*it)[2];
-      e.startAt = i;
-      order->push_back(e.id);
-    } else if (std::regex_match(lines[i], m, state)) {
-      events[std::stoi(m[1])].states.push_back({std::stoi(m[2]), m[3]});
-    } else if (std::regex_match(lines[i], m, stop)) {
-      Ev& e = events[std::stoi(m[1])];
-      e.stopAt = i;
-      e.stops += 1;
-    }
-  }
-  return events;
-}
-
-std::vector<const Ev*> ofKind(const std::map<int, Ev>& events, const std::vector<int>& order, const std::string& kind) {
-  std::vector<const Ev*> out;
-  for (int id : order)
-    if (events.at(id).kind == kind) out.push_back(&events.at(id));
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("a profiler plugin receives API, group, collective and send/recv events of every call", "[observe]") {
@@ -218,6 +175,7 @@ TEST_CASE("a profiler plugin receives API, group, collective and send/recv event
       const Ev& g = events[e.parent];
       CHECK(g.kind == "GroupApi");
       CHECK(g.fields.at("depth") == (c.grouped ? "1" : "0"));
+      CHECK(g.fields.at("captured") == "0");
       if (c.grouped) {
         if (groupOfP2p) CHECK(e.parent == groupOfP2p);
         groupOfP2p = e.parent;
@@ -341,15 +299,6 @@ bool ringCalls(ncclComm_t comm, int rank, int n) {
   return true;
 }
 
-std::vector<const Ev*> childrenOf(const std::map<int, Ev>& events, const std::vector<int>& order, int parent,
-                                  const std::string& kind) {
-  std::vector<const Ev*> out;
-  for (int id : order)
-    if (events.at(id).parent == parent && events.at(id).kind == kind) out.push_back(&events.at(id));
-  return out;
-}
-
-int64_t field(const Ev& e, const std::string& name) { return std::stoll(e.fields.at(name)); }
 
 // The bytes a ProxyStep event reported (with its last state), or -1.
 int64_t stepBytes(const Ev& step) {

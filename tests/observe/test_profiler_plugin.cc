@@ -64,14 +64,18 @@ ncclResult_t startEvent(void* context, void** handle, EventDescr* d) {
   std::string line = "start " + std::to_string(e.id) + " parent=" + std::to_string(idOf(d->parentObj)) +
                      " rank=" + std::to_string(d->rank) + " ";
   switch (d->type) {
-    case kGroupApi: line += "GroupApi depth=" + std::to_string(d->groupApi.groupDepth); break;
+    case kGroupApi:
+      line += "GroupApi depth=" + std::to_string(d->groupApi.groupDepth) +
+              " captured=" + std::to_string(d->groupApi.graphCaptured ? 1 : 0);
+      break;
     case kCollApi:
       line += "CollApi func=" + str(d->collApi.func) + " count=" + std::to_string(d->collApi.count) +
-              " datatype=" + str(d->collApi.datatype) + " root=" + std::to_string(d->collApi.root);
+              " datatype=" + str(d->collApi.datatype) + " root=" + std::to_string(d->collApi.root) +
+              " captured=" + std::to_string(d->collApi.graphCaptured ? 1 : 0);
       break;
     case kP2pApi:
       line += "P2pApi func=" + str(d->p2pApi.func) + " count=" + std::to_string(d->p2pApi.count) +
-              " datatype=" + str(d->p2pApi.datatype);
+              " datatype=" + str(d->p2pApi.datatype) + " captured=" + std::to_string(d->p2pApi.graphCaptured ? 1 : 0);
       break;
     case kGroup: line += "Group"; break;
     case kColl:

@@ -13,6 +13,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/copy/copy_exchange.h"
+#include "src/device/launch_events.h"
 #include "src/device/runtime/runtime.h"
 
 namespace gyre {
@@ -48,6 +49,10 @@ ncclResult_t copySelf(const std::vector<const DeviceRequest*>& calls) {
       if (p2pBytes(s) != p2pBytes(r))
         return fail(ncclInvalidUsage, "rank %d: ncclSend to itself of %zu bytes meets an ncclRecv from itself of "
                     "%zu bytes (the %zu-th pair of the group)", comm->rank, p2pBytes(s), p2pBytes(r), i + 1);
+      if (observedEagerCall(r)) {
+        startDeviceCallEvent(s, 0, 1, "", "");
+        startDeviceCallEvent(r, 0, 1, "", "");
+      }
       // The copy runs on the receive's stream, after the send's stream
       // reached the send; the send's stream then waits for the copy.
       GYRE_CHECK(joinStreams(s.stream, r.stream));
@@ -134,6 +139,7 @@ ncclResult_t copyInProcess(const std::vector<const DeviceRequest*>& calls, After
     const DeviceRequest& c = *cp;
     CopyState& s = *c.comm->copies;
     OnDevice onDevice(c.comm->cudaDev);
+    if (observedDeviceCalls(c.comm)) startDeviceCallEvent(c, 0, 1, "", "");
     CopyExchange::Offer mine;
     mine.from = c.isSend ? c.comm->rank : c.root;
     mine.to = c.isSend ? c.root : c.comm->rank;

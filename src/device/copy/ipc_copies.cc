@@ -12,6 +12,7 @@
 #include "src/debug/log.h"
 #include "src/device/copy/copy_calls.h"
 #include "src/device/flag_ops.h"
+#include "src/device/launch_events.h"
 #include "src/device/runtime/ipc_registry.h"
 #include "src/device/process_liveness.h"
 #include "src/device/runtime/runtime.h"
@@ -289,6 +290,8 @@ ncclResult_t postSends(const std::vector<const DeviceRequest*>& calls, std::vect
       countP2PPath(*c, P2PPath::Staged);
       continue;
     }
+    // Its P2p event from here: the call takes this path (capture aside).
+    if (!capturing && observedDeviceCalls(c->comm)) startDeviceCallEvent(*c, 0, 1, "", "");
     sends->push_back(send);
   }
   return ncclSuccess;
@@ -328,6 +331,7 @@ ncclResult_t takeNotes(const std::vector<const DeviceRequest*>& calls, std::vect
                       (capturing ? "is not" : "is") + "; both sides of a pair must capture alike");
     recv.capturedSlot = note.capturedSlot;
     if (capturing) s.capturedWith[c->root] = true;
+    else if (observedDeviceCalls(comm)) startDeviceCallEvent(*c, 0, 1, "", "");
     recv.sizesMatch = note.bytes == p2pBytes(*c);
     if (recv.sizesMatch && note.window) {
       void* source = nullptr;

@@ -19,6 +19,7 @@
 #include "src/device/direct/direct_inprocess.h"
 #include "src/device/direct/direct_share.h"
 #include "src/device/flag_ops.h"
+#include "src/device/launch_events.h"
 #include "src/device/runtime/ipc_registry.h"
 #include "src/device/process_liveness.h"
 #include "src/call/datatypes.h"
@@ -38,18 +39,21 @@ size_t inboxWords(int nranks) { return 2 * size_t(nranks) + capturedCallFlagWord
 // Stream order: ready to every peer, wait for theirs, this rank's share
 // (every share on the leader, none on the others), done to every peer, wait
 // for theirs.
-ncclResult_t enqueueDirect(DeviceComm* comm, const std::vector<DirectCall>& calls, StreamHandle stream) {
+ncclResult_t enqueueDirect(const DeviceRequest& c, uint64_t seq, const std::vector<DirectCall>& calls) {
+  DeviceComm* comm = c.comm;
+  const StreamHandle stream = c.stream;
   DeviceRuntime* rt = deviceRuntime();
   DirectState& d = *comm->direct;
   const int n = comm->nranks, me = comm->rank;
   const uint32_t g = ++d.generation;
+  const bool observed = observedDeviceCalls(comm);
+  void* callEvent = startDirectCallEvent(c, seq, calls, observed);
   // Signals are generation numbers, and a wait passes at any later one: a
   // call on another stream that ran ahead of the previous call would tell
   // the peers this rank is ready for both. So calls follow each other.
   GYRE_CHECK(d.lastCall.followLast(stream));
   for (int phase : {kReady, kDone}) {
-    if (phase == kDone)
-      for (const DirectCall& call : calls) GYRE_CHECK(rt->launchDirect(call, stream));
+    if (phase == kDone) GYRE_CHECK(launchShares(c, calls, observed, callEvent));
     for (int p = 0; p < n; ++p)
       if (p != me) GYRE_CHECK(rt->streamWriteFlag(stream, d.peerInbox[p] + phase * n + me, g));
     for (int p = 0; p < n; ++p)
@@ -377,7 +381,7 @@ ncclResult_t launchAcrossProcesses(const DeviceRequest& c, std::vector<DeviceReq
     r = enqueueCapturedCall(comm, calls, slot, c.stream, FlagRunner::kStreamMemOps);
     if (r == ncclSuccess) comm->direct->callsRun.fetch_add(1);
   } else if (r == ncclSuccess) {
-    r = enqueueDirect(comm, calls, c.stream);
+    r = enqueueDirect(c, infos[comm->rank].callSeq, calls);
   }
   if (r != ncclSuccess) failAndRelease(comm, r, comm->rank);  // peers may already wait on this rank's signals
   else noteDirectRun(*comm->direct, infos[comm->rank]);

@@ -11,6 +11,7 @@
 #include "src/device/direct/direct_clique.h"
 #include "src/device/direct/direct_share.h"
 #include "src/device/flag_ops.h"
+#include "src/device/launch_events.h"
 #include "src/device/runtime/runtime.h"
 
 namespace gyre {
@@ -89,9 +90,11 @@ ncclResult_t runInProcessRound(const std::vector<const DeviceRequest*>& round) {
       d.clique->post(comm->rank, meetingKey(mine[k].callSeq, Meeting::kShareQueued), &mine[k]);
       continue;
     }
+    const bool observed = observedDeviceCalls(comm);
+    void* callEvent = startDirectCallEvent(c, mine[k].callSeq, calls, observed);
     for (int p = 0; p < comm->nranks; ++p)
       if (p != comm->rank) GYRE_CHECK(rt->streamWaitEvent(c.stream, d.clique->readyEvents[p]));
-    for (const DirectCall& call : calls) GYRE_CHECK(rt->launchDirect(call, c.stream));
+    GYRE_CHECK(launchShares(c, calls, observed, callEvent));
     noteDirectRun(d, mine[k]);
     GYRE_CHECK(rt->eventRecord(d.clique->doneEvents[comm->rank], c.stream));
     d.clique->post(comm->rank, meetingKey(mine[k].callSeq, Meeting::kShareQueued), &mine[k]);

@@ -9,6 +9,7 @@
 #include "src/call/datatypes.h"
 #include "src/debug/error.h"
 #include "src/device/direct/direct_calls.h"
+#include "src/device/launch_events.h"
 
 namespace gyre {
 namespace {
@@ -244,6 +245,29 @@ ncclResult_t buildDirectCalls(const DeviceRequest& c, const std::vector<CallInfo
     out->push_back(shareCall(c, infos, in, outs, 0, comm->nranks));  // the shares are one range: the whole buffers
   }
   for (DirectCall& d : *out) d.wholeGpu = leader ? 1 : 0;
+  return ncclSuccess;
+}
+
+void* startDirectCallEvent(const DeviceRequest& c, uint64_t seq, const std::vector<DirectCall>& calls,
+                           bool observed) {
+  if (!observed) return nullptr;
+  // "Simple": plain loads and stores, no flags in the data (NCCL's nearest protocol).
+  return startDeviceCallEvent(c, seq, std::max<int>(1, static_cast<int>(calls.size())), kDirectAlgo, "Simple");
+}
+
+ncclResult_t launchShares(const DeviceRequest& c, const std::vector<DirectCall>& calls, bool observed,
+                          void* callEvent) {
+  for (size_t i = 0; i < calls.size(); ++i) {
+    LaunchEvents events;
+    if (observed) {
+      const int channel = static_cast<int>(i);
+      events.begin(c.comm->observer, c.stream);
+      events.addChannels(c.comm->observer, callEvent, &channel, 1);
+    }
+    const ncclResult_t launched = deviceRuntime()->launchDirect(calls[i], c.stream);
+    events.launched(launched == ncclSuccess ? c.stream : nullptr);
+    GYRE_CHECK(launched);
+  }
   return ncclSuccess;
 }
 

@@ -60,6 +60,19 @@ ncclResult_t peerPointer(DeviceComm* comm, int peer, const SharedAllocation& a, 
 ncclResult_t buildDirectCalls(const DeviceRequest& c, const std::vector<CallInfo>& infos,
                               std::vector<DirectCall>* out);
 
+// Profiler events of an eager direct call (launch_events.h), when
+// `observed`: its Coll event, started before its first stream work
+// (nChannels: the kernels this rank launches for it, 1 when it launches
+// none; `seq`: its number on the direct path); then launchShares.
+void* startDirectCallEvent(const DeviceRequest& c, uint64_t seq, const std::vector<DirectCall>& calls,
+                           bool observed);
+
+// The call's direct kernels (the shares this rank runs) on its stream; when
+// `observed`, per kernel a KernelLaunch event and a KernelCh event numbered
+// by share under `callEvent`, ended once the kernel has finished.
+ncclResult_t launchShares(const DeviceRequest& c, const std::vector<DirectCall>& calls, bool observed,
+                          void* callEvent);
+
 // The flags of captured calls each rank owns: kCapturedDirectCalls slots
 // of [phase][peer] words.
 size_t capturedCallFlagWords(int nranks);

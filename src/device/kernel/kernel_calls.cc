@@ -12,9 +12,9 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/call_scalar.h"
+#include "src/device/launch_events.h"
 #include "src/device/runtime/runtime.h"
 #include "src/lower/lower.h"
-#include "src/observe/step_events.h"
 #include "src/call/datatypes.h"
 #include "src/sched/slot_meta.h"
 #include "src/transport/transport.h"
@@ -318,38 +318,20 @@ void startKernelWatchdog(DeviceComm* comm) {
 
 namespace {
 
-// A launch's profiler events (step_events.h): KernelLaunch around the
+// A launch's profiler events (launch_events.h): KernelLaunch around the
 // launch call, a Coll event per call, a KernelCh event per lane until the
-// kernel is done (a host function queued after it on the stream).
-class LaunchEvents {
- public:
-  void begin(const LaunchRun& run, const DeviceLaunch& launch) {
-    CommObserver* o = run.calls[0]->comm->observer;
-    launchEvent_ = stepev::startKernelLaunch(o, run.calls[0]->stream);
-    for (size_t i = 0; i < run.size; ++i) {
-      const KernelState::Lanes& lanes = *run.lanes[i];
-      void* coll = stepev::startDeviceColl(o, *run.calls[i], launch.calls[i].opCount, lanes.count,
-                                           lanes.ll ? "LL" : "Simple");
-      channels_ = stepev::startKernelChannels(o, coll, lanes.channels.data(), static_cast<int>(lanes.channels.size()),
-                                              channels_);
-    }
-    active_ = true;
+// kernel is done.
+void beginLaunchEvents(const LaunchRun& run, const DeviceLaunch& launch, LaunchEvents* events) {
+  CommObserver* o = run.calls[0]->comm->observer;
+  events->begin(o, run.calls[0]->stream);
+  for (size_t i = 0; i < run.size; ++i) {
+    const KernelState::Lanes& lanes = *run.lanes[i];
+    // The kernel's lanes come cached per call shape, without the plan's name.
+    void* coll = startDeviceCallEvent(*run.calls[i], launch.calls[i].opCount, lanes.count, "unknown",
+                                      lanes.ll ? "LL" : "Simple");
+    events->addChannels(o, coll, lanes.channels.data(), static_cast<int>(lanes.channels.size()));
   }
-  // After the launch call: on `stream` when the kernel was launched, else
-  // (null) the channels' events end now.
-  void launched(StreamHandle stream) {
-    if (!active_) return;
-    stepev::stopKernelLaunch(launchEvent_);
-    if (channels_ && (!stream || deviceRuntime()->hostFunc(stream, stepev::kernelDone, channels_) != ncclSuccess))
-      stepev::kernelDone(channels_);
-    channels_ = nullptr;
-  }
-
- private:
-  bool active_ = false;
-  void* launchEvent_ = nullptr;
-  stepev::KernelChannels* channels_ = nullptr;
-};
+}
 
 // Launches the run's calls as one kernel; `blocks` when there are several.
 ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) {
@@ -375,7 +357,7 @@ ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) 
   if (!capturing) GYRE_CHECK(order.followLast(lead.stream));
   // Profiler events; none for a captured launch, which runs at each replay.
   LaunchEvents events;
-  if (anyProfiler && !capturing && stepev::wantsKernelEvents(lead.comm->observer)) events.begin(run, launch);
+  if (!capturing && observedDeviceCalls(lead.comm)) beginLaunchEvents(run, launch, &events);
   const ncclResult_t launched = deviceRuntime()->launchKernel(launch, lead.stream);
   events.launched(launched == ncclSuccess ? lead.stream : nullptr);
   GYRE_CHECK(launched);
@@ -391,7 +373,6 @@ ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) 
 }  // namespace
 
 ncclResult_t launchKernelCalls(const std::vector<DeviceRequest>& calls) {
-  RunScope observedRun;  // the calls' profiler Coll events end once they are launched
   GYRE_CHECK(checkStreams(calls));
   DeviceRuntime* rt = deviceRuntime();
   // Every call's lanes are in device memory before the first kernel starts:
@@ -414,6 +395,7 @@ ncclResult_t launchKernelCalls(const std::vector<DeviceRequest>& calls) {
       // One rank: every collective is its input (avg divides by 1), so a
       // copy engine does it, as in NCCL; in place there is nothing to do.
       ++c.comm->opCount;
+      if (observedEagerCall(c)) startDeviceCallEvent(c, c.comm->opCount, 1, kOneRankCopyAlgo, "Simple");
       if (c.input != c.output) {
         GYRE_CHECK(rt->copyAsync(c.output, c.input, c.count * datatypeSize(c.datatype), c.stream));
         // Noted like a kernel so destroy waits for the copy too (a copy

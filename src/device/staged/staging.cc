@@ -6,6 +6,7 @@
 #include <string>
 
 #include "src/device/device_comm.h"
+#include "src/device/launch_events.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/runtime/runtime.h"
@@ -322,6 +323,9 @@ ncclResult_t launchStagedCalls(const std::vector<DeviceRequest>& calls) {
     bool capturing = false;
     GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
     job->captured |= capturing;
+    const uint64_t seq = c.coll == CollKind::SendRecv ? 0 : ++c.comm->staging->collsStaged;
+    // The host executor picks its protocol per piece when the piece runs: unknown here.
+    if (!capturing && observedDeviceCalls(c.comm)) startDeviceCallEvent(c, seq, 1, kStagedAlgo, "unknown");
     job->calls.emplace_back();
     GYRE_CHECK(prepareCall(c, &job->calls.back()));
     job->pieces = std::max(job->pieces, job->calls.back().pieces);

@@ -57,6 +57,9 @@ struct StagingState {
   // Copy-in, host-run and copy-out streams of pipelined jobs (staging.cc),
   // made at first use and destroyed with the buffers.
   StreamHandle ownStreams[3] = {nullptr, nullptr, nullptr};
+  // Collectives staged so far, every rank numbering alike: the seqNumber
+  // of their profiler Coll events.
+  uint64_t collsStaged = 0;
   // Runs the pieces of jobs this communicator drives (started at first use).
   StagingWorker worker;
 };
