@@ -8,8 +8,8 @@
 
 #include "src/comm/comm.h"
 #include "src/debug/error.h"
-#include "src/enqueue/enqueue.h"
 #include "src/device/runtime/runtime.h"
+#include "src/enqueue/enqueue.h"
 #include "src/enqueue/launch.h"
 
 namespace gyre {
