@@ -76,28 +76,10 @@ RunResult runWithPlugin(int nranks, std::vector<std::pair<std::string, std::opti
         RANK_CHECK(lib, "the profiler plugin %s was not loaded", plugin.c_str());
         auto logFn = reinterpret_cast<const char* (*)()>(dlsym(lib, "gyretest_profiler_log"));
         RANK_CHECK(logFn, "the test plugin lacks gyretest_profiler_log");
-        std::istringstream lines(logFn());
-        int i = 0;
-        for (std::string line; std::getline(lines, line); ++i) {
-          char key[16];
-          snprintf(key, sizeof key, "line%04d", i);
-          rankRecord(key, line);
-        }
-        rankRecord("lines", std::to_string(i));
+        rankRecordLines(logFn());
         return 0;
       },
       options);
-}
-
-std::vector<std::string> linesOf(const RankOutcome& r) {
-  std::vector<std::string> out;
-  const int n = std::stoi(r.records.at("lines"));
-  for (int i = 0; i < n; ++i) {
-    char key[16];
-    snprintf(key, sizeof key, "line%04d", i);
-    out.push_back(r.records.at(key));
-  }
-  return out;
 }
 
 // One process's events, and those of one rank among them in start order.
@@ -107,7 +89,7 @@ struct Recorded {
   std::string text;  // for failure messages
 
   explicit Recorded(const RankOutcome& r) {
-    std::vector<std::string> lines = linesOf(r);
+    std::vector<std::string> lines = recordedLines(r);
     for (const std::string& l : lines) text += l + "\n";
     events = parseEvents(lines, &order);
   }

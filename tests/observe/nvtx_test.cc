@@ -41,27 +41,10 @@ RunResult runWithRecorder(const std::string& recorder, bool disable) {
           RANK_CHECK(fn != nullptr, "the recorder lacks gyretest_nvtx_log");
           log = fn();
         }
-        std::istringstream lines(log);
-        int i = 0;
-        for (std::string line; std::getline(lines, line); ++i) {
-          char key[16];
-          snprintf(key, sizeof key, "line%04d", i);
-          rankRecord(key, line);
-        }
-        rankRecord("lines", std::to_string(i));
+        rankRecordLines(log);
         return 0;
       },
       options);
-}
-
-std::vector<std::string> recordedLines(const RankOutcome& r) {
-  std::vector<std::string> out;
-  for (int i = 0, n = std::stoi(r.records.at("lines")); i < n; ++i) {
-    char key[16];
-    snprintf(key, sizeof key, "line%04d", i);
-    out.push_back(r.records.at(key));
-  }
-  return out;
 }
 
 }  // namespace

@@ -76,14 +76,7 @@ RunOutput runRecorded(int nranks, const Env& env, const std::string& plugin, con
         countsFn(&inits, &finalizes);
         rankRecord("inits", std::to_string(inits));
         rankRecord("finalizes", std::to_string(finalizes));
-        std::istringstream lines(logFn());
-        int i = 0;
-        for (std::string line; std::getline(lines, line); ++i) {
-          char key[16];
-          snprintf(key, sizeof key, "line%04d", i);
-          rankRecord(key, line);
-        }
-        rankRecord("lines", std::to_string(i));
+        rankRecordLines(logFn());
         return 0;
       },
       options);
@@ -95,17 +88,6 @@ RunOutput runRecorded(int nranks, const Env& env, const std::string& plugin, con
 // The scripted calls (call_script.h) on 2 ranks.
 RunOutput runScript(const Env& env, const std::string& plugin) {
   return runRecorded(2, env, plugin, [](ncclComm_t comm, int rank, int) { return runCallScript(comm, rank); });
-}
-
-std::vector<std::string> pluginLines(const RankOutcome& r) {
-  std::vector<std::string> out;
-  int n = std::stoi(r.records.at("lines"));
-  for (int i = 0; i < n; ++i) {
-    char key[16];
-    snprintf(key, sizeof key, "line%04d", i);
-    out.push_back(r.records.at(key));
-  }
-  return out;
 }
 
 }  // namespace
@@ -122,7 +104,7 @@ TEST_CASE("a profiler plugin receives API, group, collective and send/recv event
     REQUIRE(r.records.at("loaded") == "yes");
     CHECK(r.records.at("inits") == "1");
     CHECK(r.records.at("finalizes") == "1");
-    std::vector<std::string> lines = pluginLines(r);
+    std::vector<std::string> lines = recordedLines(r);
     std::string all;
     for (const std::string& l : lines) all += l + "\n";
     INFO("rank " << rank << " plugin lines:\n" << all);
@@ -329,7 +311,7 @@ TEST_CASE("a profiler plugin receives a ProxyOp per lane connection and a ProxyS
       std::vector<std::map<int, int>> sendPeer(n), recvPeer(n);
       int64_t sentBytes = 0, receivedBytes = 0;
       for (int rank = 0; rank < n; ++rank) {
-        std::vector<std::string> lines = pluginLines(run.result.ranks[rank]);
+        std::vector<std::string> lines = recordedLines(run.result.ranks[rank]);
         std::string all;
         for (const std::string& l : lines) all += l + "\n";
         INFO("rank " << rank << " plugin lines:\n" << all.substr(0, 20000));
@@ -467,7 +449,7 @@ TEST_CASE("a profiler plugin receives KernelLaunch, collective and KernelCh even
       INFO(run.result.describe());
       REQUIRE(run.result.allOk());
       for (int rank = 0; rank < n; ++rank) {
-        std::vector<std::string> lines = pluginLines(run.result.ranks[rank]);
+        std::vector<std::string> lines = recordedLines(run.result.ranks[rank]);
         std::string all;
         for (const std::string& l : lines) all += l + "\n";
         INFO("rank " << rank << " plugin lines:\n" << all.substr(0, 20000));
@@ -571,7 +553,7 @@ TEST_CASE("every path's ProxyOp events have as many ProxySteps as they announce,
   INFO(run.result.describe());
   REQUIRE(run.result.allOk());
   for (int rank = 0; rank < 2; ++rank) {
-    std::vector<std::string> lines = pluginLines(run.result.ranks[rank]);
+    std::vector<std::string> lines = recordedLines(run.result.ranks[rank]);
     std::vector<int> order;
     std::map<int, Ev> events = parseEvents(lines, &order);
     std::set<std::string> algos;

@@ -93,6 +93,29 @@ void rankRecord(const std::string& key, const std::string& value) {
   sendLine('R', key + '\t' + value);
 }
 
+namespace {
+std::string lineKey(int i) {
+  char key[16];
+  snprintf(key, sizeof key, "line%04d", i);
+  return key;
+}
+}  // namespace
+
+void rankRecordLines(const std::string& text) {
+  std::istringstream lines(text);
+  int i = 0;
+  for (std::string line; std::getline(lines, line); ++i) rankRecord(lineKey(i), line);
+  rankRecord("lines", std::to_string(i));
+}
+
+std::vector<std::string> recordedLines(const RankOutcome& r) {
+  std::vector<std::string> out;
+  auto n = r.records.find("lines");
+  if (n == r.records.end()) return out;
+  for (int i = 0, count = std::stoi(n->second); i < count; ++i) out.push_back(r.records.at(lineKey(i)));
+  return out;
+}
+
 void rankMark() { sendLine('M', ""); }
 
 void rankProgress(const std::string& what) { sendLine('P', what); }

@@ -111,6 +111,11 @@ RunResult runRanks(int nranks, const RankFn& fn, const RankOptions& options = {}
 void rankFail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // Sends a key/value pair to the parent; keys are per rank, a later value wins.
 void rankRecord(const std::string& key, const std::string& value);
+// Records each line of `text` (a plugin's or a recorder's log) under keys
+// line0000, line0001, ... and their number under "lines".
+void rankRecordLines(const std::string& text);
+// The lines a rank recorded with rankRecordLines (parent side).
+std::vector<std::string> recordedLines(const RankOutcome& r);
 // Says what the rank is doing now; shown for a rank that then crashes or hangs.
 void rankProgress(const std::string& what);
 // Tells the parent "now": starts the kill countdown if this is the kill victim.
