@@ -225,6 +225,7 @@ namespace gyre_device {
   for (;;) {
   }
 #else
+  fflush(stdout);  // a host emulation's output may be a pipe
   __builtin_trap();
 #endif
 }
