@@ -60,7 +60,7 @@ struct ncclGinBarrierHandle {
 typedef struct ncclGinBarrierHandle ncclGinBarrierHandle_t;
 struct ncclLLA2AHandle {
   ncclDevResourceHandle_t bufHandle;
-  int nSlots;
+  uint32_t nSlots;
 };
 typedef struct ncclLLA2AHandle ncclLLA2AHandle_t;
 

@@ -72,7 +72,7 @@ struct alignas(16) LLLine {
   uint32_t lo, loFlag, hi, hiFlag;
 };
 
-GYRE_DEVICE_FN constexpr size_t llA2ABlockLines(int nSlots) { return 1 + 2 * size_t(nSlots); }
+GYRE_DEVICE_FN constexpr size_t llA2ABlockLines(uint32_t nSlots) { return 1 + 2 * size_t(nSlots); }
 template <typename T>
 GYRE_DEVICE_FN constexpr int llLinesOf() {
   return int((sizeof(T) + 7) / 8);
@@ -173,11 +173,12 @@ struct ncclLLA2ASession {
                                   ncclMultimemHandle mmHandle = {})
       : coop_(coop), comm_(comm), team_(team), handle_(handle), pitch_(maxElts), multimem_(multimem) {
     (void)mmHandle;
-    if (maxElts < 1 || maxElts > handle.nSlots)
+    if (maxElts < 1 || uint32_t(maxElts) > handle.nSlots)
       gyre_device::llA2AMisuse("maxElts must be 1 .. the handle's nSlots", maxElts, handle.nSlots, comm.rank);
     const size_t lines = gyre_device::llA2ABlockLines(handle.nSlots);
     blockLine_ = size_t(block) * lines;
-    const size_t end = ncclGetResourceBufferOffset(handle.bufHandle) + (blockLine_ + lines) * sizeof(gyre_device::LLLine);
+    const size_t end =
+        ncclGetResourceBufferOffset(handle.bufHandle) + (blockLine_ + lines) * sizeof(gyre_device::LLLine);
     if (end > comm.resourceWindow->size)
       gyre_device::llA2AMisuse("the block lies outside this device communicator's resources (block >= nBlocks, "
                                "or a handle of another device communicator)",
@@ -285,7 +286,8 @@ struct ncclLLA2ASession {
       // This half's last round before the epoch wraps: clear it, so no
       // line of it can match an epoch of the next cycle.
       gyre_device::LLLine* mine = lines(team_.rank);
-      for (int i = coop_.thread_rank(); i < handle_.nSlots; i += coop_.size()) gyre_device::storeLine(mine + i, 0, 0, 0);
+      for (uint32_t i = coop_.thread_rank(); i < handle_.nSlots; i += coop_.size())
+        gyre_device::storeLine(mine + i, 0, 0, 0);
       gyre_device::systemFence();
       coop_.sync();
     }
@@ -307,7 +309,7 @@ struct ncclLLA2ASession {
   GYRE_DEVICE_FN void checkSlot(int slot) const {
     static_assert(std::is_trivially_copyable<T>::value, "ncclLLA2ASession moves values by their bytes");
     if (slot < 0 || slot >= pitch_) gyre_device::llA2AMisuse("slot outside 0 .. maxElts - 1", slot, pitch_, comm_.rank);
-    if (gyre_device::llLinesOf<T>() * pitch_ > handle_.nSlots)
+    if (uint64_t(gyre_device::llLinesOf<T>()) * uint64_t(pitch_) > handle_.nSlots)
       gyre_device::llA2AMisuse("values of this size need more slots than the handle has (ncclLLA2ACalcSlots)",
                                (long long)sizeof(T), handle_.nSlots, comm_.rank);
   }

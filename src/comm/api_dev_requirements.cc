@@ -65,6 +65,6 @@ GYRE_EXPORT ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, ncc
   outReq->bufferAlign = alignof(gyre_device::LLLine);  // one 16-byte store per line
   outReq->outBufferHandle = &outHandle->bufHandle;
   outHandle->bufHandle = 0;
-  outHandle->nSlots = nSlots;
+  outHandle->nSlots = static_cast<uint32_t>(nSlots);
   return ncclSuccess;
 }

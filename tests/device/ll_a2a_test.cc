@@ -177,7 +177,8 @@ std::string acrossTheWrap(const ncclDevComm& dev, ncclLLA2AHandle h, ncclLsaBarr
   const int me = team.rank, n = team.nRanks, maxElts = n * kPerPeer;
   *controlWord(dev, h, 0) = 0xFFFFFFFDu;
   for (int which = 0; which < 2; ++which)
-    for (int i = 0; i < h.nSlots; ++i) half(dev, h, 0, which)[i] = {0xdead0000u + i, 2u + which, 0xbeefu, 2u + which};
+    for (uint32_t i = 0; i < h.nSlots; ++i)
+      half(dev, h, 0, which)[i] = {0xdead0000u + i, 2u + which, 0xbeefu, 2u + which};
   {
     ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dev, team, bars, 0};
     if (bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel, 20ull * 1000 * 1000 * 1000) != ncclSuccess)
@@ -256,7 +257,7 @@ std::string llA2ARank(ncclComm_t comm, uint64_t seed) {
       ncclLLA2ACreateRequirement(1, ncclLLA2ACalcSlots(maxElts, 8), &wrap, &wrapReq) != ncclSuccess)
     return std::string("ncclLLA2ACreateRequirement: ") + ncclGetLastError(nullptr);
   if (llReq.bufferSize != size_t(kBlocks) * (1 + 2 * size_t(nSlots)) * 16 || llReq.bufferAlign != 16 ||
-      llReq.outBufferHandle != &h.bufHandle || h.nSlots != nSlots)
+      llReq.outBufferHandle != &h.bufHandle || h.nSlots != uint32_t(nSlots))
     return "ncclLLA2ACreateRequirement's requirement is not kBlocks x (1 + 2 x nSlots) lines of 16 bytes";
   const ncclTeam lsa = ncclTeamLsa(comm), pairTeam = ncclTeamInnerFactor(lsa, 2);
   ncclLsaBarrierHandle all, pairs;
@@ -436,11 +437,11 @@ int badInput() {
     ncclLLA2ASession<ncclCoopCta> s{ncclCoopCta(), a, lsa, ha, 0, 8};
     s.send(0, 0, Wide{});
   });
-  RANK_CHECK(says(out, "need more slots than the handle has") && says(out, "(20, 8)") && !says(out, "[did"), "value size: %s",
-             out.c_str());
+  RANK_CHECK(says(out, "need more slots than the handle has") && says(out, "(20, 8)") && !says(out, "[did"),
+             "value size: %s", out.c_str());
   out = trapsWith([&] { ncclLLA2ASession<ncclCoopCta> s{ncclCoopCta(), a, lsa, ha, 2, 8}; });
-  RANK_CHECK(says(out, "the block lies outside this device communicator's resources") && says(out, ") (2, ") && !says(out, "[did"), "block: %s",
-             out.c_str());
+  RANK_CHECK(says(out, "the block lies outside this device communicator's resources") && says(out, ") (2, ") &&
+                 !says(out, "[did"), "block: %s", out.c_str());
   out = trapsWith([&] { ncclLLA2ASession<ncclCoopCta> s{ncclCoopCta(), a, lsa, hb, 0, 8}; });
   RANK_CHECK(says(out, "a handle of another device communicator") && !says(out, "[did"), "handle of B: %s",
              out.c_str());
