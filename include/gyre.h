@@ -272,6 +272,9 @@ struct ncclDevCommRequirements;
 struct ncclCommProperties;
 struct ncclTeam;
 struct ncclMultimemHandle;
+struct ncclDevResourceRequirements;
+struct ncclLsaBarrierHandle;
+struct ncclLLA2AHandle;
 
 /* ---- Communicator lifecycle ------------------------------------------------ */
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
@@ -367,6 +370,17 @@ struct ncclTeam ncclTeamLsa(ncclComm_t comm);
 struct ncclTeam ncclTeamRail(ncclComm_t comm);
 int ncclTeamRankToWorld(ncclComm_t comm, struct ncclTeam team, int rank);
 int ncclTeamRankToLsa(ncclComm_t comm, struct ncclTeam team, int rank);
+/* Resource requirements to chain into a device communicator's
+ * resourceRequirementsList, with the handle device code names them by: a
+ * set of LSA barriers over a team (ncclLsaBarrierSession), and the slots of
+ * the low-latency all-to-all (ncclLLA2ASession; ncclLLA2ACalcSlots gives the
+ * slots maxElts values of maxEltSize bytes take, or -1 for bad input). */
+ncclResult_t ncclLsaBarrierCreateRequirement(struct ncclTeam team, int nBarriers,
+                                             struct ncclLsaBarrierHandle* outHandle,
+                                             struct ncclDevResourceRequirements* outReq);
+int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
+ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, struct ncclLLA2AHandle* outHandle,
+                                        struct ncclDevResourceRequirements* outReq);
 
 /* ---- Reduction operators ------------------------------------------------------ */
 /* Creates an operator that multiplies every input by *scalar (of `datatype`)

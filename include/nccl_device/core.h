@@ -60,7 +60,7 @@ struct ncclGinBarrierHandle {
 typedef struct ncclGinBarrierHandle ncclGinBarrierHandle_t;
 struct ncclLLA2AHandle {
   ncclDevResourceHandle_t bufHandle;
-  int nSlots;
+  uint32_t nSlots;
 };
 typedef struct ncclLLA2AHandle ncclLLA2AHandle_t;
 
@@ -225,6 +225,7 @@ namespace gyre_device {
   for (;;) {
   }
 #else
+  fflush(stdout);  // a host emulation's output may be a pipe
   __builtin_trap();
 #endif
 }

@@ -2,8 +2,9 @@
  * of threads (a Coop) on every rank: arrive() tells every peer this rank
  * got here, wait() waits until every peer got here, sync() is both.
  *
- * Barrier `index` of a device communicator owns, on every rank, one word
- * per LSA peer in the communicator's resource window (an inbox) and one
+ * Barrier `index` of a set (the device communicator's own, or one made by
+ * ncclLsaBarrierCreateRequirement for a team) owns, on every rank, one word
+ * per team rank in the communicator's resource window (an inbox) and one
  * word counting the barrier's rounds (its epoch). Arriving stores the next
  * epoch into this rank's word of every peer's inbox; waiting watches this
  * rank's inbox until every word holds it. Only one rank ever writes a given
@@ -20,6 +21,14 @@
 #include "coop.h"
 
 #ifdef __cplusplus
+extern "C" {
+#endif
+/* A requirement for nBarriers barriers over `team`, and the handle naming
+ * them (its bufHandle is filled by ncclDevCommCreate). */
+ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers, ncclLsaBarrierHandle_t* outHandle,
+                                             ncclDevResourceRequirements_t* outReq);
+#ifdef __cplusplus
+} /* extern "C" */
 
 #if defined(__CUDACC__) || (defined(__has_include) && __has_include(<cuda/atomic>))
 #include <cuda/atomic>
@@ -74,6 +83,12 @@ GYRE_DEVICE_FN uint32_t loadWord(uint32_t* p, bool acquire) {
 #endif
 }
 GYRE_DEVICE_FN bool reached(uint32_t seen, uint32_t target) { return int32_t(seen - target) >= 0; }
+
+/* The words of nBarriers barriers over a team of nRanks: nBarriers epoch
+ * words, then nBarriers inboxes of nRanks words (word p: from team rank p). */
+GYRE_DEVICE_FN constexpr size_t lsaBarrierWords(int nBarriers, int nRanks) {
+  return size_t(nBarriers) * (1 + size_t(nRanks));
+}
 
 /* A clock for timeouts: the SM's cycle counter on the device; on the host
  * nanoseconds, so a test's timeout reads as roughly the same span. */
@@ -156,16 +171,14 @@ struct ncclLsaBarrierSession {
   }
 
  private:
-  /* Resource memory of the barriers, on every rank: nBarriers epoch words,
-   * then nBarriers inboxes of lsaSize words (word p: from LSA rank p). */
+  /* Resource memory of the barriers, on every rank: see lsaBarrierWords. */
   GYRE_DEVICE_FN uint32_t* epochWord() const {
     return static_cast<uint32_t*>(ncclGetResourceBufferLocalPointer(comm_, handle_.bufHandle)) + index_;
   }
   /* The word of `owner`'s inbox that team rank `from` writes. */
   GYRE_DEVICE_FN uint32_t* inbox(int owner, int from) const {
     uint32_t* base = static_cast<uint32_t*>(ncclGetResourceBufferPeerPointer(comm_, handle_.bufHandle, team_, owner));
-    const int fromLsa = ncclTeamRankToLsa(comm_, team_, from);
-    return base + handle_.nBarriers + size_t(index_) * size_t(comm_.lsaSize) + size_t(fromLsa);
+    return base + handle_.nBarriers + size_t(index_) * size_t(team_.nRanks) + size_t(from);
   }
 
   Coop coop_;

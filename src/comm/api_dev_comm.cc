@@ -72,8 +72,6 @@ std::string missingOf(const ncclComm* comm, const ncclDevCommRequirements_t& r, 
   if (r.lsaMultimem) return "lsaMultimem is requested, and gyre has no multimem (NVLink SHARP)";
   for (const ncclTeamRequirements_t* t = r.teamRequirementsList; t; t = t->next)
     if (t->multimem) return "a team in teamRequirementsList asks for multimem, and gyre has no multimem";
-  if (r.lsaLLA2ABlockCount > 0 || r.lsaLLA2ASlotCount > 0)
-    return "lsaLLA2ABlockCount/lsaLLA2ASlotCount: gyre has no LL all-to-all buffers";
   if (r.lsaBarrierCount < 0) return "lsaBarrierCount is negative";
   for (const ncclDevResourceRequirements_t* q = r.resourceRequirementsList; q; q = q->next)
     if (q->bufferAlign & (q->bufferAlign - 1)) return "a bufferAlign in resourceRequirementsList is not a power of two";
@@ -105,11 +103,17 @@ ncclResult_t createDevComm(ncclComm* comm, const ncclDevCommRequirements_t& r, n
   ScopedLogRank logRank(comm->rank);
   const LsaTeam team = lsaTeamOf(comm);
   GYRE_CHECK(agreeOnRequirements(comm, missingOf(comm, r, team), fn));
+  // NCCL's ncclDevComm has no handle for these (LL all-to-all buffers come
+  // from ncclLLA2ACreateRequirement), and NCCL reserves nothing for them.
+  if (r.lsaLLA2ABlockCount > 0 || r.lsaLLA2ASlotCount > 0)
+    GYRE_INFO("INIT", "%s: lsaLLA2ABlockCount %d / lsaLLA2ASlotCount %d reserve nothing, as in NCCL: chain "
+              "ncclLLA2ACreateRequirement's requirement into resourceRequirementsList", fn, r.lsaLLA2ABlockCount,
+              r.lsaLLA2ASlotCount);
 
   // Resources, on every rank: the barriers' epoch words and inboxes
   // (nccl_device/lsa_barrier.h), then each requested buffer.
   const int nBarriers = r.lsaBarrierCount;
-  size_t bytes = sizeof(uint32_t) * static_cast<size_t>(nBarriers) * (1 + static_cast<size_t>(team.size));
+  size_t bytes = sizeof(uint32_t) * gyre_device::lsaBarrierWords(nBarriers, team.size);
   std::vector<std::pair<ncclDevResourceHandle_t*, size_t>> handles;
   for (const ncclDevResourceRequirements_t* q = r.resourceRequirementsList; q; q = q->next) {
     const size_t align = std::max<size_t>(kResourceUnit, q->bufferAlign);

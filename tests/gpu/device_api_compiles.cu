@@ -107,12 +107,49 @@ __global__ void coops(int* out, ncclDevComm devComm) {
   out[threadIdx.x] = v + any.thread_rank() + any.size() + warp.num_threads() + int(m) + int(facts) + peer;
 }
 
+// NCCL's low-latency all-to-all: `perPeer` values from every rank to every
+// rank per round, with each way of receiving, over two groups and types.
+struct Pair {
+  double a;
+  int b;
+};
+template <typename T, typename Coop>
+__global__ void llAlltoAll(T* out, double* sums, ncclDevComm devComm, ncclLLA2AHandle handle, int perPeer,
+                           ncclLsaBarrierHandle pairs) {
+  const ncclTeam lsa = ncclTeamLsa(devComm);
+  Coop coop;
+  ncclLsaBarrierSession<Coop> pair{coop, devComm, ncclTeamInnerFactor(lsa, 2), pairs, blockIdx.x};
+  pair.sync(coop, cuda::memory_order_acq_rel);
+  ncclLLA2ASession<Coop> s{coop, devComm, lsa, handle, blockIdx.x, lsa.nRanks * perPeer};
+  for (int i = coop.thread_rank(); i < perPeer; i += coop.size())
+    for (int p = 0; p < lsa.nRanks; ++p) s.send(p, lsa.rank * perPeer + i, T(i + p));
+  for (int j = coop.thread_rank(); j < lsa.nRanks * perPeer; j += coop.size()) out[j] = s.template recv<T>(j);
+  s.endEpoch(coop);
+  for (int i = coop.thread_rank(); i < perPeer; i += coop.size()) s.bcast(lsa.rank * perPeer + i, Pair{double(i), i});
+  for (int j = coop.thread_rank(); j < lsa.nRanks * perPeer; j += 4 * coop.size()) {
+    Pair got[4];
+    s.template recvUnrolled<1, 4>(j, lsa.nRanks * perPeer - j < 4 ? lsa.nRanks * perPeer - j : 4, 1, got);
+    out[j] = T(got[0].a + got[0].b);
+  }
+  s.endEpoch(coop);
+  for (int i = coop.thread_rank(); i < perPeer; i += coop.size())
+    for (int p = 0; p < lsa.nRanks; ++p) s.send(p, lsa.rank * perPeer + i, T(i));
+  for (int i = coop.thread_rank(); i < perPeer; i += coop.size())
+    sums[i] = s.template recvReduce<4, T>(i, lsa.nRanks, perPeer, [](T x) { return double(x); },
+                                          [](double a, double b) { return a + b; });
+  s.endEpoch(coop);
+}
+
 // The GIN and multimem shapes of nccl-tests' AllReduce and AlltoAll variants.
 template <typename T>
 __global__ void refusedShapes(ncclWindow_t sendwin, size_t sendoffset, ncclWindow_t recvwin, size_t recvoffset,
                               size_t count, ncclDevComm devComm) {
   ncclLsaBarrierSession<ncclCoopCta> mm{ncclCoopCta(), devComm, ncclTeamTagLsa(), blockIdx.x, true};
   mm.sync(ncclCoopCta(), cuda::memory_order_relaxed);
+  ncclLLA2AHandle none{};
+  ncclLLA2ASession<ncclCoopWarp> ll{ncclCoopWarp(), devComm, ncclTeamLsa(devComm), none, 0, 1, true,
+                                    devComm.lsaMultimem};
+  ll.bcast(0, 1.0f);
   ncclMultimemReduceSum(ncclCoopCta(), ncclSymPtr<T>(sendwin, sendoffset), static_cast<T*>(nullptr), count,
                         devComm.lsaMultimem);
   ncclMultimemCopy(ncclCoopCta(), static_cast<T*>(nullptr), ncclSymPtr<T>(recvwin, recvoffset), count,
@@ -150,6 +187,14 @@ ncclResult_t deviceApiHostShapes(ncclComm_t comm, void* sendbuff, void* recvbuff
   ncclCommWindowRegister(comm, recvbuff, bytes, &recvwin, NCCL_WIN_COLL_SYMMETRIC);
   ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
   reqs.lsaBarrierCount = 4;
+  const int perPeer = 64;
+  ncclLLA2AHandle_t ll;
+  ncclDevResourceRequirements_t llReq, barReq;
+  ncclLLA2ACreateRequirement(4, ncclLLA2ACalcSlots(props.nRanks * perPeer, sizeof(Pair)), &ll, &llReq);
+  ncclLsaBarrierHandle_t pairBarriers;
+  ncclLsaBarrierCreateRequirement(ncclTeamInnerFactor(ncclTeamLsa(comm), 2), 4, &pairBarriers, &barReq);
+  llReq.next = &barReq;
+  reqs.resourceRequirementsList = &llReq;
   if (props.multimemSupport) reqs.lsaMultimem = true;
   if (props.ginType != NCCL_GIN_TYPE_NONE || props.railedGinType != NCCL_GIN_TYPE_NONE) {
     reqs.ginSignalCount = 4 * 2 * ncclTeamRail(comm).nRanks;
@@ -176,6 +221,10 @@ ncclResult_t deviceApiHostShapes(ncclComm_t comm, void* sendbuff, void* recvbuff
   symPtrAllReduce<double><<<4, 256, 0, stream>>>(sendwin, 0, recvwin, 0, bytes / sizeof(double), devComm);
   symPtrAllReduce<int64_t><<<4, 256, 0, stream>>>(sendwin, 0, recvwin, 0, bytes / sizeof(int64_t), devComm);
   coops<<<1, 64, 0, stream>>>(out, devComm);
+  llAlltoAll<float, ncclCoopCta>
+      <<<4, 128, 0, stream>>>(static_cast<float*>(recvbuff), nullptr, devComm, ll, perPeer, pairBarriers);
+  llAlltoAll<double, ncclCoopWarp>
+      <<<4, 32, 0, stream>>>(static_cast<double*>(recvbuff), nullptr, devComm, ll, perPeer, pairBarriers);
   refusedShapes<float><<<4, 256, 0, stream>>>(sendwin, 0, recvwin, 0, bytes / sizeof(float), devComm);
   ncclDevCommDestroy(comm, &devComm);
   ncclCommWindowDeregister(comm, sendwin);

@@ -5,8 +5,11 @@
 // of this rank's window, meets the peers at its LSA barrier (release and
 // acquire), reads every peer's slice through ncclGetLsaPointer and counts
 // words that are not what the peer wrote, and meets them again before the
-// next round's writes. Then one-sided puts with signals between all pairs.
-// Exit 0 when nothing was wrong; 1 with a message otherwise.
+// next round's writes. Then the LL all-to-all (ncclLLA2ASession): two
+// launches of kLLRounds rounds in which every rank sends kPerPeer values to
+// every rank and checks what it receives. Then one-sided puts with signals
+// between all pairs. Exit 0 when nothing was wrong; 1 with a message
+// otherwise.
 //
 //   device_api_kernel [NRANKS=2]
 #include <cuda_runtime.h>
@@ -54,6 +57,29 @@ __global__ void lsaRounds(ncclDevComm dev, ncclWindow_t win, unsigned long long*
   if (bad) atomicAdd(wrong, bad);
 }
 
+constexpr int kPerPeer = 37;  // prime
+constexpr int kLLRounds = 16;
+
+__host__ __device__ uint64_t llValue(int from, int to, int block, int round, int i) {
+  return (uint64_t(pattern(from, round, size_t(i) * 64 + block)) << 32) | pattern(to + 1000, round, size_t(i));
+}
+
+__global__ void llRounds(ncclDevComm dev, ncclLLA2AHandle handle, int launch, unsigned long long* wrong) {
+  const ncclTeam lsa = ncclTeamLsa(dev);
+  const int b = blockIdx.x;
+  unsigned long long bad = 0;
+  ncclLLA2ASession<ncclCoopCta> s{ncclCoopCta(), dev, lsa, handle, blockIdx.x, lsa.nRanks * kPerPeer};
+  for (int k = 0; k < kLLRounds; ++k) {
+    const int round = launch * kLLRounds + k;
+    for (int i = threadIdx.x; i < kPerPeer; i += blockDim.x)
+      for (int p = 0; p < lsa.nRanks; ++p) s.send(p, lsa.rank * kPerPeer + i, llValue(lsa.rank, p, b, round, i));
+    for (int j = threadIdx.x; j < lsa.nRanks * kPerPeer; j += blockDim.x)
+      bad += s.recv<uint64_t>(j) != llValue(j / kPerPeer, lsa.rank, b, round, j % kPerPeer);
+    s.endEpoch(ncclCoopCta());
+  }
+  if (bad) atomicAdd(wrong, bad);
+}
+
 #define CHECK_OK(call, what)                                                        \
   do {                                                                              \
     if (!(call)) {                                                                  \
@@ -75,7 +101,7 @@ int main(int argc, char** argv) {
   }
   const size_t bytes = kBlocks * kWordsPerBlock * sizeof(uint32_t);
   std::vector<int> failed(n, 0);
-  std::vector<unsigned long long> wrongWords(n, 0), wrongPuts(n, 0);
+  std::vector<unsigned long long> wrongWords(n, 0), wrongLL(n, 0), wrongPuts(n, 0);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
@@ -93,6 +119,11 @@ int main(int argc, char** argv) {
                "ncclCommWindowRegister");
       ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
       reqs.lsaBarrierCount = kBlocks;
+      ncclLLA2AHandle ll;
+      ncclDevResourceRequirements_t llReq;
+      CHECK_OK(ncclLLA2ACreateRequirement(kBlocks, ncclLLA2ACalcSlots(n * kPerPeer, 8), &ll, &llReq) == ncclSuccess,
+               "ncclLLA2ACreateRequirement");
+      reqs.resourceRequirementsList = &llReq;
       ncclDevComm dev;
       CHECK_OK(ncclDevCommCreate(comms[r], &reqs, &dev) == ncclSuccess, "ncclDevCommCreate");
       unsigned long long* wrong = nullptr;
@@ -102,6 +133,11 @@ int main(int argc, char** argv) {
       CHECK_OK(cudaGetLastError() == cudaSuccess, "kernel launch");
       cudaMemcpyAsync(&wrongWords[r], wrong, sizeof(*wrong), cudaMemcpyDeviceToHost, stream);
       CHECK_OK(cudaStreamSynchronize(stream) == cudaSuccess, "the kernel");
+      cudaMemsetAsync(wrong, 0, sizeof(*wrong), stream);
+      for (int launch = 0; launch < 2; ++launch) llRounds<<<kBlocks, kThreads, 0, stream>>>(dev, ll, launch, wrong);
+      CHECK_OK(cudaGetLastError() == cudaSuccess, "LL kernel launch");
+      cudaMemcpyAsync(&wrongLL[r], wrong, sizeof(*wrong), cudaMemcpyDeviceToHost, stream);
+      CHECK_OK(cudaStreamSynchronize(stream) == cudaSuccess, "the LL all-to-all kernels");
       // One-sided: this rank's window (the last round's words) into block r
       // of every peer's inbox, with a signal; then wait for every peer's.
       for (int p = 0; p < n; ++p)
@@ -126,9 +162,9 @@ int main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   int status = 0;
   for (int r = 0; r < n; ++r) {
-    if (failed[r] || wrongWords[r] || wrongPuts[r]) status = 1;
-    printf("rank %d of %d: %llu wrong words read through LSA pointers, %llu wrong words put%s\n", r, n,
-           wrongWords[r], wrongPuts[r], failed[r] ? " (a call failed)" : "");
+    if (failed[r] || wrongWords[r] || wrongLL[r] || wrongPuts[r]) status = 1;
+    printf("rank %d of %d: %llu wrong words read through LSA pointers, %llu wrong LL all-to-all values, %llu wrong "
+           "words put%s\n", r, n, wrongWords[r], wrongLL[r], wrongPuts[r], failed[r] ? " (a call failed)" : "");
   }
   for (ncclComm_t c : comms) ncclCommDestroy(c);
   printf("%s\n", status == 0 ? "device API kernel: OK" : "device API kernel: FAILED");
