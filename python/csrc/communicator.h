@@ -3,6 +3,7 @@
 // group's timeout becomes gyre's.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <string>
 
@@ -35,11 +36,11 @@ class Communicator {
   ncclComm_t get() const { return comm_; }
   // After a failure the peers may be gone: destruction then aborts instead
   // of waiting for them.
-  void markBroken() { broken_ = true; }
+  void markBroken() { broken_.store(true); }
 
  private:
   ncclComm_t comm_ = nullptr;
-  bool broken_ = false;
+  std::atomic<bool> broken_{false};  // set by whichever thread ran the failing call
 };
 
 }  // namespace torch_gyre

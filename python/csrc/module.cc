@@ -30,6 +30,7 @@ PYBIND11_MODULE(_C, m) {
       // (1.x has neither): closes the group, failing or finishing its queue.
       .def("_gyre_abort", &torch_gyre::ProcessGroupGyre::abortNow)
       .def("_gyre_shutdown", &torch_gyre::ProcessGroupGyre::shutdownNow)
+      .def("_gyre_ops_run_by_waiters", &torch_gyre::ProcessGroupGyre::opsRunByWaiters)
       // What torch 2.x's split() runs (new_group by splitting), reachable on
       // every torch: collective over the group; None outside `ranks`.
       .def("_gyre_split", &torch_gyre::ProcessGroupGyre::splitGroup, py::arg("store"), py::arg("ranks"),

@@ -34,8 +34,9 @@ OpQueue::~OpQueue() {
   worker_.join();
 }
 
-void OpQueue::submit(std::vector<Op> ops, bool grouped) {
+uint64_t OpQueue::submit(std::vector<Op> ops, bool grouped) {
   Task t;
+  uint64_t seq = 0;
   t.p2p = !ops.empty();
   for (const Op& op : ops) t.p2p = t.p2p && op.p2p;
   t.ops = std::move(ops);
@@ -44,10 +45,32 @@ void OpQueue::submit(std::vector<Op> ops, bool grouped) {
     std::lock_guard<std::mutex> lock(mu_);
     if (t.p2p) lastP2P_ = std::chrono::steady_clock::now();
     t.seq = submitted_++;
+    seq = t.seq;
     tasks_.push_back(std::move(t));
     queued_.store(tasks_.size(), std::memory_order_release);
   }
   cv_.notify_all();
+  return seq;
+}
+
+bool OpQueue::runIfNext(uint64_t seq) {
+  Task task;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (running_ || tasks_.empty() || tasks_.front().seq != seq || tasks_.front().p2p) return false;
+    task = std::move(tasks_.front());
+    tasks_.pop_front();
+    queued_.store(tasks_.size(), std::memory_order_release);
+    running_ = true;
+  }
+  runByWaiters_.fetch_add(1, std::memory_order_relaxed);
+  execute(task);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = false;
+  }
+  cv_.notify_all();  // the worker may wait for the next task behind this one
+  return true;
 }
 
 void OpQueue::flush() {
@@ -96,13 +119,15 @@ void OpQueue::loop() {
         std::this_thread::yield();
       lock.lock();
     }
-    cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+    cv_.wait(lock, [&] { return !running_ && (stop_ || !tasks_.empty()); });
     if (tasks_.empty()) return;  // stopped and drained
     Task task = next(lock);
     queued_.store(tasks_.size(), std::memory_order_release);
+    running_ = true;
     lock.unlock();
     execute(task);
     lock.lock();
+    running_ = false;
   }
 }
 

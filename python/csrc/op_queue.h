@@ -9,6 +9,13 @@
 // receives start together in one ncclGroupStart/End — when a wait() asks
 // for them, when a collective is queued behind them, or after a short quiet
 // period (for code that only polls is_completed()).
+//
+// A wait() on a collective the worker has not started yet runs it on the
+// waiting thread instead (runIfNext): a synchronous call, which torch
+// waits for at once, then costs no hand-off to the worker and back. Each
+// hand-off wakes a sleeping thread, tens of microseconds on a VM, and where
+// ranks outnumber cores the worker sleeps between calls. Only one thread
+// runs a task at a time, so the order stays the issue order.
 #pragma once
 
 #include <chrono>
@@ -50,9 +57,16 @@ class OpQueue {
   OpQueue(ncclComm_t comm, std::function<void()> onFailure, bool poll);
   ~OpQueue();  // runs what is queued, then stops
 
-  // Queues ops that run as one ncclGroupStart/End when `grouped`.
-  void submit(std::vector<Op> ops, bool grouped);
+  // Queues ops that run as one ncclGroupStart/End when `grouped`; returns
+  // the task's number for runIfNext.
+  uint64_t submit(std::vector<Op> ops, bool grouped);
+  // Runs task `seq` on this thread if it is next, is not point-to-point
+  // (those wait for their partners) and no thread runs a task now; returns
+  // whether it did. Failures complete the task's works as on the worker.
+  bool runIfNext(uint64_t seq);
   void flush();
+  // Tasks runIfNext ran so far.
+  uint64_t runByWaiters() const { return runByWaiters_.load(std::memory_order_relaxed); }
 
  private:
   struct Task {
@@ -73,13 +87,15 @@ class OpQueue {
   std::deque<Task> tasks_;
   // tasks_.size(), readable without mu_ while the worker spins for the next op.
   std::atomic<size_t> queued_{0};
+  std::atomic<uint64_t> runByWaiters_{0};
   bool stop_ = false;
+  bool running_ = false;  // a thread (the worker or a waiter) runs a task
   uint64_t submitted_ = 0;
   // Tasks submitted before a wait() asked for a flush (seq < flushBefore_)
   // are not held back.
   uint64_t flushBefore_ = 0;
   std::chrono::steady_clock::time_point lastP2P_;
-  std::string error_;  // the first failure; every later op fails with it
+  std::string error_;  // the first failure; every later op fails with it (read by the running thread only)
   std::thread worker_;
 };
 

@@ -68,10 +68,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::enqueueGroup(c10d::OpType type,
     for (Op& op : ops) batch_->push_back(std::move(op));
   } else {
     bool grouped = ops.size() > 1;
-    queue_->submit(std::move(ops), grouped);
+    const uint64_t seq = queue_->submit(std::move(ops), grouped);
+    std::weak_ptr<OpQueue> queue = queue_;
+    work->setRunHook([queue, seq] {
+      if (auto q = queue.lock()) q->runIfNext(seq);
+    });
   }
   return work;
 }
+
+uint64_t ProcessGroupGyre::opsRunByWaiters() const { return queue_ ? queue_->runByWaiters() : 0; }
 
 void ProcessGroupGyre::openBatch() {
   std::lock_guard<std::mutex> lock(submitMu_);

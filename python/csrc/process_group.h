@@ -83,6 +83,10 @@ class ProcessGroupGyre : public compat::BackendAdapter {
   // Runs what is queued, then destroys the communicator.
   void shutdownNow() override;
 
+  // How many CPU operations ran on the thread that waited for them instead
+  // of the worker (OpQueue::runIfNext), for tests.
+  uint64_t opsRunByWaiters() const;
+
   // The members `ranks` (ranks of this group, sorted) as a new group split
   // from this one (ncclCommSplit of the host communicator, and of the device
   // communicator when it is made): collective over this group; nullptr on a

@@ -21,6 +21,9 @@ GyreWork::GyreWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
 
 bool GyreWork::wait(std::chrono::milliseconds timeout) {
   if (flush_) flush_();
+  // Only an unbounded wait runs the operation itself: gyre's call then
+  // blocks until it ends (or GYRE_TIMEOUT), past any shorter wait timeout.
+  if (run_ && timeout == kNoTimeout && !done_.load(std::memory_order_acquire)) run_();
   auto until = std::chrono::steady_clock::now() + kWaitPoll;
   while (poll_ && !done_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
     std::this_thread::yield();

@@ -25,6 +25,10 @@ class GyreWork : public c10d::Work {
   // Called by wait() before it blocks, so point-to-point operations that the
   // worker holds back to start together with their partners start now.
   void setFlushHook(std::function<void()> hook) { flush_ = std::move(hook); }
+  // Called next by a wait() without timeout: runs the operation on the
+  // waiting thread if the worker has not started it (OpQueue::runIfNext).
+  // Set before the Work is returned to torch.
+  void setRunHook(std::function<void()> hook) { run_ = std::move(hook); }
   // Whether wait() polls briefly before sleeping (work.cc).
   void setPoll(bool poll) { poll_ = poll; }
 
@@ -43,6 +47,7 @@ class GyreWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::function<void()> flush_;
+  std::function<void()> run_;
   std::shared_ptr<std::atomic<int>> source_;
   // Set after finish(): wait() polls it briefly before sleeping (see work.cc).
   std::atomic<bool> done_{false};

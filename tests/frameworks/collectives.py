@@ -8,6 +8,7 @@ with a reference computed in float64 or exact integers. Counts include 0,
 (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), as under torchrun.
 """
 import datetime
+import os
 import sys
 import time
 import traceback
@@ -306,6 +307,47 @@ def worker(rank, world):
 
     dist.barrier()
 
+    # A wait() on the next operation may run it on the waiting thread instead
+    # of the worker: results stay right when waits come out of issue order,
+    # behind operations in flight, behind point-to-point ones and inside
+    # coalesced batches, and the order of every rank's calls is kept.
+    default_pg = dist.distributed_c10d._get_default_group()
+    run_by_waiters = default_pg._gyre_ops_run_by_waiters()
+    for i in range(30):
+        t = torch.full((257,), float(rank * 3 + i))
+        dist.all_reduce(t)
+        check(bool((t == sum(r * 3 + i for r in range(world))).all()), "sync all_reduce %d" % i)
+    stolen = default_pg._gyre_ops_run_by_waiters() - run_by_waiters
+    ts = [torch.full((31,), float(rank + i)) for i in range(3)]
+    works = [dist.all_reduce(t, async_op=True) for t in ts]
+    mid = torch.full((7,), float(rank))
+    dist.all_reduce(mid)  # issued behind three in flight
+    for i in reversed(range(3)):  # waited last first
+        works[i].wait()
+        check(bool((ts[i] == sum(r + i for r in range(world))).all()), "async all_reduce %d waited out of order" % i)
+    check(bool((mid == sum(range(world))).all()), "sync all_reduce behind async ones")
+    peer_out, peer_in = (rank + 1) % world, (rank - 1) % world
+    got = torch.zeros(5)
+    ops = [dist.P2POp(dist.isend, torch.full((5,), float(rank)), peer_out),
+           dist.P2POp(dist.irecv, got, peer_in)]
+    p2p = dist.batch_isend_irecv(ops)
+    after = torch.full((3,), 1.0)
+    after_work = dist.all_reduce(after, async_op=True)  # queued behind the held send and receive
+    after_work.wait()
+    for w in p2p:
+        w.wait()
+    check(bool((got == float(peer_in)).all()), "receive queued before a waited all_reduce")
+    check(bool((after == float(world)).all()), "all_reduce waited behind a send and receive")
+    # With more ranks than cores the worker sleeps between calls, so the
+    # waiting thread nearly always gets there first (it runs right after the
+    # call returns; the worker has to be woken): 30 calls, at least one.
+    cores = len(os.sched_getaffinity(0))
+    print("rank %d: %d of 30 sync all_reduces ran on the waiting thread" % (rank, stolen), flush=True)
+    if world > cores:
+        check(stolen >= 1, "%d of 30 sync all_reduces ran on the waiting thread (%d ranks, %d cores)"
+              % (stolen, world, cores))
+    dist.barrier()
+
     # Bad input: each a Python exception naming what was wrong.
     check.raises(lambda: dist.all_reduce(torch.ones(3, dtype=torch.bool)), ["gyre", "Bool"], "bool dtype")
     check.raises(lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16)), ["gyre", "Short"], "int16 dtype")
@@ -383,7 +425,6 @@ def worker(rank, world):
     print("rank %d: %d checks passed, %d failed" % (rank, check.passed, len(check.failures)), flush=True)
     sys.stdout.flush()
     # The group is unusable after the mismatch; leave without destroy's wait.
-    import os
     os._exit(0 if not check.failures else 1)
 
 
@@ -393,7 +434,6 @@ def guarded(rank, world):
     except Exception:
         traceback.print_exc()
         sys.stdout.flush()
-        import os
         os._exit(2)
 
 
