@@ -33,7 +33,12 @@ void ProcessGroupGyre::close(bool abort) {
     }
   }
   withoutGil([this] {
-    queue_.reset();  // runs (or, revoked, fails) what is queued and joins the worker
+    // Runs (or, revoked, fails) what is queued and joins the worker, which
+    // also waits for a waiting thread that runs an operation itself: a
+    // waiter may still hold the queue after this, but no longer runs calls
+    // on the communicator.
+    if (queue_) queue_->stop();
+    queue_.reset();
     comm_.reset();
   });
 }

@@ -25,13 +25,17 @@ constexpr auto kIdlePoll = std::chrono::microseconds(50);
 OpQueue::OpQueue(ncclComm_t comm, std::function<void()> onFailure, bool poll)
     : comm_(comm), onFailure_(std::move(onFailure)), poll_(poll), worker_([this] { loop(); }) {}
 
-OpQueue::~OpQueue() {
+OpQueue::~OpQueue() { stop(); }
+
+void OpQueue::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  worker_.join();
+  // The worker leaves only when nothing is queued and no waiter runs a
+  // task (loop()), so after the join none runs or can start.
+  if (worker_.joinable()) worker_.join();
 }
 
 uint64_t OpQueue::submit(std::vector<Op> ops, bool grouped) {

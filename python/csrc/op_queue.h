@@ -55,7 +55,11 @@ class OpQueue {
   // `poll`: whether an idle worker polls briefly for the next op before
   // sleeping (op_queue.cc); off where ranks may outnumber cores.
   OpQueue(ncclComm_t comm, std::function<void()> onFailure, bool poll);
-  ~OpQueue();  // runs what is queued, then stops
+  ~OpQueue();  // stop()
+
+  // Runs what is queued, then stops the worker. Returns once no thread runs
+  // a task of this queue (a waiter's included), so the communicator can go.
+  void stop();
 
   // Queues ops that run as one ncclGroupStart/End when `grouped`; returns
   // the task's number for runIfNext.

@@ -267,24 +267,37 @@ def worker(rank, world):
 
     # recv without src: rank 0 takes one message from rank 1 by name first,
     # then every other message from whoever sent it; each message carries its
-    # sender's data, so the reported source can be checked against it.
+    # sender's data and number, so the reported source can be checked
+    # against it. Rank 1 sends three, the others one each; which sender a
+    # receive from any source gets depends on timing (rank 1 may have sent
+    # its third before another rank its first), but each sender's messages
+    # arrive in order and every message exactly once.
     payload = lambda r, k: gen(r, (13,), torch.float32, ("any", k))  # noqa: E731
     if rank == 0:
         got = torch.empty(13)
         dist.recv(got, 1)
         same(got, payload(1, 0), "recv(src=1) before receives from any source")
+        taken = {r: 0 for r in range(1, world)}
+        taken[1] = 1
         seen = []
-        for _ in range(world - 1):
+        for i in range(world):
             t = torch.empty(13)
-            src = dist.recv(t)
+            if i < world - 1:
+                src = dist.recv(t)
+            else:
+                w = dist.irecv(t)
+                w.wait()
+                src = w._source_rank()
             seen.append(src)
-            same(t, payload(src, 1 if src == 1 else 0), "recv() without src: the data of the reported sender %s" % src)
-        check(sorted(seen) == list(range(1, world)), "recv() without src reported senders %s" % seen)
-        t = torch.empty(13)
-        w = dist.irecv(t)
-        w.wait()
-        check(w._source_rank() == 1, "irecv() without src: source rank %d" % w._source_rank())
-        same(t, payload(1, 2), "irecv() without src: data")
+            if src not in taken:
+                check(False, "receive %d without src reported sender %s" % (i, src))
+                continue
+            same(t, payload(src, taken[src]), "receive %d without src: message %d of the reported sender %s"
+                 % (i, taken[src], src))
+            taken[src] += 1
+        expected = {r: (3 if r == 1 else 1) for r in range(1, world)}
+        check(taken == expected, "receives without src took %s messages per sender (senders in order: %s), "
+              "expected %s" % (taken, seen, expected))
     else:
         if rank == 1:
             dist.send(payload(1, 0), 0)
@@ -338,14 +351,10 @@ def worker(rank, world):
         w.wait()
     check(bool((got == float(peer_in)).all()), "receive queued before a waited all_reduce")
     check(bool((after == float(world)).all()), "all_reduce waited behind a send and receive")
-    # With more ranks than cores the worker sleeps between calls, so the
-    # waiting thread nearly always gets there first (it runs right after the
-    # call returns; the worker has to be woken): 30 calls, at least one.
-    cores = len(os.sched_getaffinity(0))
+    # Which thread wins the race for each call depends on scheduling (one
+    # run on 2 busy cores had a rank with none of 30), so it is reported,
+    # not asserted.
     print("rank %d: %d of 30 sync all_reduces ran on the waiting thread" % (rank, stolen), flush=True)
-    if world > cores:
-        check(stolen >= 1, "%d of 30 sync all_reduces ran on the waiting thread (%d ranks, %d cores)"
-              % (stolen, world, cores))
     dist.barrier()
 
     # Bad input: each a Python exception naming what was wrong.
