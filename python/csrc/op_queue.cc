@@ -69,11 +69,15 @@ bool OpQueue::runIfNext(uint64_t seq) {
   }
   runByWaiters_.fetch_add(1, std::memory_order_relaxed);
   execute(task);
+  bool more;
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = false;
+    more = !tasks_.empty() || stop_;
   }
-  cv_.notify_all();  // the worker may wait for the next task behind this one
+  // The worker waits for this run to end only when there is more to do; a
+  // wake-up for nothing takes a core from the ranks where they outnumber it.
+  if (more) cv_.notify_all();
   return true;
 }
 
