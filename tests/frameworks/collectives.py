@@ -11,7 +11,6 @@ import datetime
 import os
 import sys
 import time
-import traceback
 import zlib
 
 import harness
@@ -437,14 +436,5 @@ def worker(rank, world):
     os._exit(0 if not check.failures else 1)
 
 
-def guarded(rank, world):
-    try:
-        worker(rank, world)
-    except Exception:
-        traceback.print_exc()
-        sys.stdout.flush()
-        os._exit(2)
-
-
 if __name__ == "__main__":
-    harness.main(guarded, [int(a) for a in sys.argv[1:] if a.isdigit()] or [2, 3], timeout=150)
+    harness.main(worker, [int(a) for a in sys.argv[1:] if a.isdigit()] or [2, 3], timeout=150)

@@ -16,7 +16,6 @@ it: it needs a GPU machine.
 import datetime
 import os
 import sys
-import traceback
 import zlib
 
 import harness
@@ -178,15 +177,6 @@ def worker(rank, world):
     os._exit(0 if not check.failures else 1)
 
 
-def guarded(rank, world):
-    try:
-        worker(rank, world)
-    except Exception:
-        traceback.print_exc()
-        sys.stdout.flush()
-        os._exit(2)
-
-
 if __name__ == "__main__":
     if "--worker" not in sys.argv:
         harness.require_torch_gyre()
@@ -196,4 +186,4 @@ if __name__ == "__main__":
             print("SKIP: needs a GPU and torch_gyre built against a CUDA torch (torch %s, cuda %s, torch_gyre.CUDA %s)"
                   % (torch.__version__, torch.version.cuda, torch_gyre.CUDA))
             sys.exit(harness.SKIP)
-    harness.main(guarded, [2], timeout=150)
+    harness.main(worker, [2], timeout=150)

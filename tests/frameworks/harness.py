@@ -4,7 +4,8 @@ A test script calls `main(worker, world_sizes)`: without arguments it is the
 driver, which starts `world` copies of itself per world size with the
 torchrun-style environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and
 checks that all exit 0 within the time limit; with `--worker` it is one rank
-and runs `worker(rank, world)`.
+and runs `worker(rank, world)` (one that raises prints its traceback and
+exits 2 at once).
 
 Exit status 77 (meson's "skipped") only when torch is absent or the build
 was told not to make the extension (-Dtorch=disabled); torch present and the
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 
 SKIP = 77
 
@@ -88,7 +90,14 @@ def report(name, results, expect=None):
 
 def main(worker, world_sizes, timeout):
     if "--worker" in sys.argv:
-        worker(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
+        # A worker that raises prints where and leaves at once (exit 2): its
+        # process group may be unusable, and destroying it would wait for peers.
+        try:
+            worker(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
+        except Exception:
+            traceback.print_exc()
+            sys.stdout.flush()
+            os._exit(2)
         return
     require_torch_gyre()
     ok = True
