@@ -51,20 +51,13 @@ std::string runTool(const std::string& command) {
   return out;
 }
 
-// Connects to a status socket, sends `request` (if any) and returns the reply.
-std::string talk(const std::string& path, const std::string& request) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  memcpy(addr.sun_path, path.c_str(), std::min(path.size() + 1, sizeof addr.sun_path - 1));
-  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  if (fd < 0) return "socket failed";
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    std::string e = std::string("connect failed: ") + strerror(errno);
-    close(fd);
-    return e;
-  }
+// On a connected socket: sends `request` (if any), then `then` once the
+// first reply line has come (if any), and returns all it read until the
+// peer closes or is silent for 3 s; closes `fd`.
+std::string converse(int fd, const std::string& request, const std::string& then = "") {
   if (!request.empty()) (void)!write(fd, request.data(), request.size());
   std::string reply;
+  bool sentThen = then.empty();
   char buf[512];
   for (;;) {
     pollfd p{fd, POLLIN, 0};
@@ -72,9 +65,34 @@ std::string talk(const std::string& path, const std::string& request) {
     ssize_t n = read(fd, buf, sizeof buf);
     if (n <= 0) break;
     reply.append(buf, static_cast<size_t>(n));
+    if (!sentThen && reply.find('\n') != std::string::npos) {
+      (void)!write(fd, then.data(), then.size());
+      sentThen = true;
+    }
   }
   close(fd);
   return reply;
+}
+
+// Connects to `addr` and converses, or says why it could not connect.
+std::string connectAndConverse(int family, const sockaddr* addr, socklen_t len, const std::string& request,
+                               const std::string& then = "") {
+  int fd = socket(family, SOCK_STREAM, 0);
+  if (fd < 0) return "socket failed";
+  if (connect(fd, addr, len) != 0) {
+    std::string e = std::string("connect failed: ") + strerror(errno);
+    close(fd);
+    return e;
+  }
+  return converse(fd, request, then);
+}
+
+// Connects to a status socket, sends `request` (if any) and returns the reply.
+std::string talk(const std::string& path, const std::string& request) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path, path.c_str(), std::min(path.size() + 1, sizeof addr.sun_path - 1));
+  return connectAndConverse(AF_UNIX, reinterpret_cast<sockaddr*>(&addr), sizeof addr, request);
 }
 
 // As user nobody, in a child process: what the socket says to another user.
@@ -207,30 +225,7 @@ std::string talkTcp(int port, const std::string& request, const std::string& the
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "socket failed";
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    std::string e = std::string("connect failed: ") + strerror(errno);
-    close(fd);
-    return e;
-  }
-  if (!request.empty()) (void)!write(fd, request.data(), request.size());
-  std::string reply;
-  bool sentThen = then.empty();
-  char buf[512];
-  for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 3000) <= 0) break;
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    reply.append(buf, static_cast<size_t>(n));
-    if (!sentThen && reply.find('\n') != std::string::npos) {
-      (void)!write(fd, then.data(), then.size());
-      sentThen = true;
-    }
-  }
-  close(fd);
-  return reply;
+  return connectAndConverse(AF_INET, reinterpret_cast<sockaddr*>(&addr), sizeof addr, request, then);
 }
 
 std::string onlyFileIn(const std::string& dir, const char* suffix) {
