@@ -23,6 +23,8 @@
 
 namespace gyre {
 
+class TunerSession;
+
 struct Plan {
   Algorithm algorithm = Algorithm::Ring;
   Protocol protocol = Protocol::Simple;
@@ -97,6 +99,9 @@ struct PlanContext {
   bool singleCopyAlways = false;     // GYRE_SINGLE_COPY=always: at every size
   bool shmRings = false;             // host ranks whose rings run over shared memory (one host thread per rank)
   const TuningTable* tuning = nullptr;
+  // The communicator's tuner plugin session (tuner_plugin.h), or null: it
+  // then has a say in every collective's plan (tuner_steer.h).
+  const TunerSession* tuner = nullptr;
 };
 
 // A call's own algorithm selection (CollCall::allowedAlgorithms, from a
