@@ -36,14 +36,10 @@ Func funcOf(CollKind c) {
 std::string cellName(int algo, int proto) { return std::string(ncclAlgoName(algo)) + "/" + ncclProtoName(proto); }
 
 // Why gyre cannot run a cell the plugin costed.
-std::string whyNot(const CostTable& costs, const std::vector<bool>& runs, int algo, int proto) {
+const char* whyNotCell(const CostTable& costs, const std::vector<const char*>& whyNot, int algo, int proto) {
   for (size_t i = 0; i < costs.entries.size(); ++i) {
     int a = 0, p = 0;
-    if (!cellOf(costs.entries[i], &a, &p) || a != algo || p != proto) continue;
-    const CostEntry& e = costs.entries[i];
-    if (!e.available) return e.unavailableWhy;
-    if (!e.allowed) return "NCCL_ALGO / NCCL_PROTO exclude it";
-    if (!runs[i]) return "this communicator has no connections for it";
+    if (cellOf(costs.entries[i], &a, &p) && a == algo && p == proto && whyNot[i]) return whyNot[i];
   }
   return "gyre has no such algorithm or protocol";
 }
@@ -61,9 +57,11 @@ const char* ncclProtoName(int proto) {
   return proto >= 0 && proto < kNumProtocols ? names[proto] : "?";
 }
 
-TunerChoice consultTuner(const TunerSession& s, const CostTable& costs, const std::vector<bool>& runs,
+TunerChoice consultTuner(const TunerSession& s, const CostTable& costs, const std::vector<const char*>& whyNot,
                          int maxChannels) {
   TunerChoice out;
+  std::vector<bool> runs(whyNot.size());
+  for (size_t i = 0; i < runs.size(); ++i) runs[i] = whyNot[i] == nullptr;
   const char* coll = collName(costs.in.coll) + 4;  // "AllReduce"
   const size_t n = costs.entries.size();
   for (size_t i = 0; i < n; ++i)
@@ -116,7 +114,7 @@ TunerChoice consultTuner(const TunerSession& s, const CostTable& costs, const st
     snprintf(text, sizeof text, "tuner plugin %s makes %s cheapest for %s of %zu bytes, which gyre cannot run here "
              "(%s): skipped",
              s.label().c_str(), cellName(cheapA, cheapP).c_str(), coll, costs.in.bytes,
-             whyNot(costs, runs, cheapA, cheapP).c_str());
+             whyNotCell(costs, whyNot, cheapA, cheapP));
     s.noteOnce("unrunnable:" + cellName(cheapA, cheapP) + ":" + coll, text);
   }
   if (out.entry < 0 && out.ownEntry >= 0)
@@ -140,13 +138,16 @@ bool steerPlan(const PlanContext& ctx, CollKind coll, size_t bytes, size_t typeS
   in.coll = coll;
   in.bytes = bytes;
   const CostTable costs = predictCosts(in, t.allowedAlgos, t.allowedProtos);
-  std::vector<bool> runs(costs.entries.size());
-  for (size_t i = 0; i < runs.size(); ++i) {
+  std::vector<const char*> whyNot(costs.entries.size(), nullptr);
+  for (size_t i = 0; i < whyNot.size(); ++i) {
     const CostEntry& e = costs.entries[i];
-    runs[i] = e.available && e.allowed && (e.algo != Algorithm::Tree || (ctx.trees && coll == CollKind::AllReduce)) &&
-              (e.algo != Algorithm::Direct || ctx.meshConnections) && (e.proto != Protocol::LL || ctx.kernels);
+    if (!e.available) whyNot[i] = e.unavailableWhy;
+    else if (e.proto == Protocol::LL && !ctx.kernels) whyNot[i] = "LL runs only in device kernels";
+    else if (!e.allowed) whyNot[i] = "NCCL_ALGO / NCCL_PROTO exclude it";
+    else if (e.algo == Algorithm::Tree && !ctx.trees) whyNot[i] = "no trees were connected";
+    else if (e.algo == Algorithm::Direct && !ctx.meshConnections) whyNot[i] = "no mesh connections";
   }
-  const TunerChoice c = consultTuner(*ctx.tuner, costs, runs, ctx.ringChannels);
+  const TunerChoice c = consultTuner(*ctx.tuner, costs, whyNot, ctx.ringChannels);
   if (!c.answered) return false;
   const bool steered = c.entry >= 0 && c.entry != c.ownEntry;
   if (steered) {

@@ -36,8 +36,9 @@ struct TunerChoice {
 };
 
 // Asks `s` about the call `costs` describes (costs.in: collective, bytes).
-// runs[i]: whether this communicator can run costs.entries[i].
-TunerChoice consultTuner(const TunerSession& s, const CostTable& costs, const std::vector<bool>& runs,
+// whyNot[i]: why this communicator cannot run costs.entries[i], or null
+// where it can.
+TunerChoice consultTuner(const TunerSession& s, const CostTable& costs, const std::vector<const char*>& whyNot,
                          int maxChannels);
 
 // planCollective's use of ctx.tuner: asks the plugin about this call and
