@@ -99,14 +99,14 @@ ncclResult_t costs(int func, size_t bytes, float (*t)[kNumProtocols], int* nChan
   return ncclSuccess;
 }
 
-ncclResult_t finish(void* context) {
+[[maybe_unused]] ncclResult_t finish(void* context) {
   record("finalize");
   delete static_cast<Context*>(context);
   return ncclSuccess;
 }
 
 // v2: an algorithm and protocol out, as NCCL's oldest table interface.
-ncclResult_t collInfoV2(void*, int func, size_t bytes, int collNet, int nvls, int, int* algo, int* proto,
+[[maybe_unused]] ncclResult_t collInfoV2(void*, int func, size_t bytes, int collNet, int nvls, int, int* algo, int* proto,
                         int* nChannels) {
   float t[kNumAlgorithms][kNumProtocols];
   for (auto& row : t)
@@ -119,23 +119,23 @@ ncclResult_t collInfoV2(void*, int func, size_t bytes, int collNet, int nvls, in
   return r;
 }
 
-ncclResult_t collInfoV3(void*, int func, size_t bytes, int pipeOps, float** table, int numAlgo, int numProto,
+[[maybe_unused]] ncclResult_t collInfoV3(void*, int func, size_t bytes, int pipeOps, float** table, int numAlgo, int numProto,
                         int* nChannels) {
   record("table numAlgo=%d numProto=%d pipeOps=%d", numAlgo, numProto, pipeOps);
   return costs(func, bytes, reinterpret_cast<float(*)[kNumProtocols]>(table), nChannels);
 }
 
-ncclResult_t collInfoV4(void* c, int func, size_t bytes, int pipeOps, float** table, int numAlgo, int numProto,
+[[maybe_unused]] ncclResult_t collInfoV4(void* c, int func, size_t bytes, int pipeOps, float** table, int numAlgo, int numProto,
                         int regBuff, int* nChannels) {
   record("regBuff=%d", regBuff);
   return collInfoV3(c, func, bytes, pipeOps, table, numAlgo, numProto, nChannels);
 }
 
-ncclResult_t initV2(size_t nRanks, size_t nNodes, Logger log, void** context) {
+[[maybe_unused]] ncclResult_t initV2(size_t nRanks, size_t nNodes, Logger log, void** context) {
   return initCommon(nRanks, nNodes, log, context);
 }
 
-ncclResult_t initV5(void** context, uint64_t commId, size_t nRanks, size_t nNodes, Logger log,
+[[maybe_unused]] ncclResult_t initV5(void** context, uint64_t commId, size_t nRanks, size_t nNodes, Logger log,
                     NvlDomainInfoV5* nvl, ConstantsV5* constants) {
   record("commId=%016llx nvlDomains=%d ranksPerDomain=%d..%d", static_cast<unsigned long long>(commId),
          nvl->nNvlDomains, nvl->minRanksPerNvlDomain, nvl->maxRanksPerNvlDomain);
@@ -143,7 +143,7 @@ ncclResult_t initV5(void** context, uint64_t commId, size_t nRanks, size_t nNode
   return initCommon(nRanks, nNodes, log, context);
 }
 
-ncclResult_t chunkV6(void*, int func, size_t bytes, int algo, int proto, int nChannels, size_t* chunk) {
+[[maybe_unused]] ncclResult_t chunkV6(void*, int func, size_t bytes, int algo, int proto, int nChannels, size_t* chunk) {
   record("getChunkSize func=%d bytes=%zu algo=%d proto=%d nChannels=%d chunk=%zu", func, bytes, algo, proto,
          nChannels, *chunk);
   long want = envLong("GYRETEST_TUNER_CHUNK", 0);

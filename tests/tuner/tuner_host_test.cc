@@ -174,4 +174,34 @@ TEST_CASE("communicators made by ncclCommSplit open their own tuner session and 
   CHECK(result.allOk());
 }
 
+TEST_CASE("gyre-info --tuner shows gyre's picks beside the tuner plugin's", "[tuner]") {
+  const char* info = getenv("TUNER_GYRE_INFO");
+  const char* topologies = getenv("TUNER_TOPOLOGIES");
+  REQUIRE(info);
+  REQUIRE(topologies);
+  const std::string cmd = std::string(info) + " --topo " + topologies + "/ci_vm.xml --ranks 4 --tuner " +
+                          pluginPath("V6") + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  INFO(out);
+  CHECK(status == 0);
+  // The plugin's rule (default: Tree from 64 KiB): each AllReduce row's
+  // plugin pick, the first cell after the size.
+  std::istringstream lines(out.substr(out.find("Planner picks with tuner plugin gyretest-v6")));
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string size, unit, own, arrow, tuned;
+    if (!(words >> size >> unit >> own >> arrow >> tuned) || arrow != "->") continue;
+    const size_t bytes = std::stoull(size) << (unit == "B" ? 0 : unit == "KiB" ? 10 : unit == "MiB" ? 20 : 30);
+    CHECK(tuned == (bytes >= 65536 ? "Tree/Simple" : "Ring/Simple"));
+    ++rows;
+  }
+  CHECK(rows == 10);
+}
+
 }  // namespace

@@ -35,6 +35,8 @@ inline RankOptions tunerOptions(const std::string& tuner, const std::string& dir
                                 std::vector<std::pair<std::string, std::optional<std::string>>> extra = {}) {
   RankOptions o;
   o.timeout_s = 60;
+  // Each rank is the first in its process to call gyre, so its log file is its own (debug.<pid>).
+  o.idMode = IdMode::kEnvCommId;
   o.env = {{"NCCL_TUNER_PLUGIN", tuner},
            {"NCCL_DEBUG", "INFO"},
            {"NCCL_DEBUG_SUBSYS", "INIT,TUNING"},
