@@ -96,8 +96,8 @@ std::unique_ptr<TunerLibrary> useLibrary(void* lib, const std::string& file, con
   }
   const char* name = *static_cast<const char* const*>(out->table);  // every version starts with its name
   out->name = name ? name : "unnamed";
-  GYRE_INFO("TUNING", "tuner plugin %s loaded from %s (ncclTunerPlugin_v%d)", out->name.c_str(), file.c_str(),
-            out->version);
+  GYRE_INFO("TUNING", "tuner plugin %s loaded from %s (ncclTunerPlugin_v%d; %s)", out->name.c_str(), file.c_str(),
+            out->version, what.c_str());
   return out;
 }
 
@@ -122,7 +122,7 @@ std::unique_ptr<TunerLibrary> loadTunerLibrary(const std::string& spec) {
     if (void* lib = dlopen(net.c_str(), RTLD_NOW | RTLD_LOCAL)) {
       int version = 0;
       if (newestTable(lib, &version))
-        return useLibrary(lib, net, what + " (not found: " + dlerrors + "), the net plugin's library", asked);
+        return useLibrary(lib, net, what + " not found (" + dlerrors + "): the net plugin's library", asked);
       dlclose(lib);
     }
   if (asked)

@@ -72,7 +72,7 @@ TEST_CASE("tuner plugins of every interface version from v2 to v6 steer host All
             RANK_CHECK(has(debug, "changed NCCL's tuning constants"), "rank %d: v%d: constants not mentioned", rank, v);
           }
           const std::string loaded = "tuner plugin gyretest-v" + std::to_string(v) + " loaded from ";
-          RANK_CHECK(has(debug, loaded) && has(debug, "(ncclTunerPlugin_v" + std::to_string(v) + ")"),
+          RANK_CHECK(has(debug, loaded) && has(debug, "(ncclTunerPlugin_v" + std::to_string(v) + "; NCCL_TUNER_PLUGIN="),
                      "rank %d: v%d: no INFO line naming the plugin and version:\n%s", rank, v, debug.c_str());
           return 0;
         },
@@ -170,6 +170,32 @@ TEST_CASE("communicators made by ncclCommSplit open their own tuner session and 
         return 0;
       },
       tunerOptions(pluginPath("V5"), dir));
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("without a tuner library, the net plugin's library is used when it exports a tuner, as in NCCL",
+          "[tuner]") {
+  const std::string dir = freshFolder();
+  RankOptions o = tunerOptions("", dir, {{"NCCL_NET_PLUGIN", pluginPath("NET")}});
+  o.env[0].second = std::nullopt;  // NCCL_TUNER_PLUGIN unset: libnccl-tuner.so, then the net plugin's library
+  RunResult result = runRanks(
+      2,
+      [&](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (initHost(&comm, rank, n, id)) return 1;
+        RANK_CHECK(comm->tuner != nullptr && comm->tuner->library().file == pluginPath("NET"),
+                   "rank %d: the net plugin's tuner was not loaded", rank);
+        Plan large = planOf(comm, CollKind::AllReduce, kLarge, true);
+        RANK_CHECK(large.algorithm == Algorithm::Tree, "rank %d: planned %s, the plugin said Tree", rank,
+                   describe(large).c_str());
+        if (allReduceExact(comm, rank, n, kLarge)) return 1;
+        RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "rank %d: destroy", rank);
+        RANK_CHECK(!has(debugLog(dir), " WARN ") && has(debugLog(dir), "the net plugin's library"),
+                   "rank %d: log:\n%s", rank, debugLog(dir).c_str());
+        return 0;
+      },
+      o);
   INFO(result.describe());
   CHECK(result.allOk());
 }
