@@ -154,7 +154,7 @@ int printTunedPlanner(const Model& m, const std::string& spec) {
   printf("\n== Planner picks with tuner plugin %s: gyre's own -> the plugin's (channels: x N where it sets them)\n",
          session->label().c_str());
   printf("%-10s", "size");
-  for (CollKind c : kColls) printf(" %-26s", collName(c) + 4);
+  for (CollKind c : kColls) printf(" %-30s", collName(c) + 4);
   printf("\n");
   for (size_t bytes = 8; bytes <= (size_t{1} << 30); bytes *= 8) {
     printf("%-10s", sizeText(bytes).c_str());
@@ -171,7 +171,7 @@ int printTunedPlanner(const Model& m, const std::string& spec) {
       };
       std::string cell = name(choice.ownEntry) + " -> " + (choice.answered ? name(choice.entry) : "(failed)");
       if (choice.nchannels > 0) cell += " x" + std::to_string(choice.nchannels);
-      printf(" %-26s", cell.c_str());
+      printf(" %-30s", cell.c_str());
     }
     printf("\n");
   }
