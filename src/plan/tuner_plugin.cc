@@ -198,9 +198,11 @@ bool TunerSession::collInfo(Func func, size_t bytes, int numPipeOps, CostCells& 
         int algo = kUndef, proto = kUndef;
         r = static_cast<const TunerV2*>(lib_.table)->getCollInfo(context_, func, bytes, 0, 0, numPipeOps, &algo,
                                                                  &proto, nChannels);
-        if (r == ncclSuccess && algo >= 0 && algo < kNumAlgorithms && proto >= 0 && proto < kNumProtocols &&
-            table[algo][proto] != kIgnore)
-          table[algo][proto] = 0.0f;
+        const bool inTable = algo >= 0 && algo < kNumAlgorithms && proto >= 0 && proto < kNumProtocols;
+        if (r == ncclSuccess && inTable && table[algo][proto] != kIgnore) table[algo][proto] = 0.0f;
+        if (r == ncclSuccess && !inTable && (algo != kUndef || proto != kUndef))
+          noteOnce("v2-index", "tuner plugin " + label_ + " names algorithm " + std::to_string(algo) + ", protocol " +
+                                   std::to_string(proto) + ", outside NCCL's table: ignored");
         break;
       }
       case 3:
