@@ -3,7 +3,8 @@
 //
 // The algorithm comes from the communicator's tuning table (tuning.h): the
 // cost model's fastest choice for this collective and size over the rings and
-// trees the topology search built, within NCCL_ALGO. Only AllReduce has a tree
+// trees the topology search built, within NCCL_ALGO; a tuner plugin, where
+// one is loaded, may change that choice per call (tuner_steer.h). Only AllReduce has a tree
 // schedule; the other collectives run their ring (a chain for Broadcast and
 // Reduce). Host communicators of 3..8 ranks on one host also have Direct
 // (src/sched/build_direct.h) for Broadcast, AllGather, AllReduce and
