@@ -74,48 +74,53 @@ struct ConstantsV5 {
   double perChMaxNVLSTreeBws[kNumCompCaps][kNumTuningScales];
 };
 
+// The function types the versions share (getCollInfo's cost-table form
+// from v3; regBuff from v4; init with the communicator's facts from v5).
+using InitV2 = ncclResult_t (*)(size_t nRanks, size_t nNodes, Logger logFunction, void** context);
+using InitV5 = ncclResult_t (*)(void** context, uint64_t commId, size_t nRanks, size_t nNodes, Logger logFunction,
+                                NvlDomainInfoV5* nvlDomainInfo, ConstantsV5* constants);
+using CollInfoV3 = ncclResult_t (*)(void* context, int collType, size_t nBytes, int numPipeOps,
+                                    float** collCostTable, int numAlgo, int numProto, int* nChannels);
+using CollInfoV4 = ncclResult_t (*)(void* context, int collType, size_t nBytes, int numPipeOps,
+                                    float** collCostTable, int numAlgo, int numProto, int regBuff, int* nChannels);
+using Finish = ncclResult_t (*)(void* context);  // destroy (v2..v4), finalize (v5, v6)
+
 struct TunerV2 {
   const char* name;
-  ncclResult_t (*init)(size_t nRanks, size_t nNodes, Logger logFunction, void** context);
+  InitV2 init;
   ncclResult_t (*getCollInfo)(void* context, int collType, size_t nBytes, int collNetSupport, int nvlsSupport,
                               int numPipeOps, int* algorithm, int* protocol, int* nChannels);
-  ncclResult_t (*destroy)(void* context);
+  Finish destroy;
 };
 
 struct TunerV3 {
   const char* name;
-  ncclResult_t (*init)(size_t nRanks, size_t nNodes, Logger logFunction, void** context);
-  ncclResult_t (*getCollInfo)(void* context, int collType, size_t nBytes, int numPipeOps, float** collCostTable,
-                              int numAlgo, int numProto, int* nChannels);
-  ncclResult_t (*destroy)(void* context);
+  InitV2 init;
+  CollInfoV3 getCollInfo;
+  Finish destroy;
 };
 
 struct TunerV4 {
   const char* name;
-  ncclResult_t (*init)(size_t nRanks, size_t nNodes, Logger logFunction, void** context);
-  ncclResult_t (*getCollInfo)(void* context, int collType, size_t nBytes, int numPipeOps, float** collCostTable,
-                              int numAlgo, int numProto, int regBuff, int* nChannels);
-  ncclResult_t (*destroy)(void* context);
+  InitV2 init;
+  CollInfoV4 getCollInfo;
+  Finish destroy;
 };
 
 struct TunerV5 {
   const char* name;
-  ncclResult_t (*init)(void** context, uint64_t commId, size_t nRanks, size_t nNodes, Logger logFunction,
-                       NvlDomainInfoV5* nvlDomainInfo, ConstantsV5* constants);
-  ncclResult_t (*getCollInfo)(void* context, int collType, size_t nBytes, int numPipeOps, float** collCostTable,
-                              int numAlgo, int numProto, int regBuff, int* nChannels);
-  ncclResult_t (*finalize)(void* context);
+  InitV5 init;
+  CollInfoV4 getCollInfo;
+  Finish finalize;
 };
 
 // v6 = v5 + getChunkSize (may be null): the plugin may change the bytes one
 // pipeline step carries for the chosen algorithm, protocol and channels.
 struct TunerV6 {
   const char* name;
-  ncclResult_t (*init)(void** context, uint64_t commId, size_t nRanks, size_t nNodes, Logger logFunction,
-                       NvlDomainInfoV5* nvlDomainInfo, ConstantsV5* constants);
-  ncclResult_t (*getCollInfo)(void* context, int collType, size_t nBytes, int numPipeOps, float** collCostTable,
-                              int numAlgo, int numProto, int regBuff, int* nChannels);
-  ncclResult_t (*finalize)(void* context);
+  InitV5 init;
+  CollInfoV4 getCollInfo;
+  Finish finalize;
   ncclResult_t (*getChunkSize)(void* context, int collType, size_t nBytes, int algo, int proto, int nChannels,
                                size_t* chunkSize);
 };
