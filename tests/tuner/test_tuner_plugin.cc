@@ -106,7 +106,8 @@ ncclResult_t costs(int func, size_t bytes, float (*t)[kNumProtocols], int* nChan
 }
 
 // v2: an algorithm and protocol out, as NCCL's oldest table interface.
-[[maybe_unused]] ncclResult_t collInfoV2(void*, int func, size_t bytes, int collNet, int nvls, int, int* algo, int* proto,
+[[maybe_unused]] ncclResult_t collInfoV2(void*, int func, size_t bytes, int collNet, int nvls, int, int* algo,
+                                         int* proto,
                         int* nChannels) {
   float t[kNumAlgorithms][kNumProtocols];
   for (auto& row : t)
@@ -119,13 +120,15 @@ ncclResult_t costs(int func, size_t bytes, float (*t)[kNumProtocols], int* nChan
   return r;
 }
 
-[[maybe_unused]] ncclResult_t collInfoV3(void*, int func, size_t bytes, int pipeOps, float** table, int numAlgo, int numProto,
+[[maybe_unused]] ncclResult_t collInfoV3(void*, int func, size_t bytes, int pipeOps, float** table, int numAlgo,
+                                         int numProto,
                         int* nChannels) {
   record("table numAlgo=%d numProto=%d pipeOps=%d", numAlgo, numProto, pipeOps);
   return costs(func, bytes, reinterpret_cast<float(*)[kNumProtocols]>(table), nChannels);
 }
 
-[[maybe_unused]] ncclResult_t collInfoV4(void* c, int func, size_t bytes, int pipeOps, float** table, int numAlgo, int numProto,
+[[maybe_unused]] ncclResult_t collInfoV4(void* c, int func, size_t bytes, int pipeOps, float** table, int numAlgo,
+                                         int numProto,
                         int regBuff, int* nChannels) {
   record("regBuff=%d", regBuff);
   return collInfoV3(c, func, bytes, pipeOps, table, numAlgo, numProto, nChannels);
@@ -143,7 +146,8 @@ ncclResult_t costs(int func, size_t bytes, float (*t)[kNumProtocols], int* nChan
   return initCommon(nRanks, nNodes, log, context);
 }
 
-[[maybe_unused]] ncclResult_t chunkV6(void*, int func, size_t bytes, int algo, int proto, int nChannels, size_t* chunk) {
+[[maybe_unused]] ncclResult_t chunkV6(void*, int func, size_t bytes, int algo, int proto, int nChannels,
+                                      size_t* chunk) {
   record("getChunkSize func=%d bytes=%zu algo=%d proto=%d nChannels=%d chunk=%zu", func, bytes, algo, proto,
          nChannels, *chunk);
   long want = envLong("GYRETEST_TUNER_CHUNK", 0);

@@ -42,7 +42,8 @@ TEST_CASE("a tuner plugin steers device communicators' protocol where kernels ru
           if (initDevice(&comm, rank, n, id)) return 1;
           RANK_CHECK(runsKernels(comm) == kernels, "rank %d: GYRE_DEVICE_PATH=%s not in use", rank, path);
           const size_t count = 1 << 18;  // 1 MiB: gyre's own choice is Simple
-          Plan own = planOf(comm, CollKind::AllReduce, count, false), tuned = planOf(comm, CollKind::AllReduce, count, true);
+          Plan own = planOf(comm, CollKind::AllReduce, count, false);
+          Plan tuned = planOf(comm, CollKind::AllReduce, count, true);
           RANK_CHECK(own.protocol == Protocol::Simple, "rank %d: gyre's own plan for 1 MiB is %s", rank,
                      describe(own).c_str());
           if (kernels)

@@ -40,10 +40,12 @@ TEST_CASE("a tuner library that is missing, exports no tuner, an unknown version
     std::string pluginSaid = "";       // a line the plugin logged through gyre's logger
   };
   const std::vector<Case> cases = {
-      {"/nonexistent/libnccl-tuner-gone.so", {"NCCL_TUNER_PLUGIN=/nonexistent/libnccl-tuner-gone.so", "could not be loaded"}},
+      {"/nonexistent/libnccl-tuner-gone.so",
+       {"NCCL_TUNER_PLUGIN=/nonexistent/libnccl-tuner-gone.so", "could not be loaded"}},
       {"gyretest-absent", {"NCCL_TUNER_PLUGIN=gyretest-absent", "libnccl-tuner-gyretest-absent.so"}},
       {pluginPath("NOSYMBOL"), {pluginPath("NOSYMBOL"), "exports no ncclTunerPlugin_vN symbol"}},
-      {pluginPath("V7"), {pluginPath("V7"), "exports ncclTunerPlugin_v7, a tuner interface version gyre does not drive"}},
+      {pluginPath("V7"),
+       {pluginPath("V7"), "exports ncclTunerPlugin_v7, a tuner interface version gyre does not drive"}},
       {pluginPath("FAILINIT"), {"tuner plugin gyretest-v5", "init for rank", "returned 3", "plans without it"},
        "gyretest tuner: failing init on purpose"},
       {"none", {}},
@@ -123,7 +125,8 @@ TEST_CASE("an entry a tuner plugin makes cheapest that host memory cannot run is
         ncclComm_t comm = nullptr;
         if (initHost(&comm, rank, n, id)) return 1;
         for (size_t count : {size_t{16}, size_t{1} << 18}) {
-          Plan tuned = planOf(comm, CollKind::AllReduce, count, true), own = planOf(comm, CollKind::AllReduce, count, false);
+          Plan tuned = planOf(comm, CollKind::AllReduce, count, true);
+          Plan own = planOf(comm, CollKind::AllReduce, count, false);
           RANK_CHECK(samePlan(tuned, own) && tuned.protocol == Protocol::Simple, "rank %d: planned %s, own %s", rank,
                      describe(tuned).c_str(), describe(own).c_str());
           if (allReduceExact(comm, rank, n, count)) return 1;

@@ -25,7 +25,9 @@ int initHost(ncclComm_t* comm, int rank, int n, const ncclUniqueId& id) {
 TEST_CASE("tuner plugins of every interface version from v2 to v6 steer host AllReduces as they say", "[tuner]") {
   for (int v = 2; v <= 6; ++v) {
     const std::string dir = freshFolder();
-    RankOptions o = tunerOptions(pluginPath("V" + std::to_string(v)), dir,
+    std::string name = "V";
+    name += std::to_string(v);
+    RankOptions o = tunerOptions(pluginPath(name), dir,
                                  {{"GYRETEST_TUNER_TREE_ABOVE", "65536"}, {"GYRETEST_TUNER_CHUNK", "4096"}});
     RunResult result = runRanks(
         4,
@@ -64,7 +66,8 @@ TEST_CASE("tuner plugins of every interface version from v2 to v6 steer host All
           RANK_CHECK(countOf(calls, "finalize") == 1, "rank %d: v%d: destroy/finalize not called once:\n%s", rank,
                      v, calls.c_str());
           if (v == 2) RANK_CHECK(has(calls, "v2 collNetSupport=0 nvlsSupport=0"), "rank %d: v2 support flags", rank);
-          if (v >= 3) RANK_CHECK(has(calls, "table numAlgo=7 numProto=3 pipeOps=1"), "rank %d: v%d: table shape", rank, v);
+          if (v >= 3)
+            RANK_CHECK(has(calls, "table numAlgo=7 numProto=3 pipeOps=1"), "rank %d: v%d: table shape", rank, v);
           if (v >= 4) RANK_CHECK(has(calls, "regBuff=0"), "rank %d: v%d: regBuff", rank, v);
           if (v >= 5) {
             RANK_CHECK(has(calls, "nvlDomains=1 ranksPerDomain=4..4"), "rank %d: v%d: domains:\n%s", rank, v,
@@ -72,7 +75,8 @@ TEST_CASE("tuner plugins of every interface version from v2 to v6 steer host All
             RANK_CHECK(has(debug, "changed NCCL's tuning constants"), "rank %d: v%d: constants not mentioned", rank, v);
           }
           const std::string loaded = "tuner plugin gyretest-v" + std::to_string(v) + " loaded from ";
-          RANK_CHECK(has(debug, loaded) && has(debug, "(ncclTunerPlugin_v" + std::to_string(v) + "; NCCL_TUNER_PLUGIN="),
+          const std::string version = "(ncclTunerPlugin_v" + std::to_string(v) + "; NCCL_TUNER_PLUGIN=";
+          RANK_CHECK(has(debug, loaded) && has(debug, version),
                      "rank %d: v%d: no INFO line naming the plugin and version:\n%s", rank, v, debug.c_str());
           return 0;
         },
@@ -82,7 +86,8 @@ TEST_CASE("tuner plugins of every interface version from v2 to v6 steer host All
   }
 }
 
-TEST_CASE("a tuner plugin's channel count sets the call's channels, and one beyond the rings is ignored with an INFO line",
+TEST_CASE("a tuner plugin's channel count sets the call's channels, and one beyond the rings is ignored with an "
+          "INFO line",
           "[tuner]") {
   for (const char* channels : {"1", "9"}) {
     const std::string dir = freshFolder();
@@ -92,7 +97,8 @@ TEST_CASE("a tuner plugin's channel count sets the call's channels, and one beyo
           ncclComm_t comm = nullptr;
           if (initHost(&comm, rank, n, id)) return 1;
           const size_t count = 1 << 18;  // 1 MiB: gyre's own plan runs two ring channels on 3 host ranks
-          Plan own = planOf(comm, CollKind::AllReduce, count, false), tuned = planOf(comm, CollKind::AllReduce, count, true);
+          Plan own = planOf(comm, CollKind::AllReduce, count, false);
+          Plan tuned = planOf(comm, CollKind::AllReduce, count, true);
           RANK_CHECK(own.nchannels == 2, "rank %d: gyre's own plan has %d channels", rank, own.nchannels);
           const int expected = channels[0] == '1' ? 1 : own.nchannels;
           RANK_CHECK(tuned.nchannels == expected && tuned.algorithm == own.algorithm,
@@ -119,7 +125,8 @@ TEST_CASE("NCCL_ALGO and a per-call algSelection keep their precedence over a tu
         ncclComm_t comm = nullptr;
         if (initHost(&comm, rank, n, id)) return 1;
         // NCCL_ALGO leaves Tree out of the table: the plugin cannot bring it back.
-        Plan large = planOf(comm, CollKind::AllReduce, kLarge, true), own = planOf(comm, CollKind::AllReduce, kLarge, false);
+        Plan large = planOf(comm, CollKind::AllReduce, kLarge, true);
+        Plan own = planOf(comm, CollKind::AllReduce, kLarge, false);
         RANK_CHECK(large.algorithm != Algorithm::Tree && samePlan(large, own),
                    "rank %d: NCCL_ALGO=Ring,Direct planned %s, gyre's own is %s", rank, describe(large).c_str(),
                    describe(own).c_str());
