@@ -36,13 +36,15 @@ const char* kUsage =
     "  --ranks N       N host-memory ranks per host (default: one per GPU, or on a\n"
     "                  host without GPUs 2 per NUMA node and at least 4)\n"
     "  --tuning SIZE   print the full AllReduce cost table at SIZE (e.g. 64K, 1M)\n"
+    "  --tuner LIB     also show the picks with this tuner plugin (a path, or NAME\n"
+    "                  for libnccl-tuner-NAME.so, as NCCL_TUNER_PLUGIN)\n"
     "  --dot FILE      write Graphviz of the topology with the rings and trees\n"
     "  --png FILE      render that picture with Graphviz dot, when installed\n"
     "  --channels N    draw at most N ring channels (default 4)\n"
     "  --help          this text\n";
 
 struct Options {
-  std::string topo, dump, dot, png;
+  std::string topo, dump, dot, png, tuner;
   int nodes = 1, ranks = 0, drawChannels = 4;
   size_t tuning = 0;
 };
@@ -75,6 +77,7 @@ int parse(int argc, char** argv, Options* o) {
     else if (a == "--dump") o->dump = v;
     else if (a == "--dot") o->dot = v;
     else if (a == "--png") o->png = v;
+    else if (a == "--tuner") o->tuner = v;
     else if (a == "--nodes") {
       if (!positive(v, &o->nodes)) return usageError("--nodes \"%s\": expected a count from 1 to 4096", v);
     } else if (a == "--ranks") {
@@ -172,6 +175,7 @@ int main(int argc, char** argv) {
   info::printTrees(m);
   info::printConfig();
   if (info::printPlanner(m, o.tuning) != 0) return fail("planner settings");
+  if (!o.tuner.empty() && info::printTunedPlanner(m, o.tuner) != 0) return 1;
 
   std::string dot = o.dot;
   if (dot.empty() && !o.png.empty()) dot = o.png + ".dot";

@@ -29,6 +29,10 @@ void printConfig();
 // Planner pick per collective over a size sweep; `tuningBytes` > 0 also
 // prints the full cost table for AllReduce at that size.
 int printPlanner(const Model& m, size_t tuningBytes);
+// The same sweep with the tuner plugin `spec` (NCCL_TUNER_PLUGIN's rules):
+// gyre's own pick and the plugin's, per collective and size. Non-zero when
+// the plugin cannot be loaded or its init fails.
+int printTunedPlanner(const Model& m, const std::string& spec);
 
 // gyre-info status [--counters] [--dir D] [--wait-ms N]: the live state
 // of this user's jobs on this host (info_status.cc).

@@ -1,11 +1,15 @@
 // gyre-info sections about decisions: rings, trees, configuration and the
 // planner's picks.
+#include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
 
 #include "src/config/env.h"
 #include "src/plan/algorithm.h"
 #include "src/plan/cost_model.h"
+#include "src/plan/tuner_plugin.h"
+#include "src/plan/tuner_steer.h"
 #include "tools/info.h"
 
 namespace gyre::info {
@@ -105,18 +109,81 @@ void printConfig() {
   for (const std::string& w : env::configProblems()) printf("  note: %s\n", w.c_str());
 }
 
-int printPlanner(const Model& m, size_t tuningBytes) {
+namespace {
+
+const CollKind kColls[] = {CollKind::AllReduce, CollKind::Broadcast, CollKind::Reduce, CollKind::AllGather,
+                           CollKind::ReduceScatter};
+
+// What NCCL_ALGO / NCCL_PROTO allow; false when either does not parse.
+bool allowedChoices(std::vector<Algorithm>* algos, std::vector<Protocol>* protos) {
   std::vector<std::string> algoNames, protoNames;
   if (parseSelection("NCCL_ALGO", env::getString("NCCL_ALGO"), algorithmNames(), &algoNames) != ncclSuccess ||
       parseSelection("NCCL_PROTO", env::getString("NCCL_PROTO"), {"Simple", "LL"}, &protoNames) != ncclSuccess)
-    return 1;
+    return false;
+  for (const std::string& a : algoNames) algos->push_back(algorithmNamed(a));
+  for (const std::string& p : protoNames) protos->push_back(p == "Simple" ? Protocol::Simple : Protocol::LL);
+  return true;
+}
+
+}  // namespace
+
+int printTunedPlanner(const Model& m, const std::string& spec) {
   std::vector<Algorithm> algos;
   std::vector<Protocol> protos;
-  for (const std::string& a : algoNames) algos.push_back(algorithmNamed(a));
-  for (const std::string& p : protoNames) protos.push_back(p == "Simple" ? Protocol::Simple : Protocol::LL);
+  if (!allowedChoices(&algos, &protos)) return 1;
+  std::unique_ptr<TunerLibrary> lib = loadTunerLibrary(spec);
+  if (!lib) {
+    fprintf(stderr, "gyre-info: --tuner %s: no tuner plugin could be loaded from it (NCCL_DEBUG=WARN says why)\n",
+            spec.c_str());
+    return 1;
+  }
+  const int nranks = static_cast<int>(m.placement.ranks.size());
+  std::vector<int> perHost(m.placement.hosts.size(), 0);
+  for (const topo::RankSite& site : m.placement.ranks) ++perHost[site.host];
+  TunerSession::Facts f;
+  f.nranks = nranks;
+  f.nnodes = static_cast<int>(perHost.size());
+  f.minRanksPerNode = *std::min_element(perHost.begin(), perHost.end());
+  f.maxRanksPerNode = *std::max_element(perHost.begin(), perHost.end());
+  std::unique_ptr<TunerSession> session = TunerSession::open(*lib, f);
+  if (!session) {
+    fprintf(stderr, "gyre-info: --tuner %s: the plugin's init failed (NCCL_DEBUG=WARN says why)\n", spec.c_str());
+    return 1;
+  }
+  const int channels = static_cast<int>(m.rings.channels.size());
+  printf("\n== Planner picks with tuner plugin %s: gyre's own -> the plugin's (channels: x N where it sets them)\n",
+         session->label().c_str());
+  printf("%-10s", "size");
+  for (CollKind c : kColls) printf(" %-30s", collName(c) + 4);
+  printf("\n");
+  for (size_t bytes = 8; bytes <= (size_t{1} << 30); bytes *= 8) {
+    printf("%-10s", sizeText(bytes).c_str());
+    for (CollKind c : kColls) {
+      CostTable t = predictCosts(inputs(m, c, nranks, bytes), algos, protos);
+      std::vector<const char*> whyNot(t.entries.size(), nullptr);
+      for (size_t i = 0; i < whyNot.size(); ++i)
+        if (!t.entries[i].available || !t.entries[i].allowed)
+          whyNot[i] = t.entries[i].available ? "NCCL_ALGO / NCCL_PROTO exclude it" : t.entries[i].unavailableWhy;
+      TunerChoice choice = consultTuner(*session, t, whyNot, channels);
+      auto name = [&](int i) {
+        return i < 0 ? std::string("-")
+                     : std::string(algorithmName(t.entries[i].algo)) + "/" + protocolName(t.entries[i].proto);
+      };
+      std::string cell = name(choice.ownEntry) + " -> " + (choice.answered ? name(choice.entry) : "(failed)");
+      if (choice.nchannels > 0) cell += " x" + std::to_string(choice.nchannels);
+      printf(" %-30s", cell.c_str());
+    }
+    printf("\n");
+  }
+  return 0;
+}
+
+int printPlanner(const Model& m, size_t tuningBytes) {
+  std::vector<Algorithm> algos;
+  std::vector<Protocol> protos;
+  if (!allowedChoices(&algos, &protos)) return 1;
   int nranks = static_cast<int>(m.placement.ranks.size());
-  const CollKind colls[] = {CollKind::AllReduce, CollKind::Broadcast, CollKind::Reduce, CollKind::AllGather,
-                            CollKind::ReduceScatter};
+  const auto& colls = kColls;
   printf("\n== Planner picks: algorithm/protocol and predicted time (%d ranks, %d hosts)\n", nranks, m.rings.nhosts);
   printf("%-10s", "size");
   for (CollKind c : colls) printf(" %-20s", collName(c) + 4);

@@ -15,6 +15,7 @@
 #include "include/gyre.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/comm_topology.h"
+#include "src/plan/tuner_plugin.h"
 #include "src/observe/observer.h"
 #include "src/lower/wiring.h"
 #include "src/sched/step.h"
@@ -54,6 +55,9 @@ struct ncclComm : gyre::Wiring {
 
   std::unique_ptr<gyre::Bootstrap> bootstrap;
   std::unique_ptr<gyre::CommTopology> topology;  // placement, rings and tuning from init
+  // The tuner plugin's context for this communicator (Wiring::tuner points
+  // at it): opened at the end of init, closed at destroy and abort.
+  std::unique_ptr<gyre::TunerSession> tunerSession;
   // The executors' views of this communicator (src/comm/executor_binding.h):
   // the host executor's, always (device communicators stage through it too),
   // and the device layer's, which also holds its state (kernels, direct

@@ -128,6 +128,8 @@ ncclResult_t destroyCommunicator(ncclComm_t comm, bool abort) {
   }
   warnUnreceivedSends(comm);
   stopObserving(&comm->observer);
+  comm->tuner = nullptr;  // no call is running: the plugin's finalize may go now
+  comm->tunerSession.reset();
   releaseCommResources(comm);
   releaseRegistrations(comm);
   comm->magic = 0;  // a later use of this pointer is caught as "not a valid communicator" while memory allows

@@ -139,6 +139,7 @@ ncclResult_t buildComm(ncclComm* comm, const std::vector<ncclUniqueId>& ids, std
   // Nobody returns from init before every rank's connections exist.
   GYRE_CHECK(comm->bootstrap->barrier(deadline, &comm->abortFlag));
   startObserving(&comm->observer, comm->bootstrap->secret(), comm->bootstrap->peers(), comm->rank, comm->isHost);
+  openTuner(comm);
   return ncclSuccess;
 }
 

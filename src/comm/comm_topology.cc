@@ -1,5 +1,6 @@
 #include "src/comm/comm_topology.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <string>
@@ -215,6 +216,23 @@ bool p2pToEveryPeer(const ncclComm* comm) {
         (edgeKind(comm, r) != topo::EdgeTransport::P2P || !p2pTransport()->canConnect(peers[comm->rank], peers[r])))
       return false;
   return true;
+}
+
+void openTuner(ncclComm* comm) {
+  const TunerLibrary* lib = processTunerLibrary();
+  if (!lib) return;
+  const topo::Placement& p = comm->topology->placement;
+  std::vector<int> perHost(p.hosts.size(), 0);
+  for (const topo::RankSite& site : p.ranks) ++perHost[site.host];
+  TunerSession::Facts f;
+  f.commId = comm->observer.commId;
+  f.rank = comm->rank;
+  f.nranks = comm->nranks;
+  f.nnodes = static_cast<int>(p.hosts.size());
+  f.minRanksPerNode = perHost.empty() ? 1 : *std::min_element(perHost.begin(), perHost.end());
+  f.maxRanksPerNode = perHost.empty() ? 1 : *std::max_element(perHost.begin(), perHost.end());
+  comm->tunerSession = TunerSession::open(*lib, f);
+  comm->tuner = comm->tunerSession.get();
 }
 
 PlanContext planContextOf(const ncclComm* comm) { return planContextOf(static_cast<const Wiring&>(*comm)); }

@@ -57,6 +57,11 @@ bool anyNetworkEdge(const ncclComm* comm);
 // executor needs all of a communicator's edges to be).
 bool p2pToEveryPeer(const ncclComm* comm);
 
+// Opens the process's tuner plugin (NCCL_TUNER_PLUGIN) for this
+// communicator, with its ranks and hosts; without one, or when the plugin's
+// init fails (warned), the communicator plans without it.
+void openTuner(ncclComm* comm);
+
 // The planner's view of the communicator (src/plan/planner.h), after init.
 PlanContext planContextOf(const ncclComm* comm);
 

@@ -58,6 +58,10 @@ const std::vector<VarSpec>& registry() {
        "NCCL profiler plugin (ncclProfiler_v6 or _v5) that receives group, collective, send/recv and step events; "
        "unset: "
        "libnccl-profiler.so if it can be loaded (docs/OBSERVABILITY.md)"},
+      {"NCCL_TUNER_PLUGIN", Type::String, "", "NAME (loads NAME, then libnccl-tuner-NAME.so), a path, or none",
+       "NCCL tuner plugin (ncclTunerPlugin_v6 down to _v2) whose cost table steers the planner's algorithm, "
+       "protocol and channels per call; unset: libnccl-tuner.so if it can be loaded, else the net plugin's "
+       "library if it exports a tuner (docs/COMPATIBILITY.md)"},
       {"GYRE_STATUS", Type::Int, "1", "0..1",
        "1: each process with a communicator answers `gyre-info status` on a unix socket of its user "
        "(docs/OBSERVABILITY.md); 0: no socket and no thread", 0, 1},

@@ -141,8 +141,10 @@ ExecPath execPathOf(const CollCall& c, const Plan& plan) {
   return ExecPath::Ring;
 }
 
+// A communicator with a tuner plugin asks it on every call, as NCCL does (a
+// plugin may answer differently over time), so nothing repeats there.
 bool isRepeat(const CollCall& c, const HostComm& comm, const HostLaneSet& set) {
-  return set.repeat.commSerial != 0 && repeatable(c) && set.repeat == repeatKeyOf(c, comm.serial, comm.rank);
+  return set.repeat.commSerial != 0 && !(comm.wiring && comm.wiring->tuner) && repeatable(c) && set.repeat == repeatKeyOf(c, comm.serial, comm.rank);
 }
 
 // The previous call's lanes start over on this call's buffers and sequence

@@ -16,6 +16,7 @@ PlanContext planContextOf(const Wiring& w) {
   ctx.singleCopyAlways = w.singleCopyAlways;
   ctx.shmRings = w.shmRings;
   ctx.tuning = w.tuning;
+  ctx.tuner = w.tuner;
   return ctx;
 }
 

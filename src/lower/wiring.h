@@ -78,6 +78,7 @@ struct Wiring {
   bool singleCopyAlways = false;  // GYRE_SINGLE_COPY=always
   bool shmRings = false;          // host communicator whose rings all run over shared memory
   const TuningTable* tuning = nullptr;      // the communicator's, from init
+  const TunerSession* tuner = nullptr;      // the communicator's tuner plugin session, if any
   const bool* runsKernels = nullptr;        // the device layer's choice (DeviceComm::deviceKernels)
   std::map<int, std::unique_ptr<Connection>> p2pSend;  // by peer rank
   std::map<int, std::unique_ptr<Connection>> p2pRecv;

@@ -6,6 +6,7 @@
 
 #include "src/config/env.h"
 #include "src/debug/error.h"
+#include "src/plan/tuner_steer.h"
 #include "src/sched/chunking.h"
 #include "src/transport/fifo.h"
 
@@ -81,6 +82,9 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
   Algorithm tuned = tunedAlgorithm(*ctx.tuning, coll, bytes);
   if (ctx.trees && tuned == Algorithm::Tree) plan->algorithm = Algorithm::Tree;
   if (tuned == Algorithm::Direct && ctx.meshConnections) plan->algorithm = Algorithm::Direct;
+  // A tuner plugin chooses within NCCL_ALGO / NCCL_PROTO; a per-call
+  // selection below still has the last word, as in NCCL.
+  const bool steered = steerPlan(ctx, coll, bytes, typeSize, plan);
   bool hasDirect = coll != CollKind::Reduce && coll != CollKind::SendRecv;
   // A per-call selection runs as named (no doubling or single-copy variant),
   // over NCCL_ALGO, as NCCL's per-call config does.
@@ -123,8 +127,8 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
                        (plan->algorithm == Algorithm::Tree ||
                         (plan->algorithm == Algorithm::Direct && bytes > kOneShotMaxBytesOverDoubling));
   }
-  if (plan->singleCopy || callSelected) plan->doubling = false;
-  if (callSelected) plan->singleCopy = plan->singleCopyByValue = false;
+  if (plan->singleCopy || callSelected || steered) plan->doubling = false;
+  if (callSelected || steered) plan->singleCopy = plan->singleCopyByValue = false;
   return ncclSuccess;
 }
 

@@ -3,7 +3,8 @@
 //
 // The algorithm comes from the communicator's tuning table (tuning.h): the
 // cost model's fastest choice for this collective and size over the rings and
-// trees the topology search built, within NCCL_ALGO. Only AllReduce has a tree
+// trees the topology search built, within NCCL_ALGO; a tuner plugin, where
+// one is loaded, may change that choice per call (tuner_steer.h). Only AllReduce has a tree
 // schedule; the other collectives run their ring (a chain for Broadcast and
 // Reduce). Host communicators of 3..8 ranks on one host also have Direct
 // (src/sched/build_direct.h) for Broadcast, AllGather, AllReduce and
@@ -22,6 +23,8 @@
 #include "src/plan/tuning.h"
 
 namespace gyre {
+
+class TunerSession;
 
 struct Plan {
   Algorithm algorithm = Algorithm::Ring;
@@ -97,6 +100,9 @@ struct PlanContext {
   bool singleCopyAlways = false;     // GYRE_SINGLE_COPY=always: at every size
   bool shmRings = false;             // host ranks whose rings run over shared memory (one host thread per rank)
   const TuningTable* tuning = nullptr;
+  // The communicator's tuner plugin session (tuner_plugin.h), or null: it
+  // then has a say in every collective's plan (tuner_steer.h).
+  const TunerSession* tuner = nullptr;
 };
 
 // A call's own algorithm selection (CollCall::allowedAlgorithms, from a

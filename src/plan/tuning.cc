@@ -76,6 +76,8 @@ void buildTuningTable(const RingPlan& rings, int nranks, bool hostMemory, bool l
   const std::vector<std::string> protoNames = protocolNames();
   out->simpleExcluded = std::find(protoNames.begin(), protoNames.end(), "Simple") == protoNames.end();
   std::vector<Protocol> protos = allowedProtocols(protoNames, llAvailable);
+  out->allowedAlgos = algos;
+  out->allowedProtos = protos;
   for (int c = 0; c < kTunedColls; ++c)
     for (int b = 0; b < kTuningBuckets; ++b) {
       CostTable table = tableAt(*out, static_cast<CollKind>(c), size_t{1} << b, algos, protos);

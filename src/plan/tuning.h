@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "src/call/coll_kind.h"
 #include "src/plan/algorithm.h"
@@ -27,6 +28,10 @@ struct TuningTable {
   bool directOnly = false;       // NCCL_ALGO allows Direct alone
   bool llAvailable = false;
   bool simpleExcluded = false;   // NCCL_PROTO leaves Simple out (LL only)
+  // What NCCL_ALGO / NCCL_PROTO allow among what this communicator runs (a
+  // tuner plugin chooses within them).
+  std::vector<Algorithm> allowedAlgos;  // empty: all
+  std::vector<Protocol> allowedProtos;
 };
 
 // `nranks` ranks planned on `rings`. LL is a choice only for `llAvailable`

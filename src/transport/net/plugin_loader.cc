@@ -21,6 +21,7 @@ constexpr int kOldestNamed = 2, kNewestNamed = 16;
 
 std::mutex gWarnMu;
 std::string gLastWarn;
+std::string gLoadedFile;  // guarded by gWarnMu
 
 // The logger handed to plugins: their lines join gyre's log (NET subsystem),
 // and the last warning is kept for the error a failed call reports.
@@ -62,6 +63,11 @@ std::string fileFor(const std::string& spec) {
 }
 
 }  // namespace
+
+std::string loadedNetPluginFile() {
+  std::lock_guard<std::mutex> lock(gWarnMu);
+  return gLoadedFile;
+}
 
 std::string lastPluginWarning(const std::string& name) {
   std::lock_guard<std::mutex> lock(gWarnMu);
@@ -106,6 +112,10 @@ ncclResult_t loadNetPlugin(const std::string& spec, Network* out) {
   out->api = api;
   out->devices = ndev;
   out->external = true;
+  {
+    std::lock_guard<std::mutex> lock(gWarnMu);
+    gLoadedFile = file;
+  }
   GYRE_INFO("NET", "loaded net plugin %s from %s (%s, %d devices; exports %s)", name.c_str(), file.c_str(), version,
             ndev, exported.c_str());
   return ncclSuccess;

@@ -16,6 +16,10 @@ namespace gyre {
 // Loads, init()s and counts the devices of the plugin named by `spec`.
 ncclResult_t loadNetPlugin(const std::string& spec, Network* out);
 
+// The file of the net plugin this process loaded ("" if none): NCCL looks
+// there for a tuner plugin when NCCL_TUNER_PLUGIN names none it can open.
+std::string loadedNetPluginFile();
+
 // The last WARN line the plugin `name` logged through gyre's logger ("" if none).
 std::string lastPluginWarning(const std::string& name);
 
