@@ -38,4 +38,14 @@ ncclResult_t failMismatchedCalls(int sender, const SlotMeta& sent, int self, con
               rootsDiffer, note);
 }
 
+ncclResult_t checkPeerSlotMeta(int sender, const SlotMeta& got, int self, const SlotMeta& want, CollKind coll) {
+  if (got.opCount != want.opCount || got.coll != want.coll || got.count != want.count ||
+      got.datatype != want.datatype || got.redop != want.redop || got.root != want.root)
+    return failMismatchedCalls(sender, got, self, want);
+  if (got.bytes != want.bytes)
+    return fail(ncclInternalError, "%s #%llu: rank %d sent %u bytes for a %u-byte step", collName(coll),
+                static_cast<unsigned long long>(want.opCount), sender, got.bytes, want.bytes);
+  return ncclSuccess;
+}
+
 }  // namespace gyre

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "src/bootstrap/interfaces.h"
@@ -26,11 +27,10 @@ constexpr uint32_t kMagic = 0x6779'4942;  // "gyIB"
 // caller's init deadline bounds the whole, between the calls.
 constexpr double kSetupSeconds = 5;
 
-// Lives in the caller's handle buffer, which stays put while connect() is retried.
+// What listen() writes into the handle that travels to the sender.
 struct Handle {
   uint32_t magic;
   WireAddress addr;
-  IbComm* pending;  // the sender's comm while connect() is in progress
 };
 static_assert(sizeof(Handle) <= GYRE_NET_HANDLE_MAXSIZE);
 
@@ -41,6 +41,19 @@ struct ListenComm {
 };
 
 const std::vector<IbPort>* gPorts = nullptr;
+
+// The sender's comm while connect() is retried, by the caller's handle
+// buffer (which stays put between the calls). Not kept inside the handle:
+// its bytes came from the peer, so a pointer read from them would be the
+// peer's choice.
+std::mutex gConnectingMu;
+std::map<const void*, IbComm*> gConnecting;
+
+IbComm* connecting(const void* handle) {
+  std::lock_guard<std::mutex> lock(gConnectingMu);
+  auto it = gConnecting.find(handle);
+  return it == gConnecting.end() ? nullptr : it->second;
+}
 
 const IbPort* portOf(int dev) {
   if (!gPorts || dev < 0 || dev >= static_cast<int>(gPorts->size())) return nullptr;
@@ -87,7 +100,7 @@ ncclResult_t ibListen(int dev, void* handle, void** listenComm) {
     delete l;
     return r;
   }
-  Handle h{kMagic, bound.toWire(), nullptr};
+  Handle h{kMagic, bound.toWire()};
   memset(handle, 0, GYRE_NET_HANDLE_MAXSIZE);
   memcpy(handle, &h, sizeof(h));
   *listenComm = l;
@@ -123,16 +136,22 @@ void destroyComm(IbComm* c) {
 
 ncclResult_t ibConnect(int dev, void* handle, void** sendComm, gyreNetDeviceHandle_v8_t**) {
   *sendComm = nullptr;
-  auto* h = static_cast<Handle*>(handle);
+  Handle h;
+  memcpy(&h, handle, sizeof(h));
   const IbPort* port = portOf(dev);
   if (!port) return badDev(dev);
-  if (h->magic != kMagic) return fail(ncclInvalidArgument, "NET/IB: connect() got a handle the IB network did not make");
-  IbComm* c = h->pending;
+  if (h.magic != kMagic) return fail(ncclInvalidArgument, "NET/IB: connect() got a handle the IB network did not make");
+  IbComm* c = connecting(handle);
   if (!c) {
     c = new IbComm();
     c->isSend = true;
     c->port = port;
-    NetAddress addr = NetAddress::fromWire(h->addr);
+    NetAddress addr = NetAddress::fromWire(h.addr);
+    if (!addr.valid() || addr.port() == 0) {
+      delete c;
+      return fail(ncclRemoteError, "NET/IB: connect() got a handle without a valid address (family %u, port %u)",
+                  static_cast<unsigned>(h.addr.family), static_cast<unsigned>(h.addr.port));
+    }
     c->what = port->label() + " -> " + addr.toString();
     // The receiver listened before it sent the handle: a refusal means it
     // is gone, so that fails at once instead of retrying.
@@ -156,15 +175,24 @@ ncclResult_t ibConnect(int dev, void* handle, void** sendComm, gyreNetDeviceHand
       destroyComm(c);
       return r;
     }
-    h->pending = c;
+    std::lock_guard<std::mutex> lock(gConnectingMu);
+    gConnecting[handle] = c;
   }
   bool whole = false;
-  GYRE_CHECK(readTheirs(c, &whole));
-  if (!whole) return ncclSuccess;
-  GYRE_CHECK(connectQps(c));
+  ncclResult_t r = readTheirs(c, &whole);
+  if (r == ncclSuccess && !whole) return ncclSuccess;
+  if (r == ncclSuccess) r = connectQps(c);
   const char ready = 1;
-  GYRE_CHECK(c->sock.sendAll(&ready, 1, Deadline::afterSeconds(kSetupSeconds), nullptr, c->what.c_str()));
-  h->pending = nullptr;
+  if (r == ncclSuccess)
+    r = c->sock.sendAll(&ready, 1, Deadline::afterSeconds(kSetupSeconds), nullptr, c->what.c_str());
+  {
+    std::lock_guard<std::mutex> lock(gConnectingMu);
+    gConnecting.erase(handle);
+  }
+  if (r != ncclSuccess) {
+    destroyComm(c);
+    return r;
+  }
   *sendComm = c;
   return ncclSuccess;
 }

@@ -185,15 +185,13 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
     }
     s->incomingBytes += got;
     if (s->incomingBytes == sizeof(SlotMeta) && got > 0) {
-      if (s->incoming.flags & kMetaAbort) {
-        s->noticeCulprit = static_cast<int>(s->incoming.count);
-        break;
-      }
-      if (s->incoming.bytes > conn.fifo.slotBytes) {
+      const ncclResult_t r = checkIncomingHeader(s->incoming, conn.fifo.slotBytes, conn.peer, s->what,
+                                                 &s->noticeCulprit);
+      if (r != ncclSuccess) {
         *culprit = conn.peer;
-        return fail(ncclInternalError, "%s: rank %d sent a %u-byte step into %zu-byte slots", s->what.c_str(),
-                    conn.peer, s->incoming.bytes, conn.fifo.slotBytes);
+        return r;
       }
+      if (s->noticeCulprit >= 0) break;
     }
     if (s->incomingBytes >= sizeof(SlotMeta) && !s->split(s->incoming.bytes) &&
         s->incomingBytes == sizeof(SlotMeta) + s->incoming.bytes) {
@@ -208,6 +206,18 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
     *culprit = s->noticeCulprit;
     return failFromAbortNotice(s->noticeCulprit, s->rank, conn.peer);
   }
+  return ncclSuccess;
+}
+
+ncclResult_t checkIncomingHeader(const SlotMeta& m, size_t slotBytes, int peer, const std::string& what,
+                                 int* noticeCulprit) {
+  if (m.flags & kMetaAbort) {
+    *noticeCulprit = culpritFromNotice(m.count, peer);
+    return ncclSuccess;
+  }
+  if (m.bytes > slotBytes)
+    return fail(ncclInternalError, "%s: rank %d sent a %u-byte step into %zu-byte slots", what.c_str(), peer, m.bytes,
+                slotBytes);
   return ncclSuccess;
 }
 
