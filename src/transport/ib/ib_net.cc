@@ -15,6 +15,7 @@
 #include "src/debug/log.h"
 #include "src/transport/ib/ib_comm.h"
 #include "src/transport/ib/ib_qp.h"
+#include "src/transport/ib/ib_records.h"
 #include "src/transport/ib/ib_async.h"
 #include "src/transport/ib/reg_cache.h"
 #include "src/transport/ib/verbs_api.h"
@@ -22,16 +23,10 @@
 namespace gyre::ib {
 namespace {
 
-constexpr uint32_t kMagic = 0x6779'4942;  // "gyIB"
 // Bounds each blocking piece of set-up (a TCP connect, a small send): the
 // caller's init deadline bounds the whole, between the calls.
 constexpr double kSetupSeconds = 5;
 
-// What listen() writes into the handle that travels to the sender.
-struct Handle {
-  uint32_t magic;
-  WireAddress addr;
-};
 static_assert(sizeof(Handle) <= GYRE_NET_HANDLE_MAXSIZE);
 
 struct ListenComm {
@@ -100,7 +95,7 @@ ncclResult_t ibListen(int dev, void* handle, void** listenComm) {
     delete l;
     return r;
   }
-  Handle h{kMagic, bound.toWire()};
+  Handle h{kRecordMagic, bound.toWire()};
   memset(handle, 0, GYRE_NET_HANDLE_MAXSIZE);
   memcpy(handle, &h, sizeof(h));
   *listenComm = l;
@@ -117,12 +112,7 @@ ncclResult_t readTheirs(IbComm* c, bool* whole) {
     c->theirsBytes += n;
   }
   *whole = c->theirsBytes == sizeof(c->theirs);
-  if (*whole && c->theirs.magic != kMagic)
-    return fail(ncclRemoteError, "NET/IB %s: the peer sent a malformed connection record", c->what.c_str());
-  if (*whole && c->theirs.nqps != c->mine.nqps)
-    return fail(ncclInvalidUsage, "NET/IB %s: NCCL_IB_QPS_PER_CONNECTION differs: the peer uses %u QPs, this rank %u",
-                c->what.c_str(), c->theirs.nqps, c->mine.nqps);
-  return ncclSuccess;
+  return *whole ? checkQpInfo(c->theirs, c->mine, c->what) : ncclSuccess;
 }
 
 void destroyComm(IbComm* c) {
@@ -136,22 +126,15 @@ void destroyComm(IbComm* c) {
 
 ncclResult_t ibConnect(int dev, void* handle, void** sendComm, gyreNetDeviceHandle_v8_t**) {
   *sendComm = nullptr;
-  Handle h;
-  memcpy(&h, handle, sizeof(h));
   const IbPort* port = portOf(dev);
   if (!port) return badDev(dev);
-  if (h.magic != kMagic) return fail(ncclInvalidArgument, "NET/IB: connect() got a handle the IB network did not make");
   IbComm* c = connecting(handle);
   if (!c) {
+    NetAddress addr;
+    GYRE_CHECK(handleAddress(handle, &addr));
     c = new IbComm();
     c->isSend = true;
     c->port = port;
-    NetAddress addr = NetAddress::fromWire(h.addr);
-    if (!addr.valid() || addr.port() == 0) {
-      delete c;
-      return fail(ncclRemoteError, "NET/IB: connect() got a handle without a valid address (family %u, port %u)",
-                  static_cast<unsigned>(h.addr.family), static_cast<unsigned>(h.addr.port));
-    }
     c->what = port->label() + " -> " + addr.toString();
     // The receiver listened before it sent the handle: a refusal means it
     // is gone, so that fails at once instead of retrying.

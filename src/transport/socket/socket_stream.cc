@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "src/transport/abort_notice.h"
+#include "src/transport/socket/socket_wire.h"
 
 namespace gyre::socket_detail {
 namespace {
@@ -206,18 +207,6 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
     *culprit = s->noticeCulprit;
     return failFromAbortNotice(s->noticeCulprit, s->rank, conn.peer);
   }
-  return ncclSuccess;
-}
-
-ncclResult_t checkIncomingHeader(const SlotMeta& m, size_t slotBytes, int peer, const std::string& what,
-                                 int* noticeCulprit) {
-  if (m.flags & kMetaAbort) {
-    *noticeCulprit = culpritFromNotice(m.count, peer);
-    return ncclSuccess;
-  }
-  if (m.bytes > slotBytes)
-    return fail(ncclInternalError, "%s: rank %d sent a %u-byte step into %zu-byte slots", what.c_str(), peer, m.bytes,
-                slotBytes);
   return ncclSuccess;
 }
 

@@ -25,12 +25,6 @@
 
 namespace gyre::socket_detail {
 
-// The receiver's check of a step header that just arrived on the control
-// socket: an abort notice sets *noticeCulprit (to a rank number, whatever
-// the header says); a step larger than a slot is an error naming `peer`.
-ncclResult_t checkIncomingHeader(const SlotMeta& m, size_t slotBytes, int peer, const std::string& what,
-                                 int* noticeCulprit);
-
 struct SocketConn {
   Socket socket;  // the control socket
   std::vector<char> slots;

@@ -12,7 +12,7 @@
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
-#include "src/transport/socket/socket_params.h"
+#include "src/transport/socket/socket_wire.h"
 #include "src/transport/socket/socket_stream.h"
 
 namespace gyre {

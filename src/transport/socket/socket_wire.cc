@@ -1,7 +1,8 @@
-#include "src/transport/socket/socket_params.h"
+#include "src/transport/socket/socket_wire.h"
 
 #include "src/config/env.h"
 #include "src/debug/error.h"
+#include "src/transport/abort_notice.h"
 #include "src/transport/socket/socket_pieces.h"
 
 namespace gyre::socket_detail {
@@ -31,6 +32,18 @@ ncclResult_t checkSocketParams(const SocketParams& theirs, size_t slotBytes, con
                 "has %d x %d = %lld sockets per connection, this rank (%d) %d x %d = %d; set them alike on every rank",
                 what.c_str(), peer, theirs.nthreads, theirs.nsocks, static_cast<long long>(total), rank,
                 mine.nthreads, mine.nsocks, mine.total());
+  return ncclSuccess;
+}
+
+ncclResult_t checkIncomingHeader(const SlotMeta& m, size_t slotBytes, int peer, const std::string& what,
+                                 int* noticeCulprit) {
+  if (m.flags & kMetaAbort) {
+    *noticeCulprit = culpritFromNotice(m.count, peer);
+    return ncclSuccess;
+  }
+  if (m.bytes > slotBytes)
+    return fail(ncclInternalError, "%s: rank %d sent a %u-byte step into %zu-byte slots", what.c_str(), peer, m.bytes,
+                slotBytes);
   return ncclSuccess;
 }
 
