@@ -10,6 +10,7 @@
 #include <string>
 
 #include "src/bootstrap/interfaces.h"
+#include "src/bootstrap/root_answer.h"
 #include "src/bootstrap/root_blocks.h"
 #include "src/bootstrap/root_exchange.h"
 #include "src/bootstrap/root_gather.h"

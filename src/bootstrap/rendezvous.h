@@ -8,7 +8,6 @@
 #pragma once
 
 #include <atomic>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -39,12 +38,5 @@ ncclResult_t joinRendezvous(const std::vector<UniqueIdContents>& ids, int rank, 
                             const Deadline& connectDeadline, const Deadline& deadline,
                             const std::atomic<bool>* abort, std::vector<PeerInfo>* peers,
                             uint64_t* sessionSecret);
-
-// The rank's checks of the root's answer, apart from the socket work: its
-// reply (kRootOk for `nranks` ranks, or why not), then the peer table that
-// follows an OK (record r is rank r's, its text terminated). A malformed
-// answer fails naming the root.
-ncclResult_t checkRootReply(RootReply* reply, int nranks, const UniqueIdContents& id, const std::string& rootName);
-ncclResult_t checkPeerTable(const std::vector<PeerInfo>& peers, const std::string& rootName);
 
 }  // namespace gyre

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "src/config/conf_file.h"
+#include "src/config/setting_values.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 

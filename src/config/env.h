@@ -71,9 +71,6 @@ ncclResult_t validateAll();
 
 // Parses "4194304", "4M", "64K", "1G" (powers of 1024). False if malformed.
 bool parseBytes(const std::string& text, int64_t* out);
-// Whether `value` is one `spec` allows (its syntax, range or choices), as
-// validateAll and getInt decide; *number gets a numeric setting's value.
-bool valueAllowed(const VarSpec& spec, const std::string& value, int64_t* number);
 
 // The declared name closest to `name` by edit distance, or "" if none is close.
 std::string nearestName(const std::string& name);

@@ -9,6 +9,7 @@
 #include "include/gyre.h"
 #include "src/config/conf_file.h"
 #include "src/config/env.h"
+#include "src/config/setting_values.h"
 
 using namespace gyre;
 

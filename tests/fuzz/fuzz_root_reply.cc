@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "src/bootstrap/rendezvous.h"
+#include "src/bootstrap/root_answer.h"
 #include "tests/fuzz/fuzz_input.h"
 
 using namespace gyre;
