@@ -10,30 +10,14 @@
 #include "src/transport/abort_notice.h"
 #include "src/transport/socket/socket_wire.h"
 #include "tests/fuzz/fuzz_input.h"
+#include "tests/fuzz/slot_meta_input.h"
 
 using namespace gyre;
 
-namespace {
-
-// This rank's side, as the fuzzer chose it.
-struct Own {
-  uint64_t opCount;
-  uint64_t count;
-  uint32_t bytes;
-  int32_t root;
-  int32_t rank;
-  int32_t peer;
-  uint32_t slotBytes;
-  uint8_t coll;
-  uint8_t datatype;
-  uint8_t op;
-};
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::Input in(data, size);
-  Own own = in.take<Own>();
+  fuzz::OwnStep own = in.take<fuzz::OwnStep>();
   // Ranks are this rank's own numbers, never negative.
   own.rank &= 0x7fffffff;
   own.peer &= 0x7fffffff;

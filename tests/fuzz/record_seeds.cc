@@ -28,6 +28,7 @@
 #include "src/sched/slot_meta.h"
 #include "src/transport/ib/ib_records.h"
 #include "src/transport/socket/socket_wire.h"
+#include "tests/fuzz/slot_meta_input.h"
 
 using namespace gyre;
 
@@ -204,18 +205,7 @@ void recordStatus() {
 }
 
 void recordSlotMeta() {
-  struct Own {
-    uint64_t opCount;
-    uint64_t count;
-    uint32_t bytes;
-    int32_t root;
-    int32_t rank;
-    int32_t peer;
-    uint32_t slotBytes;
-    uint8_t coll;
-    uint8_t datatype;
-    uint8_t op;
-  };
+  using Own = fuzz::OwnStep;
   const CollKind colls[] = {CollKind::AllReduce, CollKind::Broadcast, CollKind::AllGather, CollKind::SendRecv};
   for (CollKind coll : colls) {
     LaneSpec spec;
