@@ -24,6 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (g.failure.empty()) {
         RootReply status = in.take<RootReply>();
         g.failure = blockStatusProblem(hello, &status, g.nranks, g.nRoots);
+        if (status.status != kRootOk && g.failure.empty()) __builtin_trap();  // a failure never reads as success
         if (g.failure.empty()) {
           // The status said how many records follow: never more than the input holds.
           const size_t n = static_cast<size_t>(status.nranks);
