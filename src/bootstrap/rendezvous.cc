@@ -10,6 +10,7 @@
 #include <string>
 
 #include "src/bootstrap/interfaces.h"
+#include "src/bootstrap/root_answer.h"
 #include "src/bootstrap/root_blocks.h"
 #include "src/bootstrap/root_exchange.h"
 #include "src/bootstrap/root_gather.h"
@@ -114,6 +115,35 @@ namespace {
 constexpr double kStaleRootGraceSeconds = 1.0;
 }  // namespace
 
+ncclResult_t checkRootReply(RootReply* reply, int nranks, const UniqueIdContents& id, const std::string& rootName) {
+  // The message is printed: it must end inside the record, whoever wrote it.
+  reply->message[sizeof(reply->message) - 1] = '\0';
+  if (reply->status == kRootRefused && id.fixedAddress) {
+    // The secret came from the address and the job id: name the inputs that differ between jobs.
+    std::string job = launcherJobId();
+    return fail(ncclRemoteError,
+                "init failed: %s. With NCCL_COMM_ID the secret is derived from the address and the job id, "
+                "which must be the same on every rank (this rank's: %s); is another job using %s?",
+                reply->message, job.empty() ? "none set" : job.c_str(), id.root.toString().c_str());
+  }
+  if (reply->status != kRootOk)
+    return fail(ncclRemoteError, "init failed: %s", reply->message[0] ? reply->message : "the root gave no reason");
+  if (reply->nranks != nranks)
+    return fail(ncclRemoteError, "init: the %s answered for %d ranks, expected %d", rootName.c_str(), reply->nranks,
+                nranks);
+  return ncclSuccess;
+}
+
+ncclResult_t checkPeerTable(const std::vector<PeerInfo>& peers, const std::string& rootName) {
+  for (size_t r = 0; r < peers.size(); ++r) {
+    const std::string why = peerInfoProblem(peers[r], static_cast<int>(r));
+    if (!why.empty())
+      return fail(ncclRemoteError, "init: the %s sent a malformed peer table: the record of rank %zu is wrong (%s)",
+                  rootName.c_str(), r, why.c_str());
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t joinRendezvous(const std::vector<UniqueIdContents>& ids, int rank, int nranks,
                             const PeerInfo& self, const Deadline& connectDeadline, const Deadline& deadline,
                             const std::atomic<bool>* abort, std::vector<PeerInfo>* peers,
@@ -171,19 +201,10 @@ ncclResult_t joinRendezvous(const std::vector<UniqueIdContents>& ids, int rank, 
     return fail(ncclRemoteError,
                 "init: no answer from the %s (it exited or timed out, or the unique id is "
                 "stale and something else now listens there)", rootName.c_str());
-  if (reply.status == kRootRefused && id.fixedAddress) {
-    // The secret came from the address and the job id: name the inputs that differ between jobs.
-    std::string job = launcherJobId();
-    return fail(ncclRemoteError,
-                "init failed: %s. With NCCL_COMM_ID the secret is derived from the address and the job id, "
-                "which must be the same on every rank (this rank's: %s); is another job using %s?",
-                reply.message, job.empty() ? "none set" : job.c_str(), id.root.toString().c_str());
-  }
-  if (reply.status != kRootOk) return fail(ncclRemoteError, "init failed: %s", reply.message);
-  if (reply.nranks != nranks)
-    return fail(ncclInternalError, "init: root answered for %d ranks, expected %d", reply.nranks, nranks);
+  GYRE_CHECK(checkRootReply(&reply, nranks, id, rootName));
   peers->resize(nranks);
   GYRE_CHECK(s.recvAll(peers->data(), nranks * sizeof(PeerInfo), deadline, abort, what.c_str()));
+  GYRE_CHECK(checkPeerTable(*peers, rootName));
   *sessionSecret = reply.sessionSecret;
   return ncclSuccess;
 }

@@ -1,5 +1,6 @@
 #include "src/bootstrap/root_gather.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "src/bootstrap/pending_hellos.h"
@@ -22,15 +23,12 @@ constexpr double kBlockSeconds = 10.0;
 std::string str(int v) { return std::to_string(v); }
 
 // The first caller fixes what the others must agree on.
-void adopt(RootGather* g, const RootHello& h, double timeoutSeconds, Deadline* deadline) {
-  if (g->nranks >= 0) return;
+void adopt(RootGather* g, const RootHello& h) {
   g->nranks = h.nranks;
   g->nRoots = h.nRoots;
   g->rootIndex = h.fromRoot ? 0 : h.rootIndex;
   g->firstRoot = h.firstRoot;
   g->firstRootSecret = h.firstRootSecret;
-  const bool waitsForRoots = g->nRoots > 1 && g->rootIndex == 0;
-  *deadline = Deadline::afterSeconds(timeoutSeconds + (waitsForRoots ? kRootExchangeGraceSeconds : 0.0));
 }
 
 // Why a caller does not fit with those before it ("" if it does).
@@ -72,48 +70,13 @@ std::string readBlock(RootBlock* b, int nranks, int nRoots) {
   if (b->socket.recvAll(&status, sizeof(status), deadline, nullptr, "rendezvous root 0: a root's block") !=
       ncclSuccess)
     return who + " connected to root 0 but sent no block";
-  status.message[sizeof(status.message) - 1] = '\0';
-  if (status.status != kRootOk) return status.message;
-  const int size = blockSizeOfRoot(b->hello.rootIndex, nranks, nRoots);
-  if (status.nranks != size)
-    return who + " delivered " + str(status.nranks) + " ranks, expected " + str(size);
-  b->records.resize(size);
-  if (b->socket.recvAll(b->records.data(), size * sizeof(PeerInfo), deadline, nullptr,
+  std::string why = blockStatusProblem(b->hello, &status, nranks, nRoots);
+  if (!why.empty()) return why;
+  b->records.resize(static_cast<size_t>(status.nranks));
+  if (b->socket.recvAll(b->records.data(), b->records.size() * sizeof(PeerInfo), deadline, nullptr,
                         "rendezvous root 0: a root's block") != ncclSuccess)
     return who + " did not send all of its block";
-  const int first = firstRankOfRoot(b->hello.rootIndex, nranks, nRoots);
-  for (int i = 0; i < size; ++i)
-    if (b->records[i].rank != first + i) return who + " sent a record for rank " + str(b->records[i].rank);
-  return "";
-}
-
-// Names the ranks of this root's block, and at root 0 the roots, still missing.
-std::string describeMissing(const RootGather& g, double timeoutSeconds) {
-  if (g.nranks < 0) return "no rank joined the rendezvous";
-  std::vector<int> missing;
-  const int first = g.nRoots > 1 ? firstRankOfRoot(g.rootIndex, g.nranks, g.nRoots) : 0;
-  const int size = g.nRoots > 1 ? blockSizeOfRoot(g.rootIndex, g.nranks, g.nRoots) : g.nranks;
-  for (int r = first; r < first + size; ++r) {
-    bool present = false;
-    for (const Joined& j : g.ranks) present |= j.hello.rank == r;
-    if (!present) missing.push_back(r);
-  }
-  const std::string secs = str(static_cast<int>(timeoutSeconds));
-  if (!missing.empty())
-    return (missing.size() == 1 ? "rank " : "ranks ") + listRanks(missing) + " of " + str(g.nranks) +
-           " did not join the communicator within " + secs + " s (GYRE_INIT_TIMEOUT)" +
-           (g.nRoots > 1 ? " at root " + str(g.rootIndex) + " (commIds[" + str(g.rootIndex) + "])" : "");
-  std::string out;
-  for (int i = 1; i < g.nRoots; ++i) {
-    bool present = false;
-    for (const RootBlock& b : g.roots) present |= b.hello.rootIndex == i;
-    if (present) continue;
-    const int f = firstRankOfRoot(i, g.nranks, g.nRoots);
-    out += (out.empty() ? "" : "; ") + std::string("root ") + str(i) + " (commIds[" + str(i) + "], serving ranks " +
-           str(f) + ".." + str(f + blockSizeOfRoot(i, g.nranks, g.nRoots) - 1) + ")";
-  }
-  return out + " did not deliver its ranks to root 0 within " + secs + " s (GYRE_INIT_TIMEOUT); is the "
-         "process that made that unique id gone?";
+  return blockRecordsProblem(b->hello, b->records, nranks, nRoots);
 }
 
 }  // namespace
@@ -129,6 +92,83 @@ std::string listRanks(const std::vector<int>& ranks) {
   for (size_t i = 0; i < ranks.size() && i < 16; ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
   if (ranks.size() > 16) out += ", ...";
   return out;
+}
+
+std::string peerInfoProblem(const PeerInfo& p, int rank) {
+  if (p.rank != rank) return "its record names rank " + str(p.rank);
+  if (!memchr(p.host, '\0', sizeof(p.host))) return "its record's host name is not terminated";
+  return "";
+}
+
+std::string admitHello(RootGather* g, const RootHello& h, bool* first) {
+  *first = g->nranks < 0;
+  if (*first) adopt(g, h);
+  std::string why = disagreement(*g, h);
+  if (!why.empty() || h.fromRoot) return why;
+  why = peerInfoProblem(h.info, h.rank);
+  if (!why.empty()) return "rank " + str(h.rank) + " is malformed: " + why;
+  for (const Joined& other : g->ranks)
+    if (other.hello.rank == h.rank)
+      return "two processes joined as rank " + str(h.rank) + " (" + other.hello.info.host + " pid " +
+             str(other.hello.info.pid) + " and " + h.info.host + " pid " + str(h.info.pid) + ")";
+  return "";
+}
+
+std::string blockStatusProblem(const RootHello& h, RootReply* status, int nranks, int nRoots) {
+  const std::string who = "root " + str(h.rootIndex);
+  status->message[sizeof(status->message) - 1] = '\0';
+  if (status->status != kRootOk)
+    return status->message[0] ? std::string(status->message) : who + " failed without saying why";
+  const int size = blockSizeOfRoot(h.rootIndex, nranks, nRoots);
+  if (status->nranks != size) return who + " delivered " + str(status->nranks) + " ranks, expected " + str(size);
+  return "";
+}
+
+std::string blockRecordsProblem(const RootHello& h, const std::vector<PeerInfo>& records, int nranks, int nRoots) {
+  const int first = firstRankOfRoot(h.rootIndex, nranks, nRoots);
+  for (size_t i = 0; i < records.size(); ++i) {
+    const std::string why = peerInfoProblem(records[i], first + static_cast<int>(i));
+    if (!why.empty()) return "root " + str(h.rootIndex) + " sent a malformed block: " + why;
+  }
+  return "";
+}
+
+// At most this many missing ranks or roots are named: a hello that claims
+// two billion ranks must not make the root walk or print them all.
+constexpr size_t kMissingNamed = 16;
+
+std::string describeMissing(const RootGather& g, double timeoutSeconds) {
+  if (g.nranks < 0) return "no rank joined the rendezvous";
+  const int first = g.nRoots > 1 ? firstRankOfRoot(g.rootIndex, g.nranks, g.nRoots) : 0;
+  const int size = g.nRoots > 1 ? blockSizeOfRoot(g.rootIndex, g.nranks, g.nRoots) : g.nranks;
+  std::vector<int> joined;
+  for (const Joined& j : g.ranks) joined.push_back(j.hello.rank);
+  std::sort(joined.begin(), joined.end());
+  // One more than listRanks shows, so that it adds "...".
+  std::vector<int> missing;
+  for (int r = first; r < first + size && missing.size() <= kMissingNamed; ++r)
+    if (!std::binary_search(joined.begin(), joined.end(), r)) missing.push_back(r);
+  const std::string secs = str(static_cast<int>(timeoutSeconds));
+  if (!missing.empty())
+    return (missing.size() == 1 ? "rank " : "ranks ") + listRanks(missing) + " of " + str(g.nranks) +
+           " did not join the communicator within " + secs + " s (GYRE_INIT_TIMEOUT)" +
+           (g.nRoots > 1 ? " at root " + str(g.rootIndex) + " (commIds[" + str(g.rootIndex) + "])" : "");
+  std::string out;
+  size_t named = 0;
+  for (int i = 1; i < g.nRoots; ++i) {
+    bool present = false;
+    for (const RootBlock& b : g.roots) present |= b.hello.rootIndex == i;
+    if (present) continue;
+    if (named++ == kMissingNamed) {
+      out += "; ...";
+      break;
+    }
+    const int f = firstRankOfRoot(i, g.nranks, g.nRoots);
+    out += (out.empty() ? "" : "; ") + std::string("root ") + str(i) + " (commIds[" + str(i) + "], serving ranks " +
+           str(f) + ".." + str(f + blockSizeOfRoot(i, g.nranks, g.nRoots) - 1) + ")";
+  }
+  return out + " did not deliver its ranks to root 0 within " + secs + " s (GYRE_INIT_TIMEOUT); is the "
+         "process that made that unique id gone?";
 }
 
 void gatherAtRoot(const Socket& listener, uint64_t secret, double timeoutSeconds, RootGather* g) {
@@ -150,8 +190,12 @@ void gatherAtRoot(const Socket& listener, uint64_t secret, double timeoutSeconds
                 Deadline::afterSeconds(kHelloSeconds));
       return;
     }
-    adopt(g, hello, timeoutSeconds, &deadline);
-    g->failure = disagreement(*g, hello);
+    bool first = false;
+    g->failure = admitHello(g, hello, &first);
+    if (first) {
+      const bool waitsForRoots = g->nRoots > 1 && g->rootIndex == 0;
+      deadline = Deadline::afterSeconds(timeoutSeconds + (waitsForRoots ? kRootExchangeGraceSeconds : 0.0));
+    }
     if (hello.fromRoot) {
       RootBlock b;
       b.socket = std::move(s);
@@ -160,11 +204,6 @@ void gatherAtRoot(const Socket& listener, uint64_t secret, double timeoutSeconds
       g->roots.push_back(std::move(b));
       return;
     }
-    for (const Joined& other : g->ranks)
-      if (g->failure.empty() && other.hello.rank == hello.rank)
-        g->failure = "two processes joined as rank " + std::to_string(hello.rank) + " (" + other.hello.info.host +
-                     " pid " + std::to_string(other.hello.info.pid) + " and " + hello.info.host + " pid " +
-                     std::to_string(hello.info.pid) + ")";
     g->ranks.push_back({std::move(s), hello});
   };
   for (;;) {

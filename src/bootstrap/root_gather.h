@@ -43,6 +43,24 @@ struct RootGather {
 // the other roots, so that a root's own "rank K did not join" arrives first).
 void gatherAtRoot(const Socket& listener, uint64_t secret, double timeoutSeconds, RootGather* g);
 
+// The checks gatherAtRoot makes of what callers send, apart from the socket
+// work, so they can be tested on bytes. Each returns "" when all is well,
+// else why not, naming the caller.
+//
+// Whether `hello` (which proved the id's secret) fits with the callers
+// before it. The first caller fixes nranks, the number of roots and root 0
+// (*first says that this one did).
+std::string admitHello(RootGather* g, const RootHello& hello, bool* first);
+// The status record that root hello.rootIndex sends before its block, and
+// then the block's records (one per rank of that root, in rank order).
+std::string blockStatusProblem(const RootHello& hello, RootReply* status, int nranks, int nRoots);
+std::string blockRecordsProblem(const RootHello& hello, const std::vector<PeerInfo>& records, int nranks, int nRoots);
+// Whether a rank's record is one for `rank` whose text fields are terminated.
+std::string peerInfoProblem(const PeerInfo& info, int rank);
+// Which ranks (and at root 0 which roots) have not come, for the failure
+// the root sends when GYRE_INIT_TIMEOUT passes.
+std::string describeMissing(const RootGather& g, double timeoutSeconds);
+
 // How much longer than GYRE_INIT_TIMEOUT root 0 waits for the other roots.
 constexpr double kRootExchangeGraceSeconds = 2.0;
 

@@ -10,7 +10,10 @@ namespace gyre {
 
 // Size in bytes of a datatype, 0 if the value is not a datatype.
 size_t datatypeSize(ncclDataType_t type);
-const char* datatypeName(ncclDataType_t type);
-const char* redOpName(ncclRedOp_t op);
+// Names of a datatype and an operator. They take any integer: the value may
+// have come from a peer or the C API, and a value outside the enum must not
+// be converted to it first (that is undefined in C++).
+const char* datatypeName(int type);
+const char* redOpName(int op);
 
 }  // namespace gyre

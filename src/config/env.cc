@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "src/config/conf_file.h"
+#include "src/config/setting_values.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 
@@ -204,6 +205,22 @@ bool parseBytes(const std::string& text, int64_t* out) {
   return true;
 }
 
+bool valueAllowed(const VarSpec& spec, const std::string& value, int64_t* number) {
+  switch (spec.type) {
+    case Type::Int:
+    case Type::Bytes: {
+      int64_t v = 0;
+      const bool ok = spec.type == Type::Bytes ? parseBytes(value, &v) : parseInt(value, &v);
+      if (!ok || v < spec.min || v > spec.max) return false;
+      *number = v;
+      return true;
+    }
+    case Type::Choice: return value.empty() || choiceAllowed(spec, value);
+    case Type::String: return true;
+  }
+  return false;
+}
+
 ncclResult_t getInt(const char* name, int64_t* out) {
   const VarSpec* spec = find(name);
   if (!spec) return fail(ncclInternalError, "setting %s is not declared in the registry", name);
@@ -230,7 +247,7 @@ ncclResult_t validateAll() {
         break;
       }
       case Type::Choice:
-        if (!s.value.empty() && !choiceAllowed(spec, s.value))
+        if (int64_t unused; !valueAllowed(spec, s.value, &unused))
           return fail(ncclInvalidArgument, "%s=\"%s\"%s is not valid; allowed: %s", spec.name, s.value.c_str(),
                       whereSet(spec.name).c_str(), spec.allowed);
         break;

@@ -16,16 +16,8 @@ Connection* Lane::blockingConnection() const {
 }
 
 ncclResult_t checkSlotMeta(const LaneSpec& spec, HostComm* comm, const Connection& in, uint32_t expectedBytes) {
-  const SlotMeta& got = in.fifo.metaOf(in.step);
-  SlotMeta want = makeSlotMeta(spec, expectedBytes);
-  ncclResult_t r = ncclSuccess;
-  if (got.opCount != want.opCount || got.coll != want.coll || got.count != want.count ||
-      got.datatype != want.datatype || got.redop != want.redop || got.root != want.root) {
-    r = failMismatchedCalls(in.peer, got, spec.rank, want);
-  } else if (got.bytes != expectedBytes) {
-    r = fail(ncclInternalError, "%s #%llu: rank %d sent %u bytes for a %u-byte step", collName(spec.coll),
-             static_cast<unsigned long long>(want.opCount), in.peer, got.bytes, expectedBytes);
-  }
+  const SlotMeta got = in.fifo.metaOf(in.step);
+  ncclResult_t r = checkPeerSlotMeta(in.peer, got, spec.rank, makeSlotMeta(spec, expectedBytes), spec.coll);
   if (r != ncclSuccess) comm->markFailed(r, in.peer);
   return r;
 }

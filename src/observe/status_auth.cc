@@ -101,12 +101,9 @@ std::string keyFileText(uint64_t commId, uint64_t secret) {
   return "gyre-status-key " + hex16(commId) + " " + hex16(secret) + "\n";
 }
 
-bool readKeyFile(const std::string& path, uint64_t* commId, uint64_t* secret, std::string* why) {
-  std::ifstream in(path);
-  if (!in) {
-    *why = "cannot read the key file " + path + ": " + strerror(errno);
-    return false;
-  }
+bool parseKeyFile(const std::string& text, const std::string& path, uint64_t* commId, uint64_t* secret,
+                  std::string* why) {
+  std::istringstream in(text);
   std::string magic, id, key;
   in >> magic >> id >> key;
   if (magic != "gyre-status-key" || !parseHex64(id, commId) || !parseHex64(key, secret)) {
@@ -114,6 +111,24 @@ bool readKeyFile(const std::string& path, uint64_t* commId, uint64_t* secret, st
     return false;
   }
   return true;
+}
+
+bool readKeyFile(const std::string& path, uint64_t* commId, uint64_t* secret, std::string* why) {
+  std::ifstream in(path);
+  if (!in) {
+    *why = "cannot read the key file " + path + ": " + strerror(errno);
+    return false;
+  }
+  // A key file is one short line; a larger file is not one, and is not read whole.
+  std::string text(kKeyFileMaxBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kKeyFileMaxBytes) {
+    *why = "the key file " + path + " is not a gyre status key (longer than " + std::to_string(kKeyFileMaxBytes) +
+           " bytes)";
+    return false;
+  }
+  return parseKeyFile(text, path, commId, secret, why);
 }
 
 }  // namespace gyre::statusauth

@@ -40,6 +40,10 @@ bool parseChallenge(const std::string& text, Challenge* out);
 // Key files.
 std::string keyFileText(uint64_t commId, uint64_t secret);
 // Reads a key file; false with *why set when it is missing or malformed.
+// parseKeyFile checks the text of one (`path` only names it in *why).
+constexpr size_t kKeyFileMaxBytes = 256;
+bool parseKeyFile(const std::string& text, const std::string& path, uint64_t* commId, uint64_t* secret,
+                  std::string* why);
 bool readKeyFile(const std::string& path, uint64_t* commId, uint64_t* secret, std::string* why);
 
 }  // namespace gyre::statusauth

@@ -385,6 +385,8 @@ std::string statusDir(bool create) {
   return dir;
 }
 
+void statusServeClient(int fd, bool local) { serve(fd, local); }
+
 void statusRegister(CommObserver* o) {
   if (!enabled()) return;
   Server& s = server();

@@ -37,6 +37,10 @@ void statusUnregister(CommObserver* o);
 // The folder the sockets live in (created on demand when `create`).
 std::string statusDir(bool create);
 
+// Serves one connected client on `fd` as the status thread does (`local`:
+// the unix socket), reading its request from the socket and answering.
+void statusServeClient(int fd, bool local);
+
 // The request a client sends, and the answer's last line.
 constexpr const char* kStatusRequest = "GYRE-STATUS 1";
 

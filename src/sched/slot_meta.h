@@ -21,4 +21,10 @@ SlotMeta makeSlotMeta(const LaneSpec& spec, uint32_t bytes);
 ncclResult_t failMismatchedCalls(int sender, const SlotMeta& sent, int self, const SlotMeta& own,
                                  const char* note = "");
 
+// Checks the metadata `got` that `sender` stamped into a step this rank
+// receives against its own step `want` (this rank's call, `expectedBytes`
+// of payload): a different call is failMismatchedCalls's error, a different
+// size names the sender and both sizes.
+ncclResult_t checkPeerSlotMeta(int sender, const SlotMeta& got, int self, const SlotMeta& want, CollKind coll);
+
 }  // namespace gyre

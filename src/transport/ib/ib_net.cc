@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "src/bootstrap/interfaces.h"
@@ -14,6 +15,7 @@
 #include "src/debug/log.h"
 #include "src/transport/ib/ib_comm.h"
 #include "src/transport/ib/ib_qp.h"
+#include "src/transport/ib/ib_records.h"
 #include "src/transport/ib/ib_async.h"
 #include "src/transport/ib/reg_cache.h"
 #include "src/transport/ib/verbs_api.h"
@@ -21,17 +23,10 @@
 namespace gyre::ib {
 namespace {
 
-constexpr uint32_t kMagic = 0x6779'4942;  // "gyIB"
 // Bounds each blocking piece of set-up (a TCP connect, a small send): the
 // caller's init deadline bounds the whole, between the calls.
 constexpr double kSetupSeconds = 5;
 
-// Lives in the caller's handle buffer, which stays put while connect() is retried.
-struct Handle {
-  uint32_t magic;
-  WireAddress addr;
-  IbComm* pending;  // the sender's comm while connect() is in progress
-};
 static_assert(sizeof(Handle) <= GYRE_NET_HANDLE_MAXSIZE);
 
 struct ListenComm {
@@ -41,6 +36,19 @@ struct ListenComm {
 };
 
 const std::vector<IbPort>* gPorts = nullptr;
+
+// The sender's comm while connect() is retried, by the caller's handle
+// buffer (which stays put between the calls). Not kept inside the handle:
+// its bytes came from the peer, so a pointer read from them would be the
+// peer's choice.
+std::mutex gConnectingMu;
+std::map<const void*, IbComm*> gConnecting;
+
+IbComm* connecting(const void* handle) {
+  std::lock_guard<std::mutex> lock(gConnectingMu);
+  auto it = gConnecting.find(handle);
+  return it == gConnecting.end() ? nullptr : it->second;
+}
 
 const IbPort* portOf(int dev) {
   if (!gPorts || dev < 0 || dev >= static_cast<int>(gPorts->size())) return nullptr;
@@ -87,7 +95,7 @@ ncclResult_t ibListen(int dev, void* handle, void** listenComm) {
     delete l;
     return r;
   }
-  Handle h{kMagic, bound.toWire(), nullptr};
+  Handle h{kRecordMagic, bound.toWire()};
   memset(handle, 0, GYRE_NET_HANDLE_MAXSIZE);
   memcpy(handle, &h, sizeof(h));
   *listenComm = l;
@@ -104,12 +112,7 @@ ncclResult_t readTheirs(IbComm* c, bool* whole) {
     c->theirsBytes += n;
   }
   *whole = c->theirsBytes == sizeof(c->theirs);
-  if (*whole && c->theirs.magic != kMagic)
-    return fail(ncclRemoteError, "NET/IB %s: the peer sent a malformed connection record", c->what.c_str());
-  if (*whole && c->theirs.nqps != c->mine.nqps)
-    return fail(ncclInvalidUsage, "NET/IB %s: NCCL_IB_QPS_PER_CONNECTION differs: the peer uses %u QPs, this rank %u",
-                c->what.c_str(), c->theirs.nqps, c->mine.nqps);
-  return ncclSuccess;
+  return *whole ? checkQpInfo(c->theirs, c->mine, c->what) : ncclSuccess;
 }
 
 void destroyComm(IbComm* c) {
@@ -123,16 +126,15 @@ void destroyComm(IbComm* c) {
 
 ncclResult_t ibConnect(int dev, void* handle, void** sendComm, gyreNetDeviceHandle_v8_t**) {
   *sendComm = nullptr;
-  auto* h = static_cast<Handle*>(handle);
   const IbPort* port = portOf(dev);
   if (!port) return badDev(dev);
-  if (h->magic != kMagic) return fail(ncclInvalidArgument, "NET/IB: connect() got a handle the IB network did not make");
-  IbComm* c = h->pending;
+  IbComm* c = connecting(handle);
   if (!c) {
+    NetAddress addr;
+    GYRE_CHECK(handleAddress(handle, &addr));
     c = new IbComm();
     c->isSend = true;
     c->port = port;
-    NetAddress addr = NetAddress::fromWire(h->addr);
     c->what = port->label() + " -> " + addr.toString();
     // The receiver listened before it sent the handle: a refusal means it
     // is gone, so that fails at once instead of retrying.
@@ -156,15 +158,24 @@ ncclResult_t ibConnect(int dev, void* handle, void** sendComm, gyreNetDeviceHand
       destroyComm(c);
       return r;
     }
-    h->pending = c;
+    std::lock_guard<std::mutex> lock(gConnectingMu);
+    gConnecting[handle] = c;
   }
   bool whole = false;
-  GYRE_CHECK(readTheirs(c, &whole));
-  if (!whole) return ncclSuccess;
-  GYRE_CHECK(connectQps(c));
+  ncclResult_t r = readTheirs(c, &whole);
+  if (r == ncclSuccess && !whole) return ncclSuccess;
+  if (r == ncclSuccess) r = connectQps(c);
   const char ready = 1;
-  GYRE_CHECK(c->sock.sendAll(&ready, 1, Deadline::afterSeconds(kSetupSeconds), nullptr, c->what.c_str()));
-  h->pending = nullptr;
+  if (r == ncclSuccess)
+    r = c->sock.sendAll(&ready, 1, Deadline::afterSeconds(kSetupSeconds), nullptr, c->what.c_str());
+  {
+    std::lock_guard<std::mutex> lock(gConnectingMu);
+    gConnecting.erase(handle);
+  }
+  if (r != ncclSuccess) {
+    destroyComm(c);
+    return r;
+  }
   *sendComm = c;
   return ncclSuccess;
 }

@@ -10,13 +10,13 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/transport/ib/ib_async.h"
+#include "src/transport/ib/ib_records.h"
 #include "src/transport/ib/reg_cache.h"
 #include "src/transport/ib/verbs_api.h"
 
 namespace gyre::ib {
 namespace {
 
-constexpr uint32_t kMagic = 0x6779'4942;
 constexpr int kSendDepth = 2 * kIbSlots + 8;  // message pieces + FIFO writes in flight per QP
 
 ncclResult_t verbsFail(IbComm* c, const char* call, int err) {
@@ -44,7 +44,7 @@ ncclResult_t createQps(IbComm* c) {
   const int nqps = static_cast<int>(std::min<int64_t>(setting("NCCL_IB_QPS_PER_CONNECTION"), kIbMaxQps));
   c->cq = v->createCq(c->port->ctx, (kSendDepth + kIbSlots) * nqps, nullptr, nullptr, 0);
   if (!c->cq) return verbsFail(c, "ibv_create_cq", errno);
-  c->mine.magic = kMagic;
+  c->mine.magic = kRecordMagic;
   c->mine.nqps = static_cast<uint32_t>(nqps);
   c->mine.lid = c->port->lid;
   c->mine.linkLayer = c->port->linkLayer;

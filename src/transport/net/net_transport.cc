@@ -142,7 +142,7 @@ ncclResult_t progressRecv(NetConn* c, Connection& conn, int* culprit) {
       }
       if (!metaDone) break;
       if (c->meta[s].flags & kMetaAbort) {
-        c->noticeCulprit = static_cast<int>(c->meta[s].count);
+        c->noticeCulprit = culpritFromNotice(c->meta[s].count, c->peer);
         *culprit = c->noticeCulprit;
         return failFromAbortNotice(c->noticeCulprit, c->rank, c->peer);
       }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "src/transport/abort_notice.h"
+#include "src/transport/socket/socket_wire.h"
 
 namespace gyre::socket_detail {
 namespace {
@@ -185,15 +186,13 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
     }
     s->incomingBytes += got;
     if (s->incomingBytes == sizeof(SlotMeta) && got > 0) {
-      if (s->incoming.flags & kMetaAbort) {
-        s->noticeCulprit = static_cast<int>(s->incoming.count);
-        break;
-      }
-      if (s->incoming.bytes > conn.fifo.slotBytes) {
+      const ncclResult_t r = checkIncomingHeader(s->incoming, conn.fifo.slotBytes, conn.peer, s->what,
+                                                 &s->noticeCulprit);
+      if (r != ncclSuccess) {
         *culprit = conn.peer;
-        return fail(ncclInternalError, "%s: rank %d sent a %u-byte step into %zu-byte slots", s->what.c_str(),
-                    conn.peer, s->incoming.bytes, conn.fifo.slotBytes);
+        return r;
       }
+      if (s->noticeCulprit >= 0) break;
     }
     if (s->incomingBytes >= sizeof(SlotMeta) && !s->split(s->incoming.bytes) &&
         s->incomingBytes == sizeof(SlotMeta) + s->incoming.bytes) {

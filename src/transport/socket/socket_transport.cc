@@ -12,6 +12,7 @@
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/transport/socket/socket_wire.h"
 #include "src/transport/socket/socket_stream.h"
 
 namespace gyre {
@@ -19,38 +20,16 @@ namespace {
 
 using socket_detail::DataPath;
 using socket_detail::SocketConn;
-using socket_detail::kMaxDataSockets;
-
-// Sent once by the connecting (sending) side after the ConnHello.
-struct SocketParams {
-  uint64_t slotBytes;
-  int32_t nthreads;  // NCCL_SOCKET_NTHREADS
-  int32_t nsocks;    // NCCL_NSOCKS_PERTHREAD
-};
-
-struct SocketCounts {
-  int nthreads = 1;
-  int nsocks = 1;
-  int total() const { return nthreads * nsocks; }
-};
+using socket_detail::SocketCounts;
+using socket_detail::SocketParams;
+using socket_detail::checkSocketParams;
+using socket_detail::readCounts;
 
 // Data socket i of a channel gets its own tag, above every control tag.
 constexpr int32_t kDataTagStride = 1 << 20;
 
 int transportTag(int channel) { return kTagTransportBase + channel; }
 int dataTag(int channel, int i) { return transportTag(channel) + (i + 1) * kDataTagStride; }
-
-ncclResult_t readCounts(SocketCounts* out) {
-  int64_t nthreads = 1, nsocks = 1;
-  GYRE_CHECK(env::getInt("NCCL_SOCKET_NTHREADS", &nthreads));
-  GYRE_CHECK(env::getInt("NCCL_NSOCKS_PERTHREAD", &nsocks));
-  if (nthreads * nsocks > kMaxDataSockets)
-    return fail(ncclInvalidArgument, "NCCL_SOCKET_NTHREADS=%lld x NCCL_NSOCKS_PERTHREAD=%lld exceeds %d sockets per "
-                "connection", static_cast<long long>(nthreads), static_cast<long long>(nsocks), kMaxDataSockets);
-  out->nthreads = static_cast<int>(nthreads);
-  out->nsocks = static_cast<int>(nsocks);
-  return ncclSuccess;
-}
 
 bool peerIsLoopback(int fd) {
   sockaddr_storage ss{};
@@ -134,17 +113,7 @@ class SocketTransport final : public Transport {
     unpacedOnLoopback(s->socket.fd());
     SocketParams params{};
     GYRE_CHECK(s->socket.recvAll(&params, sizeof(params), ctx.deadline, ctx.abort, s->what.c_str()));
-    if (params.slotBytes != ctx.slotBytes)
-      return fail(ncclInvalidUsage, "%s: rank %d uses %llu-byte steps, this rank %zu (NCCL_BUFFSIZE differs)",
-                  s->what.c_str(), peer, static_cast<unsigned long long>(params.slotBytes), ctx.slotBytes);
-    // Both sides must cut payloads into the same pieces. Checked before
-    // accepting data sockets, so a mismatch fails here instead of waiting.
-    const SocketCounts theirs{params.nthreads, params.nsocks};
-    if (theirs.total() != counts.total())
-      return fail(ncclInvalidUsage, "%s: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD differs between ranks: rank %d "
-                  "has %d x %d = %d sockets per connection, this rank (%d) %d x %d = %d; set them alike on every rank",
-                  s->what.c_str(), peer, theirs.nthreads, theirs.nsocks, theirs.total(), ctx.rank, counts.nthreads,
-                  counts.nsocks, counts.total());
+    GYRE_CHECK(checkSocketParams(params, ctx.slotBytes, counts, s->what, peer, ctx.rank));
     if (counts.total() > 1) {
       s->data = std::make_unique<DataPath>(false, counts.nthreads, counts.nsocks, s->what, ctx.rank, peer,
                                          ctx.helperNuma);
