@@ -15,6 +15,7 @@
 #include "src/device/copy/copy_exchange.h"
 #include "src/device/launch_events.h"
 #include "src/device/runtime/runtime.h"
+#include "src/device/runtime/capture_mode.h"
 
 namespace gyre {
 namespace {
@@ -275,6 +276,7 @@ ncclResult_t takeCopyScratch(DeviceComm* comm, size_t bytes, void** out, size_t*
     if (s.scratch.takeFree(bytes, out, capacity)) return ncclSuccess;
   }
   *capacity = bytes;
+  RelaxedCapture relaxed;  // another thread may be capturing in Global mode
   GYRE_CHECK(deviceRuntime()->deviceAlloc(bytes, out));
   std::lock_guard<std::mutex> lock(s.scratchMutex);
   s.scratch.all.push_back(*out);

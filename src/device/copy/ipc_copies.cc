@@ -16,6 +16,7 @@
 #include "src/device/runtime/ipc_registry.h"
 #include "src/device/process_liveness.h"
 #include "src/device/runtime/runtime.h"
+#include "src/device/runtime/capture_mode.h"
 
 namespace gyre {
 namespace {
@@ -117,6 +118,7 @@ void watchOnce(DeviceComm* comm, StallClock* clock) {
 void watch(DeviceComm* comm) {
   IpcCopyState& s = *comm->copies->ipc;
   ScopedLogRank logRank(comm->rank);
+  relaxCaptureModeOfThisThread();
   deviceRuntime()->setDevice(comm->cudaDev);
   StallClock clock;
   std::unique_lock<std::mutex> lock(s.watchMutex);
@@ -263,6 +265,7 @@ ncclResult_t postSends(const std::vector<const DeviceRequest*>& calls, std::vect
     if (slotFree && sendOverwrittenInBatch(*c, calls)) {
       if (capturing) {
         // Every replay copies into it again: the graph owns it until destroy.
+        RelaxedCapture relaxed;  // allocated while the application captures
         GYRE_CHECK(deviceRuntime()->deviceAlloc(note.bytes, &send.scratch));
         s.capturedScratch.push_back(send.scratch);
       } else {

@@ -37,6 +37,10 @@ struct AllocationInfo {
   void* blockBase = nullptr;  // the block CUDA IPC shares (CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR)
 };
 
+// cudaStreamCaptureMode: which captures under way forbid a thread the calls
+// CUDA deems unsafe during capture (cudaMalloc, cudaEventQuery, ...).
+enum class CaptureMode : int { Global = 0, ThreadLocal = 1, Relaxed = 2 };
+
 class DeviceRuntime {
  public:
   virtual ~DeviceRuntime() = default;
@@ -115,6 +119,12 @@ class DeviceRuntime {
   // Whether a call has failed with a sticky error (a kernel's illegal
   // address, say): the context then fails every call until the process ends.
   virtual bool contextBroken() = 0;
+
+  // Stream capture.
+  // cudaThreadExchangeStreamCaptureMode: the calling thread's mode becomes
+  // *mode, and *mode the one it had (capture_mode.h scopes it).
+  virtual ncclResult_t exchangeCaptureMode(CaptureMode* mode) = 0;
+
   // Tests only (GYRE_FAKE_CUDA=2): every collective call waits for its
   // streams before returning, so host-memory test programs, which read
   // results right after the call, run unchanged on device communicators.
@@ -133,7 +143,7 @@ DeviceRuntime* cudaDeviceRuntime();  // nullptr in a build without the CUDA runt
 
 // What the fake library exports: one function, gyreFakeCudaRuntime, taking
 // these options and returning its runtime (nullptr for another version).
-constexpr int kFakeRuntimeVersion = 1;
+constexpr int kFakeRuntimeVersion = 2;
 struct FakeRuntimeOptions {
   int version = kFakeRuntimeVersion;
   int synchronous = 0;   // GYRE_FAKE_CUDA=2: synchronousForTests()

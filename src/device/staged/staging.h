@@ -47,7 +47,6 @@ struct StagingState {
   std::condition_variable idle;
   BufferPool buffers;  // host buffers; finished jobs give theirs back
   int jobsInFlight = 0;
-  std::vector<std::shared_ptr<void>> capturedJobs;  // jobs recorded into CUDA graphs (staging.cc)
   std::mutex executorMutex;  // one job at a time drives a communicator's connections
   // The stream of the last job: a job on another stream waits for it, so a
   // communicator's jobs run in call order whatever streams the calls name
