@@ -259,8 +259,8 @@ ncclResult_t postSends(const std::vector<const DeviceRequest*>& calls, std::vect
     if (capturing) {
       slotFree = s.capturedSends[c->root] < kCapturedPairSlots;
       if (slotFree) note.capturedSlot = send.capturedSlot = ++s.capturedSends[c->root];
-      else GYRE_INFO("P2P", "rank %d: %d captured sends to rank %d already hold every capture slot; this one stages",
-                     c->comm->rank, kCapturedPairSlots, c->root);
+      else GYRE_INFO("P2P", "rank %d: %d captured sends to rank %d already hold every capture slot; this one "
+                     "would stage, which a capture refuses", c->comm->rank, kCapturedPairSlots, c->root);
     }
     if (slotFree && sendOverwrittenInBatch(*c, calls)) {
       if (capturing) {
