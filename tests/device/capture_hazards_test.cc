@@ -80,9 +80,9 @@ int replayAllReduce(ncclComm_t comm, int rank, int n, DeviceBuffer& in, DeviceBu
 }
 
 // PyTorch's pattern: the main thread captures a collective in Global mode
-// while gyre's kernel watchdog queries its events, another thread drives a
-// second communicator and a third polls ncclCommGetAsyncError, as
-// PyTorch's NCCL watchdog does.
+// while gyre's direct-path watchdog queries its events, another thread
+// drives a second communicator and a third polls ncclCommGetAsyncError, as
+// PyTorch's NCCL watchdog does. Processes sharing a GPU run direct.
 int capturedBesideOtherThreads(int rank, int n, const ncclUniqueId& id) {
   const std::vector<ncclUniqueId>& ids = rankIds();
   ncclComm_t captured = nullptr, other = nullptr;
@@ -93,7 +93,8 @@ int capturedBesideOtherThreads(int rank, int n, const ncclUniqueId& id) {
   DeviceBuffer in(count * 4), out(count * 4), otherIn(count * 4), otherOut(count * 4);
   const cudaStream_t s = fakeStream(900), otherStream = fakeStream(901);
   // The first call of the communicator is the captured one: whatever it
-  // sets up (its kernels' lane memory) it sets up while the capture runs.
+  // sets up (its peers' buffers opened by CUDA IPC) it sets up while the
+  // capture runs.
   gyre::FakeGraph first;
   RANK_CHECK(captureAllReduce(captured, in, out, count, s, &first, 0, [] { return 0; }) == 0, "first capture");
   RANK_CHECK(replayAllReduce(captured, rank, n, in, out, count, s, first, 2, 0) == 0, "first graph");
@@ -158,7 +159,7 @@ bool ranksOfOneGpu(int n, std::vector<ncclComm_t>* comms) {
 
 TEST_CASE("a collective captured in Global mode while gyre's watchdog, a second communicator and an async-error "
           "poller run on other threads replays exactly", "[device][graph][capture]") {
-  RankOptions o = captureOptions("kernels");
+  RankOptions o = captureOptions("direct");
   o.idCount = 2;
   RunResult result = runRanks(2, capturedBesideOtherThreads, o);
   INFO(result.describe());
@@ -169,11 +170,11 @@ TEST_CASE("two ranks of one process captured on one stream are refused, naming b
   RunResult result = runRanks(
       1,
       [](int, int, const ncclUniqueId&) {
-        std::vector<ncclComm_t> comms;
-        RANK_CHECK(ranksOfOneGpu(2, &comms), "init: %s", lastError().c_str());
         DeviceBuffer a(4096), b(4096);
         const cudaStream_t shared = fakeStream(920);
         for (bool collective : {false, true}) {
+          std::vector<ncclComm_t> comms;
+          RANK_CHECK(ranksOfOneGpu(2, &comms), "init: %s", lastError().c_str());
           gyre::FakeGraph graph;
           RANK_CHECK(gyre::fakeBeginCapture(shared, &graph) == 0, "begin capture");
           RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
@@ -192,8 +193,8 @@ TEST_CASE("two ranks of one process captured on one stream are refused, naming b
                      collective ? "AllReduce" : "send/recv");
           RANK_CHECK(says(text, "captured on the stream of rank 0 as well") && says(text, "rank 1"),
                      "unclear error: %s", text.c_str());
+          for (ncclComm_t c : comms) ncclCommAbort(c);
         }
-        for (ncclComm_t c : comms) ncclCommAbort(c);
         return 0;
       },
       captureOptions());
