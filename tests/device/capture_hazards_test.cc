@@ -159,11 +159,15 @@ bool ranksOfOneGpu(int n, std::vector<ncclComm_t>* comms) {
 
 TEST_CASE("a collective captured in Global mode while gyre's watchdog, a second communicator and an async-error "
           "poller run on other threads replays exactly", "[device][graph][capture]") {
-  RankOptions o = captureOptions("direct");
-  o.idCount = 2;
-  RunResult result = runRanks(2, capturedBesideOtherThreads, o);
-  INFO(result.describe());
-  CHECK(result.allOk());
+  // Processes sharing a GPU run direct by default; forced, as kernels.
+  for (const char* path : {"direct", "kernels"}) {
+    INFO("GYRE_DEVICE_PATH=" << path);
+    RankOptions o = captureOptions(path);
+    o.idCount = 2;
+    RunResult result = runRanks(2, capturedBesideOtherThreads, o);
+    INFO(result.describe());
+    CHECK(result.allOk());
+  }
 }
 
 TEST_CASE("two ranks of one process captured on one stream are refused, naming both ranks", "[device][graph]") {
