@@ -10,7 +10,6 @@
 #include "src/device/launch_events.h"
 #include "src/device/runtime/runtime.h"
 #include "src/device/staged/staging.h"
-#include "src/device/runtime/capture_mode.h"
 
 namespace gyre {
 namespace {

@@ -10,7 +10,6 @@
 #include "src/device/runtime/runtime.h"
 #include "src/device/shared_streams.h"
 #include "src/device/stream_completions.h"
-#include "src/device/runtime/capture_mode.h"
 
 namespace gyre {
 namespace {

@@ -15,7 +15,6 @@
 #include "src/device/copy/copy_exchange.h"
 #include "src/device/launch_events.h"
 #include "src/device/runtime/runtime.h"
-#include "src/device/runtime/capture_mode.h"
 
 namespace gyre {
 namespace {

@@ -16,7 +16,6 @@
 #include "src/device/runtime/ipc_registry.h"
 #include "src/device/process_liveness.h"
 #include "src/device/runtime/runtime.h"
-#include "src/device/runtime/capture_mode.h"
 
 namespace gyre {
 namespace {

@@ -23,7 +23,7 @@
 #include "src/device/runtime/ipc_registry.h"
 #include "src/device/process_liveness.h"
 #include "src/call/datatypes.h"
-#include "src/device/runtime/capture_mode.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {

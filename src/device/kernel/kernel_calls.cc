@@ -18,7 +18,6 @@
 #include "src/call/datatypes.h"
 #include "src/sched/slot_meta.h"
 #include "src/transport/transport.h"
-#include "src/device/runtime/capture_mode.h"
 
 namespace gyre {
 namespace {

@@ -9,7 +9,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/transport/p2p/p2p_transport.h"
-#include "src/device/runtime/capture_mode.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "src/debug/error.h"
-#include "src/device/runtime/capture_mode.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {

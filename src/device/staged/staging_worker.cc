@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "src/debug/error.h"
-#include "src/device/runtime/capture_mode.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 

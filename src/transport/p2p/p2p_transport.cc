@@ -15,7 +15,6 @@
 #include "src/device/runtime/ipc_registry.h"
 #include "src/device/runtime/runtime.h"
 #include "src/transport/abort_notice.h"
-#include "src/device/runtime/capture_mode.h"
 
 namespace gyre {
 namespace {

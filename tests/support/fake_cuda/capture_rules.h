@@ -30,7 +30,9 @@
 // - Once invalidated, a capture's streams refuse more work
 //   (cudaErrorStreamCaptureInvalidated) until cudaStreamEndCapture, which
 //   fails with that error and returns no graph. A capture not begun Relaxed
-//   ends only on the thread that began it (cudaErrorStreamCaptureWrongThread).
+//   ends only on the thread that began it (cudaErrorStreamCaptureWrongThread;
+//   the fake then ends it anyway, with no graph, so no test leaves a
+//   capture behind).
 #pragma once
 
 #include <functional>
