@@ -233,6 +233,34 @@ TEST_CASE("a call that would stage through host memory is refused under capture,
   CHECK(result.allOk());
 }
 
+TEST_CASE("a captured send of a buffer CUDA IPC cannot share is refused on both sides, naming why it would stage",
+          "[device][graph][ipc][staged]") {
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        RANK_CHECK(ncclCommInitRank(&comm, n, id, rank) == ncclSuccess, "init: %s", lastError().c_str());
+        // Ordinary memory, not cudaMalloc'd: what PyTorch's expandable
+        // segments are to CUDA IPC, a buffer no handle can share.
+        std::vector<int32_t> buffer(1024, rank);
+        const cudaStream_t s = fakeStream(950);
+        gyre::FakeGraph graph;
+        RANK_CHECK(gyre::fakeBeginCapture(s, &graph) == 0, "begin capture");
+        ncclResult_t res = rank == 0 ? ncclSend(buffer.data(), buffer.size(), ncclInt32, 1, comm, s)
+                                     : ncclRecv(buffer.data(), buffer.size(), ncclInt32, 0, comm, s);
+        std::string text = lastError();
+        gyre::fakeEndCapture(s);
+        RANK_CHECK(res == ncclInvalidUsage, "rank %d: a captured call that stages was accepted", rank);
+        RANK_CHECK(says(text, rank == 0 ? "ncclSend" : "ncclRecv") && says(text, "staged through host memory") &&
+                       says(text, "CUDA IPC cannot share"), "unclear error: %s", text.c_str());
+        ncclCommAbort(comm);
+        return 0;
+      },
+      captureOptions());
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
 TEST_CASE("one-sided puts, signals and waits are refused on a capturing stream, as a replay would repeat stale "
           "counts", "[device][graph][device_api]") {
   RunResult result = runRanks(
