@@ -233,30 +233,38 @@ TEST_CASE("a call that would stage through host memory is refused under capture,
   CHECK(result.allOk());
 }
 
-TEST_CASE("a captured send of a buffer CUDA IPC cannot share is refused on both sides, naming why it would stage",
+TEST_CASE("captured calls on a buffer CUDA IPC cannot share are refused on both sides, naming why they would stage",
           "[device][graph][ipc][staged]") {
+  RankOptions o = captureOptions();
+  o.idCount = 2;
   RunResult result = runRanks(
       2,
-      [](int rank, int n, const ncclUniqueId& id) {
-        ncclComm_t comm = nullptr;
-        RANK_CHECK(ncclCommInitRank(&comm, n, id, rank) == ncclSuccess, "init: %s", lastError().c_str());
+      [](int rank, int n, const ncclUniqueId&) {
         // Ordinary memory, not cudaMalloc'd: what PyTorch's expandable
         // segments are to CUDA IPC, a buffer no handle can share.
-        std::vector<int32_t> buffer(1024, rank);
+        std::vector<int32_t> buffer(1024, rank), out(1024, 0);
         const cudaStream_t s = fakeStream(950);
-        gyre::FakeGraph graph;
-        RANK_CHECK(gyre::fakeBeginCapture(s, &graph) == 0, "begin capture");
-        ncclResult_t res = rank == 0 ? ncclSend(buffer.data(), buffer.size(), ncclInt32, 1, comm, s)
-                                     : ncclRecv(buffer.data(), buffer.size(), ncclInt32, 0, comm, s);
-        std::string text = lastError();
-        gyre::fakeEndCapture(s);
-        RANK_CHECK(res == ncclInvalidUsage, "rank %d: a captured call that stages was accepted", rank);
-        RANK_CHECK(says(text, rank == 0 ? "ncclSend" : "ncclRecv") && says(text, "staged through host memory") &&
-                       says(text, "CUDA IPC cannot share"), "unclear error: %s", text.c_str());
-        ncclCommAbort(comm);
+        for (bool collective : {false, true}) {
+          ncclComm_t comm = nullptr;
+          RANK_CHECK(ncclCommInitRank(&comm, n, rankIds()[collective ? 1 : 0], rank) == ncclSuccess, "init: %s",
+                     lastError().c_str());
+          gyre::FakeGraph graph;
+          RANK_CHECK(gyre::fakeBeginCapture(s, &graph) == 0, "begin capture");
+          ncclResult_t res =
+              collective ? ncclAllReduce(buffer.data(), out.data(), buffer.size(), ncclInt32, ncclSum, comm, s)
+              : rank == 0 ? ncclSend(buffer.data(), buffer.size(), ncclInt32, 1, comm, s)
+                          : ncclRecv(buffer.data(), buffer.size(), ncclInt32, 0, comm, s);
+          std::string text = lastError();
+          gyre::fakeEndCapture(s);
+          const char* call = collective ? "ncclAllReduce" : rank == 0 ? "ncclSend" : "ncclRecv";
+          RANK_CHECK(res == ncclInvalidUsage, "rank %d: a captured %s that stages was accepted", rank, call);
+          RANK_CHECK(says(text, call) && says(text, "staged through host memory") &&
+                         says(text, "CUDA IPC cannot share"), "unclear error: %s", text.c_str());
+          ncclCommAbort(comm);
+        }
         return 0;
       },
-      captureOptions());
+      o);
   INFO(result.describe());
   CHECK(result.allOk());
 }

@@ -278,6 +278,8 @@ std::string whyStaged(const DeviceRequest& c) {
   if (c.coll == CollKind::SendRecv)
     return "no device copy reaches rank " + std::to_string(c.root) + " (a rank of this process on another GPU, a "
            "buffer CUDA IPC cannot share, or every capture slot to that rank taken)";
+  if (c.comm->direct)
+    return "the direct path cannot take it: a rank's buffer CUDA IPC cannot share, or every capture slot taken";
   return "neither collective kernels nor the direct path run it on this communicator";
 }
 
