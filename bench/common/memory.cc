@@ -126,7 +126,9 @@ class DeviceMemory final : public BenchMemory {
   bool synchronize() override { return check(cudaStreamSynchronize(stream_)); }
   bool beginCapture() override {
     dropGraph();
-    return check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    // Global, as nccl-tests with one thread and PyTorch's torch.cuda.graph
+    // capture: the strictest mode, which every thread of the library obeys too.
+    return check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
   }
   bool endCapture() override {
     return check(cudaStreamEndCapture(stream_, &graph_)) && check(cudaGraphInstantiate(&exec_, graph_, 0));

@@ -259,7 +259,8 @@ int graphCheck(std::vector<Rank>& ranks, size_t maxCount) {
     }
     std::vector<cudaGraph_t> graphs(n);
     std::vector<cudaGraphExec_t> execs(n);
-    for (Rank& k : ranks) CUDA_OK(cudaStreamBeginCapture(k.stream, cudaStreamCaptureModeThreadLocal));
+    // Global, PyTorch's default: gyre's own threads must not break it either.
+    for (Rank& k : ranks) CUDA_OK(cudaStreamBeginCapture(k.stream, cudaStreamCaptureModeGlobal));
     ncclGroupStart();
     for (Rank& k : ranks) ncclAllReduce(k.in, k.out, count, ncclFloat32, ncclSum, k.comm, k.stream);
     ncclResult_t captured = ncclGroupEnd();

@@ -8,7 +8,8 @@
 // increment and none is lost; the wait compares wrap-safely.
 //
 // Peers outside the LSA team (another node, no peer access) are refused:
-// gyre has no network transport with remote writes.
+// gyre has no network transport with remote writes. So are calls on a
+// stream that captures a CUDA graph (refuseCapture says why).
 #include "include/gyre.h"
 #include "src/comm/api_export.h"
 #include "src/comm/comm.h"
@@ -53,6 +54,18 @@ ncclResult_t unreachable(ncclComm* comm, int peer, const char* fn, const char* w
               what, comm->rank);
 }
 
+// Signals are counts that only grow, and a captured write or wait bakes its
+// count into the graph: from the second replay on, the wait would pass before
+// the peer's new signal and the put's data would race. So none is captured.
+ncclResult_t refuseCapture(ncclComm* comm, cudaStream_t stream, const char* fn) {
+  bool capturing = false;
+  GYRE_CHECK(deviceRuntime()->isCapturing(stream, &capturing));
+  if (capturing)
+    return fail(ncclInvalidUsage, "%s: rank %d's stream is capturing a CUDA graph; one-sided signals are counts a "
+                                  "replayed graph would repeat stale, so call it outside the capture", fn, comm->rank);
+  return ncclSuccess;
+}
+
 // This rank's next signal to `peer`: a stream write of the new count.
 ncclResult_t enqueueSignal(ncclComm* comm, SignalArea* s, int peer, cudaStream_t stream, const char* fn) {
   std::lock_guard<std::mutex> lock(s->mutex);
@@ -86,6 +99,7 @@ GYRE_EXPORT ncclResult_t ncclPutSignal(const void* localbuff, size_t count, nccl
   GYRE_CHECK(checkSignalArgs(sigIdx, ctx, flags, fn));
   SignalArea* s = nullptr;
   GYRE_CHECK(signalsOf(comm, fn, &s));
+  GYRE_CHECK(refuseCapture(comm, stream, fn));
   if (!w->peerBases[peer]) return unreachable(comm, peer, fn, "window");
   if (bytes > 0) GYRE_CHECK(deviceRuntime()->copyAsync(w->peerBases[peer] + peerWinOffset, localbuff, bytes, stream));
   return enqueueSignal(comm, s, peer, stream, fn);
@@ -100,6 +114,7 @@ GYRE_EXPORT ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int 
   GYRE_CHECK(checkSignalArgs(sigIdx, ctx, flags, fn));
   SignalArea* s = nullptr;
   GYRE_CHECK(signalsOf(comm, fn, &s));
+  GYRE_CHECK(refuseCapture(comm, stream, fn));
   return enqueueSignal(comm, s, peer, stream, fn);
 }
 
@@ -119,6 +134,7 @@ GYRE_EXPORT ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalD
   if (nDesc == 0) return ncclSuccess;
   SignalArea* s = nullptr;
   GYRE_CHECK(signalsOf(comm, fn, &s));
+  GYRE_CHECK(refuseCapture(comm, stream, fn));
   std::lock_guard<std::mutex> lock(s->mutex);
   for (int i = 0; i < nDesc; ++i)
     if (!s->atPeer[signalDescs[i].peer]) return unreachable(comm, signalDescs[i].peer, fn, "signal area");

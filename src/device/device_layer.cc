@@ -68,8 +68,12 @@ ncclResult_t launchDeviceCalls(const std::vector<DeviceRequest>& calls) {
 
 ncclResult_t pollDeviceStatus(DeviceComm* comm, bool queryStreams) {
   if (!comm) return ncclSuccess;
-  if (queryStreams) checkDirectFault(comm);
-  return pollKernelStatus(comm, queryStreams);
+  if (!queryStreams) return pollKernelStatus(comm, false);
+  // ncclCommGetAsyncError queries events from any thread, PyTorch's
+  // watchdog's among them, while another may be capturing in Global mode.
+  RelaxedCapture relaxed;
+  checkDirectFault(comm);
+  return pollKernelStatus(comm, true);
 }
 
 void abortDeviceWork(DeviceComm* comm) {

@@ -85,7 +85,9 @@ bool StreamCompletions::anyFailed() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [stream, e] : events_) {
     bool done = false;
-    if (rt->eventQuery(e, &done) != ncclSuccess) return true;
+    // Only a sticky error is a fault of the GPU: a query refused for another
+    // reason (an application's capture under way, say) says nothing of it.
+    if (rt->eventQuery(e, &done) != ncclSuccess && rt->contextBroken()) return true;
   }
   return false;
 }

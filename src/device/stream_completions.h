@@ -34,8 +34,8 @@ class StreamCompletions {
   // Waits up to `seconds` for every stream's recorded work; an event that
   // cannot be queried counts as done (a broken context runs nothing more).
   bool waitAll(double seconds);
-  // Whether some event query fails: the context holds a sticky error, whose
-  // text is then lastErrorText().
+  // Whether some event query fails with a sticky error (contextBroken),
+  // whose text is then lastErrorText(); other refusals are no fault.
   bool anyFailed();
   void destroy();
 

@@ -2,8 +2,10 @@
 // captured sends, receives and collectives take the same copy and direct
 // paths as eager ones, and every launch of the graphs moves the data the
 // buffers hold at that launch. Each rank captures its own stream into its
-// own graph, as nccl-tests and PyTorch do; the graphs of a pair meet through
-// flags that each side clears after its wait (src/device/flag_ops.h).
+// own graph in Global mode, as nccl-tests and PyTorch do, under CUDA's
+// capture rules (a call that broke the capture makes its end fail); the
+// graphs of a pair meet through flags that each side clears after its wait
+// (src/device/flag_ops.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,7 +84,7 @@ TEST_CASE("processes on one GPU replay captured sends and receives by CUDA IPC c
         RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
         RANK_CHECK(ncclAlltoAll(inPlace.p, inPlace.p, count, ncclInt32, comm, s) == ncclSuccess,
                    "captured in-place alltoall: %s", lastError().c_str());
-        gyre::fakeEndCapture(s);
+        RANK_CHECK(gyre::fakeEndCapture(s) == 0, "end capture: %s", lastError().c_str());
         RANK_CHECK(pathCount(comm, P2PPath::Staged) == 0, "rank %d staged %llu captured calls", rank,
                    (unsigned long long)pathCount(comm, P2PPath::Staged));
         RANK_CHECK(pathCount(comm, P2PPath::IpcCopy) == 4 * uint64_t(n - 1), "rank %d: %llu IPC copies captured",
@@ -184,7 +186,8 @@ TEST_CASE("ranks of one process on one GPU, each captured into its own graph, ex
                                   fakeStream(720 + r)) == ncclSuccess, "captured in-place alltoall: %s",
                      lastError().c_str());
         RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
-        for (int r = 0; r < n; ++r) gyre::fakeEndCapture(fakeStream(720 + r));
+        for (int r = 0; r < n; ++r)
+          RANK_CHECK(gyre::fakeEndCapture(fakeStream(720 + r)) == 0, "end capture: %s", lastError().c_str());
         for (int r = 0; r < n; ++r) {
           sync(fakeStream(720 + r));
           RANK_CHECK(recv[r][0] == -1, "rank %d: the captured exchange ran before the graphs were launched", r);
@@ -244,7 +247,7 @@ TEST_CASE("processes on one GPU replay captured AllReduce and AllGather on the d
                    "captured allreduce: %s", lastError().c_str());
         RANK_CHECK(ncclAllGather(in.p, gathered.p, count, ncclInt32, comm, s) == ncclSuccess,
                    "captured allgather: %s", lastError().c_str());
-        gyre::fakeEndCapture(s);
+        RANK_CHECK(gyre::fakeEndCapture(s) == 0, "end capture: %s", lastError().c_str());
         RANK_CHECK(comm->device->direct->callsRun.load() == before + 2, "rank %d: %llu of 2 captured calls run direct",
                    rank, (unsigned long long)(comm->device->direct->callsRun.load() - before));
         for (int launch = 0; launch < 3; ++launch) {
@@ -308,7 +311,7 @@ TEST_CASE("ranks of one process on one GPU, each captured into its own graph, re
         }
         RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
         for (int r = 0; r < n; ++r) {
-          gyre::fakeEndCapture(fakeStream(740 + r));
+          RANK_CHECK(gyre::fakeEndCapture(fakeStream(740 + r)) == 0, "end capture: %s", lastError().c_str());
           RANK_CHECK(comms[r]->device->direct->callsRun.load() == before[r] + 2,
                      "rank %d: %llu of 2 captured calls ran direct", r,
                      (unsigned long long)(comms[r]->device->direct->callsRun.load() - before[r]));
@@ -365,7 +368,8 @@ TEST_CASE("a captured group mixing AllReduce with sends and receives replays rig
                      "captured recv: %s", lastError().c_str());
         }
         RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
-        for (int r = 0; r < n; ++r) gyre::fakeEndCapture(fakeStream(750 + r));
+        for (int r = 0; r < n; ++r)
+          RANK_CHECK(gyre::fakeEndCapture(fakeStream(750 + r)) == 0, "end capture: %s", lastError().c_str());
         for (int launch = 0; launch < 2; ++launch) {
           for (int r = 0; r < n; ++r)
             for (size_t i = 0; i < count; ++i) in[r][i] = sent(r, 0, launch, i);

@@ -358,7 +358,7 @@ TEST_CASE("a rank's send to itself is a copy on its stream, captured into a grap
         RANK_CHECK(ncclRecv(dst.data(), dst.size(), ncclInt64, 0, comm, s) == ncclSuccess, "captured recv: %s",
                    lastError().c_str());
         RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
-        gyre::fakeEndCapture(s);
+        RANK_CHECK(gyre::fakeEndCapture(s) == 0, "end capture: %s", lastError().c_str());
         sync(s);
         RANK_CHECK(dst[0] == -1, "the captured copy ran before the graph was launched");
         for (int launch = 0; launch < 2; ++launch) {

@@ -190,7 +190,7 @@ TEST_CASE("one rank's self send/recv get P2p events and its collectives Coll eve
     RANK_CHECK(ncclRecv(recv.data(), kCount, ncclInt32, 0, comm, s) == ncclSuccess, "captured recv: %s",
                lastError().c_str());
     RANK_CHECK(ncclGroupEnd() == ncclSuccess, "captured group end: %s", lastError().c_str());
-    gyre::fakeEndCapture(s);
+    RANK_CHECK(gyre::fakeEndCapture(s) == 0, "end capture: %s", lastError().c_str());
     for (int launch = 0; launch < 2; ++launch) {
       for (size_t i = 0; i < kCount; ++i) send[i] = valueOf(0, 10 + launch, i);
       gyre::fakeLaunchGraph(graph, s);

@@ -8,6 +8,7 @@
 #include "src/device/copy/copy_calls.h"
 #include "src/device/copy/copy_exchange.h"
 #include "src/device/runtime/runtime.h"
+#include "src/device/shared_streams.h"
 #include "src/device/stream_completions.h"
 
 namespace gyre {
@@ -21,9 +22,12 @@ ncclResult_t failPair(const DeviceRequest& c, ncclResult_t code, const std::stri
   return failP2PCall(c, code, kPath, why);
 }
 
-// A zeroed device allocation the communicator keeps until destroy.
+// A zeroed device allocation the communicator keeps until destroy. The
+// first captured pair makes it, on the capturing thread: relaxed, so the
+// allocation does not invalidate the application's capture.
 ncclResult_t ownedZeroed(CapturedCopies& s, size_t bytes, void** out) {
   DeviceRuntime* rt = deviceRuntime();
+  RelaxedCapture relaxed;
   GYRE_CHECK(rt->deviceAlloc(bytes, out));
   ncclResult_t r = rt->memsetSync(*out, 0, bytes);
   if (r != ncclSuccess) {
@@ -142,6 +146,7 @@ ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& call
     if (std::find(b.streams.begin(), b.streams.end(), c->stream) == b.streams.end()) b.streams.push_back(c->stream);
   }
   // Checked before any offer, so no peer pairs with a call that then fails.
+  GYRE_CHECK(refuseSharedStreams(calls, kPath));
   for (DeviceComm* comm : order) {
     size_t n = std::count_if(calls.begin(), calls.end(), [&](const DeviceRequest* c) { return c->comm == comm; });
     if (n > kMaxPairCopies)

@@ -275,6 +275,7 @@ ncclResult_t takeCopyScratch(DeviceComm* comm, size_t bytes, void** out, size_t*
     if (s.scratch.takeFree(bytes, out, capacity)) return ncclSuccess;
   }
   *capacity = bytes;
+  RelaxedCapture relaxed;  // another thread may be capturing in Global mode
   GYRE_CHECK(deviceRuntime()->deviceAlloc(bytes, out));
   std::lock_guard<std::mutex> lock(s.scratchMutex);
   s.scratch.all.push_back(*out);

@@ -117,6 +117,7 @@ void watchOnce(DeviceComm* comm, StallClock* clock) {
 void watch(DeviceComm* comm) {
   IpcCopyState& s = *comm->copies->ipc;
   ScopedLogRank logRank(comm->rank);
+  relaxCaptureModeOfThisThread();
   deviceRuntime()->setDevice(comm->cudaDev);
   StallClock clock;
   std::unique_lock<std::mutex> lock(s.watchMutex);
@@ -257,12 +258,13 @@ ncclResult_t postSends(const std::vector<const DeviceRequest*>& calls, std::vect
     if (capturing) {
       slotFree = s.capturedSends[c->root] < kCapturedPairSlots;
       if (slotFree) note.capturedSlot = send.capturedSlot = ++s.capturedSends[c->root];
-      else GYRE_INFO("P2P", "rank %d: %d captured sends to rank %d already hold every capture slot; this one stages",
-                     c->comm->rank, kCapturedPairSlots, c->root);
+      else GYRE_INFO("P2P", "rank %d: %d captured sends to rank %d already hold every capture slot; this one "
+                     "would stage, which a capture refuses", c->comm->rank, kCapturedPairSlots, c->root);
     }
     if (slotFree && sendOverwrittenInBatch(*c, calls)) {
       if (capturing) {
         // Every replay copies into it again: the graph owns it until destroy.
+        RelaxedCapture relaxed;  // allocated while the application captures
         GYRE_CHECK(deviceRuntime()->deviceAlloc(note.bytes, &send.scratch));
         s.capturedScratch.push_back(send.scratch);
       } else {

@@ -23,6 +23,7 @@
 #include "src/device/runtime/ipc_registry.h"
 #include "src/device/process_liveness.h"
 #include "src/call/datatypes.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {
@@ -170,6 +171,7 @@ void checkStalled(DeviceComm* comm, StallClock* clock) {
 void watchPeers(DeviceComm* comm) {
   DirectState& d = *comm->direct;
   ScopedLogRank logRank(comm->rank);
+  relaxCaptureModeOfThisThread();
   deviceRuntime()->setDevice(comm->cudaDev);  // the watchdog's copies go to the communicator's GPU
   StallClock clock;
   std::unique_lock<std::mutex> lock(d.watchMutex);

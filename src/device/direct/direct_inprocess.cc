@@ -13,6 +13,7 @@
 #include "src/device/flag_ops.h"
 #include "src/device/launch_events.h"
 #include "src/device/runtime/runtime.h"
+#include "src/device/shared_streams.h"
 
 namespace gyre {
 namespace {
@@ -148,6 +149,14 @@ ncclResult_t setupInProcess(DeviceComm* comm, const Deadline& deadline) {
 }
 
 ncclResult_t launchInProcess(const std::vector<const DeviceRequest*>& calls) {
+  // Captured calls meet through flag kernels that spin until every rank's arrives.
+  std::vector<const DeviceRequest*> captured;
+  for (const DeviceRequest* c : calls) {
+    bool capturing = false;
+    GYRE_CHECK(deviceRuntime()->isCapturing(c->stream, &capturing));
+    if (capturing) captured.push_back(c);
+  }
+  GYRE_CHECK(refuseSharedStreams(captured, "ranks of one process on one GPU, captured direct collective"));
   // Round k: the k-th call of each communicator, in group order.
   std::vector<std::vector<const DeviceRequest*>> rounds;
   std::map<DeviceComm*, size_t> callsOf;

@@ -31,6 +31,7 @@ ncclResult_t carveLanes(KernelState& k, size_t bytes, void** out) {
     KernelState::Chunk chunk;
     chunk.size = std::max(kArenaChunkBytes, bytes);
     void* p = nullptr;
+    RelaxedCapture relaxed;  // a captured call may be the one that grows it
     GYRE_CHECK(deviceRuntime()->deviceAlloc(chunk.size, &p));
     chunk.base = static_cast<char*>(p);
     k.arena.push_back(chunk);

@@ -9,6 +9,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/transport/p2p/p2p_transport.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {
@@ -87,6 +88,7 @@ void KernelWatchdog::stop() {
 
 void KernelWatchdog::run(DeviceComm* comm) {
   ScopedLogRank logRank(comm->rank);
+  relaxCaptureModeOfThisThread();
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, kWatchInterval, [&] { return stopping_; })) {
     DeviceStatus* st = comm->kernels->statusHost;

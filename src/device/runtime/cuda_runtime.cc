@@ -25,6 +25,10 @@ namespace {
 
 std::atomic<bool> stickyErrorSeen{false};
 
+static_assert(static_cast<int>(CaptureMode::Global) == cudaStreamCaptureModeGlobal &&
+              static_cast<int>(CaptureMode::ThreadLocal) == cudaStreamCaptureModeThreadLocal &&
+              static_cast<int>(CaptureMode::Relaxed) == cudaStreamCaptureModeRelaxed);
+
 // The errors after which CUDA fails every call of the process (CUDA's
 // documentation: "the process must be terminated and relaunched").
 bool isSticky(cudaError_t err) {
@@ -235,6 +239,12 @@ class CudaRuntime final : public DeviceRuntime {
     return false;
   }
   bool contextBroken() override { return stickyErrorSeen.load(); }
+  ncclResult_t exchangeCaptureMode(CaptureMode* mode) override {
+    auto m = static_cast<cudaStreamCaptureMode>(*mode);
+    GYRE_CHECK(check(cudaThreadExchangeStreamCaptureMode(&m), "cudaThreadExchangeStreamCaptureMode"));
+    *mode = static_cast<CaptureMode>(m);
+    return ncclSuccess;
+  }
 
   ncclResult_t allocationOf(const void* p, AllocationInfo* out) override {
     GYRE_CHECK(loadDriverCalls());

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "src/debug/error.h"
+#include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {
@@ -56,6 +57,8 @@ bool describeOwnAllocation(const void* p, size_t bytes, SharedAllocation* out, u
 }
 
 ncclResult_t mapPeerAllocation(int64_t ownerPid, const SharedAllocation& a, std::set<uint64_t>* held, void** base) {
+  // A captured call opens its peer's buffer while the application captures.
+  RelaxedCapture relaxed;
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   const uint64_t inBlock = a.base - a.blockBase;

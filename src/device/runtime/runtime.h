@@ -37,6 +37,10 @@ struct AllocationInfo {
   void* blockBase = nullptr;  // the block CUDA IPC shares (CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR)
 };
 
+// cudaStreamCaptureMode: which captures under way forbid a thread the calls
+// CUDA deems unsafe during capture (cudaMalloc, cudaEventQuery, ...).
+enum class CaptureMode : int { Global = 0, ThreadLocal = 1, Relaxed = 2 };
+
 class DeviceRuntime {
  public:
   virtual ~DeviceRuntime() = default;
@@ -115,6 +119,12 @@ class DeviceRuntime {
   // Whether a call has failed with a sticky error (a kernel's illegal
   // address, say): the context then fails every call until the process ends.
   virtual bool contextBroken() = 0;
+
+  // Stream capture.
+  // cudaThreadExchangeStreamCaptureMode: the calling thread's mode becomes
+  // *mode, and *mode the one it had (RelaxedCapture below scopes it).
+  virtual ncclResult_t exchangeCaptureMode(CaptureMode* mode) = 0;
+
   // Tests only (GYRE_FAKE_CUDA=2): every collective call waits for its
   // streams before returning, so host-memory test programs, which read
   // results right after the call, run unchanged on device communicators.
@@ -131,9 +141,44 @@ const char* whyNoDeviceRuntime();
 
 DeviceRuntime* cudaDeviceRuntime();  // nullptr in a build without the CUDA runtime
 
+// gyre's own CUDA calls while an application captures a graph. CUDA forbids
+// "potentially unsafe" calls (cudaMalloc, cudaIpcOpenMemHandle,
+// cudaEventQuery, synchronisation) to the capturing thread and, in the
+// default Global mode, to every other thread while a Global capture is under
+// way; a forbidden call fails and invalidates the application's capture.
+// gyre's set-up work that a captured call may reach (first-use allocations,
+// IPC opens) runs relaxed for its duration, and gyre's own threads
+// (watchdogs, the staging worker) run relaxed for their whole life: none of
+// that work is stream work a graph could record.
+//
+// The calling thread in cudaStreamCaptureModeRelaxed while this lives.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() {
+    DeviceRuntime* rt = deviceRuntime();
+    if (rt && rt->exchangeCaptureMode(&previous_) == ncclSuccess) runtime_ = rt;
+  }
+  ~RelaxedCapture() {
+    if (runtime_) runtime_->exchangeCaptureMode(&previous_);
+  }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  CaptureMode previous_ = CaptureMode::Relaxed;
+  DeviceRuntime* runtime_ = nullptr;
+};
+
+// For a thread of gyre's own, first thing: it never captures, and its
+// queries must not break an application thread's capture.
+inline void relaxCaptureModeOfThisThread() {
+  CaptureMode mode = CaptureMode::Relaxed;
+  if (DeviceRuntime* rt = deviceRuntime()) rt->exchangeCaptureMode(&mode);
+}
+
 // What the fake library exports: one function, gyreFakeCudaRuntime, taking
 // these options and returning its runtime (nullptr for another version).
-constexpr int kFakeRuntimeVersion = 1;
+constexpr int kFakeRuntimeVersion = 2;
 struct FakeRuntimeOptions {
   int version = kFakeRuntimeVersion;
   int synchronous = 0;   // GYRE_FAKE_CUDA=2: synchronousForTests()

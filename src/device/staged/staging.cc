@@ -11,6 +11,7 @@
 #include "src/debug/log.h"
 #include "src/device/runtime/runtime.h"
 #include "src/host/run_calls.h"
+#include "src/call/coll_kind.h"
 #include "src/call/datatypes.h"
 #include "src/config/env.h"
 
@@ -51,13 +52,10 @@ struct StagedJob {
   size_t pieces = 1;             // the most pieces of any call
   std::vector<PieceRun> runs;    // one host function argument per piece
   std::atomic<bool> failed{false};  // later pieces skip the executor
-  // Captured into a CUDA graph: runs once per graph launch, so it keeps its
-  // buffers and lives until its communicators are destroyed.
-  bool captured = false;
 };
 
 // The streams a job's stages run on: all the user's first stream for a
-// single piece or a graph capture, else the communicator's own three.
+// single piece, else the communicator's own three.
 struct JobStreams {
   StreamHandle in, run, out;
 };
@@ -190,25 +188,6 @@ ncclResult_t runOnWorker(DeviceRuntime* rt, StagedJob* job, size_t piece, Stream
   return s.worker.enqueue(p, run);
 }
 
-// Each run of a captured job counts as in flight from its first node on.
-void beginCapturedJob(void* arg) {
-  auto* job = static_cast<StagedJob*>(arg);
-  job->failed.store(false);  // each graph launch starts afresh
-  for (DeviceComm* comm : job->comms) {
-    std::lock_guard<std::mutex> lock(comm->staging->mutex);
-    ++comm->staging->jobsInFlight;
-  }
-}
-
-void endCapturedJob(void* arg) {
-  for (DeviceComm* comm : static_cast<StagedJob*>(arg)->comms) {
-    StagingState& s = *comm->staging;
-    std::lock_guard<std::mutex> lock(s.mutex);
-    --s.jobsInFlight;
-    s.idle.notify_all();
-  }
-}
-
 void finishJob(void* arg) {
   std::unique_ptr<StagedJob> job(static_cast<StagedJob*>(arg));
   for (const StagedCall& c : job->calls) {
@@ -262,8 +241,7 @@ ncclResult_t enqueuePieces(DeviceRuntime* rt, StagedJob* job, const JobStreams& 
         GYRE_CHECK(rt->copyAsync(s.stageScalar, s.deviceScalar, datatypeSize(s.host.datatype), js.in));
     }
     GYRE_CHECK(joinStreams(js.in, js.run));
-    if (job->captured) GYRE_CHECK(rt->hostFunc(js.run, runPiece, &job->runs[piece]));
-    else GYRE_CHECK(runOnWorker(rt, job, piece, js.run));
+    GYRE_CHECK(runOnWorker(rt, job, piece, js.run));
     *queuedRun = true;
     GYRE_CHECK(joinStreams(js.run, js.out));
     for (const StagedCall& s : job->calls)
@@ -289,6 +267,31 @@ ncclResult_t pipelineStreams(DeviceComm* comm, JobStreams* js) {
   }
   *js = {s.ownStreams[0], s.ownStreams[1], s.ownStreams[2]};
   return ncclSuccess;
+}
+
+// A staged piece is a host function that waits for the peers' pieces. CUDA
+// forbids host functions in a graph to wait on other work (they may run on
+// one thread, one after another), so a captured call cannot stage: it is
+// refused, naming what made it stage.
+std::string whyStaged(const DeviceRequest& c) {
+  if (env::getString("GYRE_DEVICE_PATH") == "staged") return "GYRE_DEVICE_PATH=staged";
+  if (c.coll == CollKind::SendRecv)
+    return "no device copy reaches rank " + std::to_string(c.root) + " (a rank of this process on another GPU, a "
+           "buffer CUDA IPC cannot share, or every capture slot to that rank taken)";
+  if (c.comm->direct)
+    return "the direct path cannot take it: a rank's buffer CUDA IPC cannot share, or every capture slot taken";
+  return "neither collective kernels nor the direct path run it on this communicator";
+}
+
+ncclResult_t refuseCapture(DeviceRuntime* rt, const DeviceRequest& c) {
+  bool capturing = false;
+  GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
+  if (!capturing) return ncclSuccess;
+  return fail(ncclInvalidUsage, "rank %d: %s (count %zu) is captured into a CUDA graph but would be staged through "
+              "host memory (%s); staged pieces are host functions that wait for peers, which a graph cannot hold. "
+              "Capture it where a device path takes it, or call it outside the capture", c.comm->rank,
+              c.coll == CollKind::SendRecv ? (c.isSend ? "ncclSend" : "ncclRecv") : collName(c.coll), c.count,
+              whyStaged(c).c_str());
 }
 
 ncclResult_t prepareCall(const DeviceRequest& c, StagedCall* s) {
@@ -319,13 +322,11 @@ ncclResult_t launchStagedCalls(const std::vector<DeviceRequest>& calls) {
   if (!rt) return fail(ncclInvalidUsage, "device collectives need the CUDA runtime, which this build lacks");
   auto job = std::make_unique<StagedJob>();
   std::vector<StreamHandle> streams;
+  for (const DeviceRequest& c : calls) GYRE_CHECK(refuseCapture(rt, c));
   for (const DeviceRequest& c : calls) {
-    bool capturing = false;
-    GYRE_CHECK(rt->isCapturing(c.stream, &capturing));
-    job->captured |= capturing;
     const uint64_t seq = c.coll == CollKind::SendRecv ? 0 : ++c.comm->staging->collsStaged;
     // The host executor picks its protocol per piece when the piece runs: unknown here.
-    if (!capturing && observedDeviceCalls(c.comm)) startDeviceCallEvent(c, seq, 1, kStagedAlgo, "unknown");
+    if (observedDeviceCalls(c.comm)) startDeviceCallEvent(c, seq, 1, kStagedAlgo, "unknown");
     job->calls.emplace_back();
     GYRE_CHECK(prepareCall(c, &job->calls.back()));
     job->pieces = std::max(job->pieces, job->calls.back().pieces);
@@ -333,28 +334,12 @@ ncclResult_t launchStagedCalls(const std::vector<DeviceRequest>& calls) {
     if (std::find(streams.begin(), streams.end(), c.stream) == streams.end()) streams.push_back(c.stream);
   }
   StreamHandle driver = calls.front().stream;
-  // A captured graph stays on the user's stream (forking capture onto our
-  // streams would tie them to the graph); it runs its pieces one after another.
   JobStreams js{driver, driver, driver};
-  if (job->pieces > 1 && !job->captured) GYRE_CHECK(pipelineStreams(job->comms.front(), &js));
+  if (job->pieces > 1) GYRE_CHECK(pipelineStreams(job->comms.front(), &js));
   for (size_t piece = 0; piece < job->pieces; ++piece) job->runs.push_back({job.get(), piece});
 
   bool queuedRun = false;
   GYRE_CHECK(joinOthers(streams, driver, true));
-  if (job->captured) {
-    // The job (and its buffers, never returned to the pool) belongs to its
-    // communicators from now on; begin/end nodes count each launch in flight.
-    StagedJob* raw = job.get();
-    std::shared_ptr<StagedJob> owned(job.release());
-    for (DeviceComm* comm : raw->comms) {
-      std::lock_guard<std::mutex> lock(comm->staging->mutex);
-      comm->staging->capturedJobs.push_back(owned);
-    }
-    GYRE_CHECK(rt->hostFunc(driver, beginCapturedJob, raw));
-    GYRE_CHECK(enqueuePieces(rt, raw, js, driver, &queuedRun));
-    GYRE_CHECK(rt->hostFunc(driver, endCapturedJob, raw));
-    return joinOthers(streams, driver, false);
-  }
   for (DeviceComm* comm : job->comms) {
     GYRE_CHECK(comm->staging->order.followLast(driver));
     std::lock_guard<std::mutex> lock(comm->staging->mutex);
@@ -388,7 +373,6 @@ bool drainStaging(DeviceComm* comm, double seconds) {
   s.buffers.releaseAll([rt](void* p) {
     if (rt) rt->freeHost(p);
   });
-  s.capturedJobs.clear();  // their graphs must not run again (as with NCCL, destroy after the graphs)
   s.worker.stop();         // idle: no job is in flight, and it never takes this mutex
   s.order.destroy();
   for (StreamHandle& stream : s.ownStreams)

@@ -12,10 +12,11 @@
 // (kernel_calls.h).
 //
 // Each piece runs on the host executor in the communicator's worker thread
-// (staging_worker.h), which the stream waits for by a flag; inside CUDA
-// graph capture a host function runs it instead (a flag's value cannot
-// change between launches of a graph), and such a job runs at every launch
-// of the graph and keeps its buffers until destroy.
+// (staging_worker.h), which the stream waits for by a flag. A call on a
+// stream that captures a CUDA graph is refused: a piece waits for its peers,
+// which no graph node may do (a host function may share CUDA's one callback
+// thread with the peer's), and a flag's value cannot change between launches
+// of a graph.
 //
 // A group's calls become one job, so calls on several communicators (as
 // ncclCommInitAll's ranks driven from one thread) progress together in one
@@ -47,7 +48,6 @@ struct StagingState {
   std::condition_variable idle;
   BufferPool buffers;  // host buffers; finished jobs give theirs back
   int jobsInFlight = 0;
-  std::vector<std::shared_ptr<void>> capturedJobs;  // jobs recorded into CUDA graphs (staging.cc)
   std::mutex executorMutex;  // one job at a time drives a communicator's connections
   // The stream of the last job: a job on another stream waits for it, so a
   // communicator's jobs run in call order whatever streams the calls name

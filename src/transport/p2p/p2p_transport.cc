@@ -205,6 +205,7 @@ class P2PTransport final : public Transport {
     DeviceRuntime* rt = deviceRuntime();
     if (!rt) return fail(ncclInternalError, "%s: no CUDA runtime", s->what.c_str());
     FifoLayout l(slotBytes);
+    RelaxedCapture relaxed;  // connections may be made by a captured call's group
     GYRE_CHECK(rt->deviceAlloc(l.total, &s->owned));
     // Counters, metadata and LL slots start at zero (no LL flag is 0);
     // Simple slots are always written before they are read.

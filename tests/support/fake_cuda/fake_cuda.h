@@ -6,9 +6,10 @@
 //
 // What tests may call besides: CUDA graph capture (while a stream captures,
 // the work enqueued on it is recorded instead of run; launching the graph
-// enqueues the recorded work again, as often as asked; one stream per
-// capture: the fake does not follow captures across streams through events),
-// a sticky error, and a count of kernel launches. A test linked against this
+// enqueues the recorded work again, as often as asked), under CUDA's capture
+// rules (capture_rules.h: modes per thread, the calls a capture forbids,
+// captures that spread to other streams only through events), a sticky
+// error, and a count of kernel launches. A test linked against this
 // library shares the fake with gyre: gyre's dlopen of libgyre_fakecuda.so
 // finds the copy already loaded.
 #pragma once
@@ -27,9 +28,19 @@ struct FakeGraph {
   std::vector<std::function<void()>> ops;
 };
 
-GYRE_FAKE_CUDA_API void fakeBeginCapture(cudaStream_t stream, FakeGraph* graph);
-GYRE_FAKE_CUDA_API void fakeEndCapture(cudaStream_t stream);
-GYRE_FAKE_CUDA_API void fakeLaunchGraph(const FakeGraph& graph, cudaStream_t stream);
+// cudaStreamCaptureMode's values.
+constexpr int kFakeCaptureGlobal = 0;
+constexpr int kFakeCaptureThreadLocal = 1;
+constexpr int kFakeCaptureRelaxed = 2;
+
+// cudaStreamBeginCapture(stream, mode), cudaStreamEndCapture and
+// cudaGraphLaunch: each returns the CUDA error number the driver would
+// (0: success; fakeCudaErrorName names the others). A failed end leaves the
+// graph empty. Global is what PyTorch's and nccl-tests' captures use.
+GYRE_FAKE_CUDA_API int fakeBeginCapture(cudaStream_t stream, FakeGraph* graph, int mode = kFakeCaptureGlobal);
+GYRE_FAKE_CUDA_API int fakeEndCapture(cudaStream_t stream);
+GYRE_FAKE_CUDA_API int fakeLaunchGraph(const FakeGraph& graph, cudaStream_t stream);
+GYRE_FAKE_CUDA_API const char* fakeCudaErrorName(int error);
 
 // A sticky error, as a kernel's illegal address leaves the context: from now
 // on every stream-ordered call and event query of this process fails with

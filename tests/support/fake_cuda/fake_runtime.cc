@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "tests/support/fake_cuda/capture_rules.h"
 #include "tests/support/fake_cuda/host_emulation.h"
 #include "tests/support/fake_cuda/fake_cuda.h"
 #include "src/debug/error.h"
@@ -128,6 +129,7 @@ class FakeRuntime final : public DeviceRuntime {
   // out of shared 2 MiB blocks, and IPC shares (and refuses to open twice)
   // the whole block.
   ncclResult_t deviceAlloc(size_t bytes, void** out) override {
+    GYRE_CHECK(allowed(capture_.unsafeCall(), "cudaMalloc"));
     const size_t size = bytes == 0 ? 1 : bytes;
     const size_t rounded = (size + kSubAllocAlign - 1) / kSubAllocAlign * kSubAllocAlign;
     std::lock_guard<std::mutex> lock(mutex_);
@@ -150,6 +152,7 @@ class FakeRuntime final : public DeviceRuntime {
   }
   ncclResult_t deviceFree(void* p) override {
     if (!p) return ncclSuccess;
+    GYRE_CHECK(allowed(capture_.unsafeCall(), "cudaFree"));
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = allocations_.find(p);
     if (it == allocations_.end()) return fail(ncclInvalidArgument, "fake CUDA: %p is not device memory", p);
@@ -179,12 +182,14 @@ class FakeRuntime final : public DeviceRuntime {
 
   ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("cudaMemcpyAsync");
+    GYRE_CHECK(allowed(capture_.enqueue(stream), "cudaMemcpyAsync"));
     stream_(stream).push([=] { memmove(dst, src, bytes); });
     return ncclSuccess;
   }
   ncclResult_t copy2DAsync(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width, size_t rows,
                            StreamHandle stream) override {
     if (broken_.load()) return brokenContext("cudaMemcpy2DAsync");
+    GYRE_CHECK(allowed(capture_.enqueue(stream), "cudaMemcpy2DAsync"));
     stream_(stream).push([=] {
       for (size_t r = 0; r < rows; ++r)
         memmove(static_cast<char*>(dst) + r * dstPitch, static_cast<const char*>(src) + r * srcPitch, width);
@@ -195,6 +200,7 @@ class FakeRuntime final : public DeviceRuntime {
   // work finish first, as CUDA does (without blocking the caller there).
   ncclResult_t streamCreate(StreamHandle* out) override {
     *out = reinterpret_cast<StreamHandle>(new char);
+    capture_.streamCreated(*out);
     return ncclSuccess;
   }
   void streamDestroy(StreamHandle stream) override {
@@ -208,11 +214,13 @@ class FakeRuntime final : public DeviceRuntime {
       }
     }
     if (s) s->synchronize();
+    capture_.streamDestroyed(stream);
     delete reinterpret_cast<char*>(stream);
   }
   ncclResult_t hostFunc(StreamHandle stream, void (*fn)(void*), void* arg) override {
     if (broken_.load()) return brokenContext("cudaLaunchHostFunc");
     // CUDA may run every host function of a process on one thread.
+    GYRE_CHECK(allowed(capture_.enqueue(stream), "cudaLaunchHostFunc"));
     stream_(stream).push([this, fn, arg] {
       std::lock_guard<std::mutex> one(callbackThread_);
       fn(arg);
@@ -225,14 +233,19 @@ class FakeRuntime final : public DeviceRuntime {
     *out = new std::shared_ptr<FakeEvent>(std::make_shared<FakeEvent>());
     return ncclSuccess;
   }
-  void eventDestroy(EventHandle e) override { delete static_cast<std::shared_ptr<FakeEvent>*>(e); }
+  void eventDestroy(EventHandle e) override {
+    capture_.eventDestroyed(e);
+    delete static_cast<std::shared_ptr<FakeEvent>*>(e);
+  }
   ncclResult_t eventRecord(EventHandle e, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("cudaEventRecord");
+    bool captured = false;
+    GYRE_CHECK(allowed(capture_.record(e, stream, &captured), "cudaEventRecord"));
     std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
     uint64_t generation;
     {
       std::lock_guard<std::mutex> lock(ev->mutex);
-      generation = ++ev->recorded;
+      generation = captured ? ev->recorded : ++ev->recorded;  // a graph's record marks no run of this one
     }
     stream_(stream).push([ev, generation] {
       std::lock_guard<std::mutex> lock(ev->mutex);
@@ -249,6 +262,13 @@ class FakeRuntime final : public DeviceRuntime {
       std::lock_guard<std::mutex> lock(ev->mutex);
       generation = ev->recorded;
     }
+    // A wait on an event of a capture joins the stream to it; inside one
+    // capture the graph runs its work in issue order, so the edge needs nothing.
+    CaptureRules::Graph* joined = nullptr;
+    bool edge = false;
+    GYRE_CHECK(allowed(capture_.wait(stream, e, generation > 0, &joined, &edge), "cudaStreamWaitEvent"));
+    if (joined) stream_(stream).beginCapture(joined);
+    if (edge) return ncclSuccess;
     stream_(stream).push([ev, generation] {
       std::unique_lock<std::mutex> lock(ev->mutex);
       ev->done.wait(lock, [&] { return ev->completed >= generation; });
@@ -257,6 +277,7 @@ class FakeRuntime final : public DeviceRuntime {
   }
   ncclResult_t eventQuery(EventHandle e, bool* done) override {
     if (broken_.load()) return brokenContext("cudaEventQuery");
+    GYRE_CHECK(allowed(capture_.query(e), "cudaEventQuery"));
     std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
     std::lock_guard<std::mutex> lock(ev->mutex);
     *done = ev->completed >= ev->recorded;
@@ -267,14 +288,30 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
 
-  // Graph capture of one stream (fake_cuda.h).
-  void beginCapture(StreamHandle stream, FakeGraph* graph) { stream_(stream).beginCapture(&graph->ops); }
-  void endCapture(StreamHandle stream) { stream_(stream).endCapture(); }
-  void launchGraph(const FakeGraph& graph, StreamHandle stream) {
+  // Graph capture under CUDA's rules (fake_cuda.h, capture_rules.h).
+  int beginCapture(StreamHandle stream, FakeGraph* graph, int mode) {
+    int error = capture_.begin(stream, &graph->ops, mode);
+    if (error == fakecuda::kCaptureOk) stream_(stream).beginCapture(&graph->ops);
+    return error;
+  }
+  int endCapture(StreamHandle stream) {
+    std::vector<StreamHandle> members;
+    int error = capture_.end(stream, &members);
+    for (StreamHandle s : members) stream_(s).endCapture();
+    return error;
+  }
+  int launchGraph(const FakeGraph& graph, StreamHandle stream) {
+    if (int error = capture_.enqueue(stream)) return error;
     for (const auto& op : graph.ops) stream_(stream).push(op);
+    return fakecuda::kCaptureOk;
+  }
+  ncclResult_t exchangeCaptureMode(CaptureMode* mode) override {
+    *mode = static_cast<CaptureMode>(capture_.exchangeMode(static_cast<int>(*mode)));
+    return ncclSuccess;
   }
   ncclResult_t streamSynchronize(StreamHandle stream) override {
     if (broken_.load()) return brokenContext("cudaStreamSynchronize");
+    GYRE_CHECK(allowed(capture_.synchronize(stream), "cudaStreamSynchronize"));
     stream_(stream).synchronize();
     return ncclSuccess;
   }
@@ -310,6 +347,7 @@ class FakeRuntime final : public DeviceRuntime {
   }
   ncclResult_t ipcOpenHandle(const IpcHandle& handle, void** out, bool* alreadyMapped) override {
     if (alreadyMapped) *alreadyMapped = false;
+    GYRE_CHECK(allowed(capture_.unsafeCall(), "cudaIpcOpenMemHandle"));
     FakeIpc h;
     memcpy(&h, handle.bytes, sizeof(h));
     if (memcmp(h.magic, "GYREFIPC", 8) != 0) return fail(ncclInvalidArgument, "fake CUDA: not an IPC handle");
@@ -380,6 +418,7 @@ class FakeRuntime final : public DeviceRuntime {
   }
   ncclResult_t streamWaitFlag(StreamHandle stream, const uint32_t* flag, uint32_t value) override {
     if (broken_.load()) return brokenContext("cuStreamWaitValue32");
+    GYRE_CHECK(allowed(capture_.enqueue(stream), "cuStreamWaitValue32"));
     stream_(stream).push([flag, value] {
       while (static_cast<int32_t>(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - value) < 0)
         std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -388,27 +427,32 @@ class FakeRuntime final : public DeviceRuntime {
   }
   ncclResult_t streamWriteFlag(StreamHandle stream, uint32_t* flag, uint32_t value) override {
     if (broken_.load()) return brokenContext("cuStreamWriteValue32");
+    GYRE_CHECK(allowed(capture_.enqueue(stream), "cuStreamWriteValue32"));
     stream_(stream).push([flag, value] { __atomic_store_n(flag, value, __ATOMIC_RELEASE); });
     return ncclSuccess;
   }
   ncclResult_t launchFlagOps(const FlagOps& ops, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("flag kernel launch");
+    GYRE_CHECK(allowed(capture_.enqueue(stream), "flag kernel launch"));
     stream_(stream).push([ops] { runFlagOpsOnHost(ops); });
     return ncclSuccess;
   }
   ncclResult_t launchPairCopies(const PairCopyWork& work, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("point-to-point kernel launch");
+    GYRE_CHECK(allowed(capture_.enqueue(stream), "point-to-point kernel launch"));
     stream_(stream).push([work] { runPairCopiesOnHost(work); });
     return ncclSuccess;
   }
   ncclResult_t launchDirect(const DirectCall& call, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("direct kernel launch");
+    GYRE_CHECK(allowed(capture_.enqueue(stream), "direct kernel launch"));
     stream_(stream).push([call] { runDirectOnHost(call); });
     return ncclSuccess;
   }
   // The kernel, as host threads (host_emulation.h) in stream order.
   ncclResult_t launchKernel(const DeviceLaunch& launch, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("collective kernel launch");
+    GYRE_CHECK(allowed(capture_.enqueue(stream), "collective kernel launch"));
     kernelLaunches_.fetch_add(1);
     stream_(stream).push([launch, threads = blockThreads_] { runLaunchOnHostThreads(launch, threads); });
     return ncclSuccess;
@@ -417,6 +461,15 @@ class FakeRuntime final : public DeviceRuntime {
 
  private:
   static constexpr int kDevices = 8;
+
+  // A call stream capture forbids fails as the adapter reports CUDA's errors.
+  static ncclResult_t allowed(int captureError, const char* call) {
+    if (captureError == fakecuda::kCaptureOk) return ncclSuccess;
+    return fail(ncclUnhandledCudaError, "%s failed: %s (%s)", call, fakecuda::captureErrorString(captureError),
+                fakecuda::captureErrorName(captureError));
+  }
+  using CaptureRules = fakecuda::CaptureRules;
+  CaptureRules capture_;
 
   // fakeBreakContext: every later stream-ordered call fails with its text.
   ncclResult_t brokenContext(const char* call) {
@@ -509,9 +562,12 @@ FakeRuntime* theFake();
 
 }  // namespace
 
-void fakeBeginCapture(cudaStream_t stream, FakeGraph* graph) { theFake()->beginCapture(stream, graph); }
-void fakeEndCapture(cudaStream_t stream) { theFake()->endCapture(stream); }
-void fakeLaunchGraph(const FakeGraph& graph, cudaStream_t stream) { theFake()->launchGraph(graph, stream); }
+int fakeBeginCapture(cudaStream_t stream, FakeGraph* graph, int mode) {
+  return theFake()->beginCapture(stream, graph, mode);
+}
+int fakeEndCapture(cudaStream_t stream) { return theFake()->endCapture(stream); }
+int fakeLaunchGraph(const FakeGraph& graph, cudaStream_t stream) { return theFake()->launchGraph(graph, stream); }
+const char* fakeCudaErrorName(int error) { return fakecuda::captureErrorName(error); }
 void fakeBreakContext(const char* cudaErrorText) { theFake()->breakContext(cudaErrorText); }
 int64_t fakeKernelLaunches() { return theFake()->kernelLaunches(); }
 
