@@ -236,6 +236,24 @@ class CudaRuntime final : public DeviceRuntime {
   }
   bool contextBroken() override { return stickyErrorSeen.load(); }
 
+  ncclResult_t enablePeerAccess(int device, int peerDevice) override {
+    if (device == peerDevice) return ncclSuccess;
+    int previous = 0;
+    GYRE_CHECK(check(cudaGetDevice(&previous), "cudaGetDevice"));
+    if (previous != device) GYRE_CHECK(check(cudaSetDevice(device), "cudaSetDevice"));
+    cudaError_t err = cudaDeviceEnablePeerAccess(peerDevice, 0);
+    if (err == cudaErrorPeerAccessAlreadyEnabled) {
+      cudaGetLastError();  // another communicator of this process enabled it: what was wanted
+      err = cudaSuccess;
+    }
+    if (previous != device) cudaSetDevice(previous);
+    if (err == cudaSuccess) return ncclSuccess;
+    if (isSticky(err)) stickyErrorSeen.store(true);
+    else cudaGetLastError();
+    return fail(ncclUnhandledCudaError, "cudaDeviceEnablePeerAccess from device %d to device %d failed: %s (%s)",
+                device, peerDevice, cudaGetErrorString(err), cudaGetErrorName(err));
+  }
+
   ncclResult_t allocationOf(const void* p, AllocationInfo* out) override {
     GYRE_CHECK(loadDriverCalls());
     const CUdeviceptr ptr = reinterpret_cast<CUdeviceptr>(p);

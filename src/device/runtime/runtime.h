@@ -119,6 +119,13 @@ class DeviceRuntime {
   // streams before returning, so host-memory test programs, which read
   // results right after the call, run unchanged on device communicators.
   virtual bool synchronousForTests() const { return false; }
+
+  // Peer access between devices of one process.
+  // Lets kernels on `device` touch `peerDevice`'s memory
+  // (cudaDeviceEnablePeerAccess, from `device`); success when it already
+  // could. Without it a kernel touching the peer's memory faults with an
+  // illegal address, which breaks the context (copies need no peer access).
+  virtual ncclResult_t enablePeerAccess(int device, int peerDevice) = 0;
 };
 
 // GYRE_FAKE_CUDA=1 or 2: the fake, loaded from GYRE_FAKE_CUDA_LIB (default
