@@ -83,8 +83,10 @@ int launchPairCopyKernel(const PairCopyWork& work, cudaStream_t stream) {
   size_t bytes = 0;
   for (int i = 0; i < work.n; ++i) bytes = std::max<size_t>(bytes, work.pairs[i].bytes);
   const unsigned blocks = static_cast<unsigned>(std::clamp<size_t>(bytes / kBytesPerBlock, 1, kMaxBlocks));
-  pairCopyKernel<<<blocks, kThreads, 0, stream>>>(work);
-  return static_cast<int>(cudaGetLastError());
+  // This launch's own status (see launchFlagKernel).
+  void* args[] = {const_cast<PairCopyWork*>(&work)};
+  return static_cast<int>(
+      cudaLaunchKernel(reinterpret_cast<const void*>(&pairCopyKernel), dim3(blocks), dim3(kThreads), args, 0, stream));
 }
 
 }  // namespace gyre
