@@ -38,9 +38,10 @@ ncclResult_t takeFlags(DeviceComm* comm, PairFlags** out) {
   CapturedCopies& s = *comm->copies->captured;
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.abort) {
-    void* word = nullptr;
-    GYRE_CHECK(ownedZeroed(s, sizeof(uint32_t), &word));
-    s.abort = static_cast<uint32_t*>(word);
+    void *host = nullptr, *device = nullptr;
+    GYRE_CHECK(deviceRuntime()->allocMapped(sizeof(uint32_t), &host, &device));  // zeroed
+    s.abortHost = static_cast<volatile uint32_t*>(host);
+    s.abort = static_cast<uint32_t*>(device);
   }
   if (s.freeFlags.empty()) {
     void* block = nullptr;
@@ -178,8 +179,7 @@ ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& call
 
 void abortCapturedCopies(CapturedCopies* c) {
   std::lock_guard<std::mutex> lock(c->mutex);
-  const uint32_t one = 1;
-  if (c->abort) deviceRuntime()->copySync(c->abort, &one, sizeof(one));
+  if (c->abortHost) *c->abortHost = 1;
 }
 
 void releaseCapturedCopies(CapturedCopies* c) {
@@ -187,7 +187,9 @@ void releaseCapturedCopies(CapturedCopies* c) {
   for (void* p : c->blocks) deviceRuntime()->deviceFree(p);
   c->blocks.clear();
   c->freeFlags.clear();
+  if (c->abortHost) deviceRuntime()->freeMapped(const_cast<uint32_t*>(c->abortHost));
   c->abort = nullptr;
+  c->abortHost = nullptr;
 }
 
 }  // namespace gyre

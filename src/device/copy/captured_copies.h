@@ -25,7 +25,11 @@ struct CapturedCopies {
   std::mutex mutex;
   std::vector<void*> blocks;          // device allocations of flag slots and scratch copies
   std::vector<PairFlags*> freeFlags;  // slots carved out and not yet owned by a pair
-  uint32_t* abort = nullptr;          // device word the kernels' waits watch
+  // The word the kernels' waits watch, in mapped host memory: abort stores
+  // it from the host, so it reaches the kernels even while every stream of
+  // the device (the private one of copySync too) waits behind a blocked one.
+  uint32_t* abort = nullptr;          // as the device addresses it
+  volatile uint32_t* abortHost = nullptr;
 };
 
 // Queues the captured calls of one batch (group order) between ranks of

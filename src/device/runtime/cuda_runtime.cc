@@ -253,6 +253,13 @@ class CudaRuntime final : public DeviceRuntime {
     return fail(ncclUnhandledCudaError, "cudaDeviceEnablePeerAccess from device %d to device %d failed: %s (%s)",
                 device, peerDevice, cudaGetErrorString(err), cudaGetErrorName(err));
   }
+  ncclResult_t postWords(uint32_t* dst, const uint32_t* values, size_t n) override {
+    RelaxedCapture relaxed;
+    cudaStream_t s = nullptr;
+    GYRE_CHECK(privateStream(&s));
+    for (size_t i = 0; i < n; ++i) GYRE_CHECK(streamWriteFlag(s, dst + i, values[i]));
+    return ncclSuccess;
+  }
 
   ncclResult_t allocationOf(const void* p, AllocationInfo* out) override {
     GYRE_CHECK(loadDriverCalls());

@@ -126,6 +126,11 @@ class DeviceRuntime {
   // could. Without it a kernel touching the peer's memory faults with an
   // illegal address, which breaks the context (copies need no peer access).
   virtual ncclResult_t enablePeerAccess(int device, int peerDevice) = 0;
+  // Stores values[i] to the device words dst[i], in order, on the current
+  // device's private stream (stream memory writes), without waiting for
+  // them: aborts and releases must return while a blocked stream holds the
+  // hardware queue the private stream shares; the stores land once it moves.
+  virtual ncclResult_t postWords(uint32_t* dst, const uint32_t* values, size_t n) = 0;
 };
 
 // GYRE_FAKE_CUDA=1 or 2: the fake, loaded from GYRE_FAKE_CUDA_LIB (default

@@ -60,6 +60,7 @@ class FakeStream {
   }
 
   void synchronize() { order_->synchronize(); }
+  bool idle() { return order_->idle(); }
 
  private:
   std::mutex mutex_;
@@ -147,10 +148,13 @@ class FakeRuntime final : public DeviceRuntime {
     devices_.disown(p);
     Block& b = blocks_[block];
     if (--b.live > 0) return ncclSuccess;
-    munmap(block, b.size);
-    ::close(b.fd);
-    blocks_.erase(block);
     if (smallBlock_ == block) smallBlock_ = nullptr;
+    Block gone = b;
+    blocks_.erase(block);
+    releaseWhenIdle([block, gone] {
+      munmap(block, gone.size);
+      ::close(gone.fd);
+    });
     return ncclSuccess;
   }
   ncclResult_t allocHost(size_t bytes, void** out) override {
@@ -163,9 +167,21 @@ class FakeRuntime final : public DeviceRuntime {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       hostAllocations_.erase(p);
+      releaseWhenIdle([p] { ::operator delete(p); });
     }
-    ::operator delete(p);
   }
+  // CUDA frees nothing queued work still uses (cudaFree waits for the
+  // device; the fake, so that a test does not hang where a GPU would, lets
+  // the caller go): memory freed while any stream has work waits for a
+  // moment when none has. mutex_ held.
+  void releaseWhenIdle(std::function<void()> release) {
+    deferredFrees_.push_back(std::move(release));
+    for (const auto& [handle, s] : streams_)
+      if (!s->idle()) return;
+    for (auto& f : deferredFrees_) f();
+    deferredFrees_.clear();
+  }
+  std::vector<std::function<void()>> deferredFrees_;
 
   ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("cudaMemcpyAsync");
@@ -285,6 +301,14 @@ class FakeRuntime final : public DeviceRuntime {
     s.push(std::move(op));
     s.synchronize();
     if (broken_.load()) return brokenContext("cudaStreamSynchronize");
+    return ncclSuccess;
+  }
+  ncclResult_t postWords(uint32_t* dst, const uint32_t* values, size_t n) override {
+    if (broken_.load()) return brokenContext("cuStreamWriteValue32");
+    FakeStream& s = stream_(reinterpret_cast<StreamHandle>(&privateStreams_[device_]));
+    s.push([dst, words = std::vector<uint32_t>(values, values + n)] {
+      for (size_t i = 0; i < words.size(); ++i) __atomic_store_n(dst + i, words[i], __ATOMIC_RELEASE);
+    }, CommandKind::kAtHead);
     return ncclSuccess;
   }
   ncclResult_t allocMapped(size_t bytes, void** host, void** device) override {

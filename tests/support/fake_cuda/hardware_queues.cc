@@ -35,6 +35,11 @@ void StreamOrder::synchronize() {
   changed_.wait(lock, [&] { return pending_ == 0; });
 }
 
+bool StreamOrder::idle() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pending_ == 0;
+}
+
 int ResidentBlocks::acquire(int blocks) {
   const int want = std::clamp(blocks, 1, total_);
   std::unique_lock<std::mutex> lock(mutex_);

@@ -36,6 +36,7 @@ class StreamOrder {
   void markStarted();
   // Until every queued command has finished.
   void synchronize();
+  bool idle();
 
  private:
   std::mutex mutex_;
