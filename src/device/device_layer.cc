@@ -3,6 +3,7 @@
 #include "src/call/datatypes.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/device/copy/captured_copies.h"
 #include "src/device/copy/copy_calls.h"
 #include "src/device/direct/direct_calls.h"
 #include "src/device/kernel/kernel_calls.h"
@@ -69,6 +70,7 @@ ncclResult_t launchDeviceCalls(const std::vector<DeviceRequest>& calls) {
 ncclResult_t pollDeviceStatus(DeviceComm* comm, bool queryStreams) {
   if (!comm) return ncclSuccess;
   if (queryStreams) checkDirectFault(comm);
+  pollCapturedCopies(comm);
   return pollKernelStatus(comm, queryStreams);
 }
 

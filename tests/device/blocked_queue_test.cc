@@ -123,3 +123,62 @@ TEST_CASE("with one hardware queue, ncclCommAbort returns at once while a captur
   INFO(result.describe());
   CHECK(result.allOk());
 }
+
+TEST_CASE("with one hardware queue, ranks of one process whose captured exchange deadlocks behind each other fail "
+          "after GYRE_TIMEOUT naming the peer, instead of hanging",
+          "[device][queues][timeout]") {
+  RankOptions o = queueOptions("1");
+  o.timeout_s = 60;
+  for (auto& [name, value] : o.env)
+    if (name == "GYRE_TIMEOUT") value = "2";
+  RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) {
+    const int n = 3;
+    const size_t count = 257;
+    std::vector<ncclComm_t> comms(n, nullptr);
+    std::vector<int> devices(n, 0);
+    RANK_CHECK(ncclCommInitAll(comms.data(), n, devices.data()) == ncclSuccess, "init: %s", lastError().c_str());
+    std::vector<cudaStream_t> streams(n);
+    std::vector<std::vector<int32_t>> send(n, std::vector<int32_t>(count * n, 3)), recv(send);
+    std::vector<gyre::FakeGraph> graphs(n);
+    for (int r = 0; r < n; ++r) {
+      streams[r] = newStream();
+      gyre::fakeBeginCapture(streams[r], &graphs[r]);
+    }
+    // Two exchanges, so each rank's graph holds two kernels: the second
+    // waits at the queue's head for the first, which spins for a peer
+    // kernel queued behind it.
+    for (int round = 0; round < 2; ++round) {
+      RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+      for (int r = 0; r < n; ++r)
+        for (int p = 0; p < n; ++p)
+          RANK_CHECK(ncclSend(send[r].data() + p * count, count, ncclInt32, p, comms[r], streams[r]) ==
+                             ncclSuccess &&
+                         ncclRecv(recv[r].data() + p * count, count, ncclInt32, p, comms[r], streams[r]) ==
+                             ncclSuccess,
+                     "captured %d with %d: %s", r, p, lastError().c_str());
+      RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+    }
+    for (int r = 0; r < n; ++r) gyre::fakeEndCapture(streams[r]);
+    auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < n; ++r) gyre::fakeLaunchGraph(graphs[r], streams[r]);
+    for (int r = 0; r < n; ++r) rt()->streamSynchronize(streams[r]);
+    const double took = secondsSince(start);
+    std::string errors;
+    int failed = 0;
+    for (int r = 0; r < n; ++r) {
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comms[r], &async);
+      if (async == ncclSuccess) continue;
+      ++failed;
+      errors += std::string(ncclGetLastError(comms[r])) + "\n";
+    }
+    RANK_CHECK(failed > 0, "the deadlocked exchange ended after %.1f s with no error", took);
+    RANK_CHECK(errors.find("GYRE_TIMEOUT") != std::string::npos && errors.find("for rank ") != std::string::npos,
+               "the errors do not name the timeout and the peer: %s", errors.c_str());
+    RANK_CHECK(took < 30, "the streams took %.1f s to finish", took);
+    for (ncclComm_t c : comms) ncclCommAbort(c);
+    return 0;
+  }, o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "src/debug/error.h"
+#include "src/debug/log.h"
 #include "src/device/copy/copy_calls.h"
 #include "src/device/copy/copy_exchange.h"
 #include "src/device/runtime/runtime.h"
@@ -39,8 +40,9 @@ ncclResult_t takeFlags(DeviceComm* comm, PairFlags** out) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.abort) {
     void *host = nullptr, *device = nullptr;
-    GYRE_CHECK(deviceRuntime()->allocMapped(sizeof(uint32_t), &host, &device));  // zeroed
+    GYRE_CHECK(deviceRuntime()->allocMapped(2 * sizeof(uint32_t), &host, &device));  // zeroed
     s.abortHost = static_cast<volatile uint32_t*>(host);
+    s.timedOutHost = s.abortHost + 1;
     s.abort = static_cast<uint32_t*>(device);
   }
   if (s.freeFlags.empty()) {
@@ -97,6 +99,7 @@ ncclResult_t pairUp(const DeviceRequest& c, const std::vector<const DeviceReques
     PairCopy& first = b->work.pairs[b->work.n++];
     first.flags = mine.flags;
     first.role = PairRole::kFirst;
+    first.peer = c.root;
     b->firsts.push_back({&c, ticket});
     return ncclSuccess;
   }
@@ -110,6 +113,7 @@ ncclResult_t pairUp(const DeviceRequest& c, const std::vector<const DeviceReques
   PairCopy& second = b->work.pairs[b->work.n++];
   second.flags = other.flags;
   second.role = PairRole::kSecond;
+  second.peer = c.root;
   second.src = send.buffer;
   second.dst = recv.buffer;
   second.bytes = send.bytes;
@@ -126,6 +130,8 @@ ncclResult_t launchBatch(DeviceComm* comm, RankBatch& b) {
   for (const auto& [scratch, send] : b.scratchCopies)
     GYRE_CHECK(rt->copyAsync(scratch, send->input, p2pBytes(*send), driver));
   b.work.abort = comm->copies->captured->abort;
+  b.work.timedOut = comm->copies->captured->abort + 1;
+  b.work.timeoutNs = static_cast<uint64_t>(comm->collTimeoutSeconds * 1e9);
   GYRE_CHECK(rt->launchPairCopies(b.work, driver));
   return joinOthers(b.streams, driver, false);
 }
@@ -182,6 +188,24 @@ void abortCapturedCopies(CapturedCopies* c) {
   if (c->abortHost) *c->abortHost = 1;
 }
 
+void pollCapturedCopies(DeviceComm* comm) {
+  if (!comm->copies || !comm->copies->captured) return;
+  CapturedCopies& c = *comm->copies->captured;
+  int peer = -1;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    if (!c.timedOutHost || *c.timedOutHost == 0 || c.timeoutReported) return;
+    c.timeoutReported = true;
+    peer = static_cast<int>(*c.timedOutHost) - 1;
+  }
+  ncclResult_t r = fail(ncclRemoteError, "rank %d: the point-to-point kernel of a captured send/recv waited %.0f s "
+                        "(GYRE_TIMEOUT) for rank %d's side of the pair; its kernel never ran (a stream that shares "
+                        "this one's hardware queue holds it, CUDA_DEVICE_MAX_CONNECTIONS) or its graph was not "
+                        "launched", comm->rank, comm->collTimeoutSeconds, peer);
+  GYRE_WARN("%s", lastErrorText());
+  comm->host->markFailed(r, peer);
+}
+
 void releaseCapturedCopies(CapturedCopies* c) {
   std::lock_guard<std::mutex> lock(c->mutex);
   for (void* p : c->blocks) deviceRuntime()->deviceFree(p);
@@ -190,6 +214,7 @@ void releaseCapturedCopies(CapturedCopies* c) {
   if (c->abortHost) deviceRuntime()->freeMapped(const_cast<uint32_t*>(c->abortHost));
   c->abort = nullptr;
   c->abortHost = nullptr;
+  c->timedOutHost = nullptr;
 }
 
 }  // namespace gyre

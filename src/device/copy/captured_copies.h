@@ -30,6 +30,10 @@ struct CapturedCopies {
   // the device (the private one of copySync too) waits behind a blocked one.
   uint32_t* abort = nullptr;          // as the device addresses it
   volatile uint32_t* abortHost = nullptr;
+  // The next word of the same mapping: a kernel wait that timed out stores
+  // its peer's rank + 1 there (PairCopyWork::timedOut).
+  volatile uint32_t* timedOutHost = nullptr;
+  bool timeoutReported = false;
 };
 
 // Queues the captured calls of one batch (group order) between ranks of
@@ -40,6 +44,9 @@ ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& call
 
 // Abort: releases the kernels' waits. Destroy: frees the flags and copies.
 void abortCapturedCopies(CapturedCopies* c);
+// A point-to-point kernel's wait that timed out fails the communicator
+// (once), naming the peer it waited for.
+void pollCapturedCopies(DeviceComm* comm);
 void releaseCapturedCopies(CapturedCopies* c);
 
 }  // namespace gyre
