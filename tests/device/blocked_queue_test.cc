@@ -19,10 +19,10 @@ namespace {
 using namespace gyre::test;
 using namespace gyre::test::coll;
 
-RankOptions queueOptions(const char* connections) {
+RankOptions queueOptions(const char* connections, const char* timeout = "60") {
   RankOptions o;
   o.timeout_s = 90;
-  o.env = {{"GYRE_FAKE_CUDA", "1"}, {"GYRE_TIMEOUT", "60"}, {"GYRE_INIT_TIMEOUT", "10"},
+  o.env = {{"GYRE_FAKE_CUDA", "1"}, {"GYRE_TIMEOUT", timeout}, {"GYRE_INIT_TIMEOUT", "10"},
            {"CUDA_DEVICE_MAX_CONNECTIONS", connections}};
   return o;
 }
@@ -127,10 +127,8 @@ TEST_CASE("with one hardware queue, ncclCommAbort returns at once while a captur
 TEST_CASE("with one hardware queue, ranks of one process whose captured exchange deadlocks behind each other fail "
           "after GYRE_TIMEOUT naming the peer, instead of hanging",
           "[device][queues][timeout]") {
-  RankOptions o = queueOptions("1");
+  RankOptions o = queueOptions("1", "2");
   o.timeout_s = 60;
-  for (auto& [name, value] : o.env)
-    if (name == "GYRE_TIMEOUT") value = "2";
   RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) {
     const int n = 3;
     const size_t count = 257;
