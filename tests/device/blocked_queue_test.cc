@@ -13,6 +13,7 @@
 #include "coll_common.h"
 #include "src/device/runtime/runtime.h"
 #include "tests/support/fake_cuda/fake_cuda.h"
+#include "tests/support/fake_cuda/hardware_queues.h"
 
 namespace {
 
@@ -78,6 +79,39 @@ TEST_CASE("the fake's streams share CUDA_DEVICE_MAX_CONNECTIONS hardware queues:
   }, queueOptions("8"));
   INFO(eight.describe());
   CHECK(eight.allOk());
+}
+
+TEST_CASE("the fake's kernels start only when their blocks fit the device's resident-block slots",
+          "[device][queues]") {
+  RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) {
+    gyre::fakeSetResidentBlocks(1);
+    uint32_t* words = nullptr;
+    void* p = nullptr;
+    rt()->deviceAlloc(3 * sizeof(uint32_t), &p);
+    words = static_cast<uint32_t*>(p);
+    words[0] = words[1] = words[2] = 0;
+    cudaStream_t a = newStream(), b = newStream();  // two queues of eight
+    gyre::FlagOps wait, write;
+    wait.add(&words[2], 1, gyre::FlagOpKind::kWrite);  // it is running
+    wait.add(&words[0], 1, gyre::FlagOpKind::kWait);
+    write.add(&words[1], 1, gyre::FlagOpKind::kWrite);
+    rt()->launchFlagOps(wait, a);  // resident, spinning: the only slot
+    auto start = std::chrono::steady_clock::now();
+    while (__atomic_load_n(&words[2], __ATOMIC_ACQUIRE) == 0 && secondsSince(start) < 10)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    RANK_CHECK(words[2] == 1, "the first kernel never started");
+    rt()->launchFlagOps(write, b);  // waits for a slot
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const uint32_t early = __atomic_load_n(&words[1], __ATOMIC_ACQUIRE);
+    __atomic_store_n(&words[0], 1u, __ATOMIC_RELEASE);
+    rt()->streamSynchronize(a);
+    rt()->streamSynchronize(b);
+    RANK_CHECK(early == 0, "a kernel started while another held the device's only resident slot");
+    RANK_CHECK(words[1] == 1, "the second kernel never ran after the slot was freed");
+    return 0;
+  }, queueOptions("8"));
+  INFO(result.describe());
+  CHECK(result.allOk());
 }
 
 TEST_CASE("with one hardware queue, ncclCommAbort returns at once while a captured send waits on a peer whose "

@@ -533,7 +533,8 @@ class FakeRuntime final : public DeviceRuntime {
         for (auto& q : d.queues) q = std::make_unique<HardwareQueue>();
       }
       HardwareQueue* q = d.queues[d.nextQueue++ % d.queues.size()].get();
-      s = std::make_unique<FakeStream>(device_, q, &d.residency);
+      if (!d.residency) d.residency = std::make_unique<ResidentBlocks>(residentBlocks_.load());
+      s = std::make_unique<FakeStream>(device_, q, d.residency.get());
     }
     return *s;
   }
@@ -541,10 +542,16 @@ class FakeRuntime final : public DeviceRuntime {
   struct DeviceQueues {
     std::vector<std::unique_ptr<HardwareQueue>> queues;
     size_t nextQueue = 0;
-    ResidentBlocks residency{kResidentBlocks};
+    std::unique_ptr<ResidentBlocks> residency;
   };
-  // Resident-block slots per device: an H100's 132 SMs, a few blocks each.
-  static constexpr int kResidentBlocks = 528;
+  // Resident-block slots per device (an H100's 132 SMs, a few blocks each),
+  // unless a test sets fewer before the device's first stream.
+  std::atomic<int> residentBlocks_{528};
+
+ public:
+  void setResidentBlocks(int slots) { residentBlocks_.store(slots); }
+
+ private:
   std::map<int, DeviceQueues> queues_;
 
   static constexpr size_t kBlockBytes = 2 << 20;       // what small allocations are carved from
@@ -618,6 +625,7 @@ void fakeLaunchGraph(const FakeGraph& graph, cudaStream_t stream) { theFake()->l
 void fakeBreakContext(const char* cudaErrorText) { theFake()->breakContext(cudaErrorText); }
 int64_t fakeKernelLaunches() { return theFake()->kernelLaunches(); }
 void fakeSetPeerAccessSupported(bool supported) { theFake()->setPeerAccessible(supported); }
+void fakeSetResidentBlocks(int slots) { theFake()->setResidentBlocks(slots); }
 int fakeDeviceOf(const void* p) { return theFake()->deviceOf(p); }
 bool fakeKernelTouch(const void* p) { return theFake()->kernelTouch(p); }
 

@@ -24,6 +24,8 @@
 #include <memory>
 #include <mutex>
 
+#include "tests/support/fake_cuda/fake_cuda.h"
+
 namespace gyre {
 
 // What one stream has queued and not finished.
@@ -88,5 +90,9 @@ class HardwareQueue {
 
 // CUDA_DEVICE_MAX_CONNECTIONS as the driver reads it (default 8, 1..32).
 int hardwareQueuesPerDevice();
+
+// What tests may call: the resident-block slots of devices whose first
+// stream is made after this call (default 528).
+GYRE_FAKE_CUDA_API void fakeSetResidentBlocks(int slots);
 
 }  // namespace gyre
