@@ -1,9 +1,10 @@
 // The CUDA runtime services device communicators use, behind one interface:
 // the real runtime (cuda_runtime.cc) or, with GYRE_FAKE_CUDA=1, the tests'
 // fake (libgyre_fakecuda.so, tests/support/fake_cuda), which treats host
-// memory as device memory and runs each stream's work in order on a host
-// thread. The fake is how machines without a GPU test the device path's
-// stream semantics; like the fake verbs provider for InfiniBand it is a
+// memory as device memory and runs each stream's work in order through a
+// device's hardware queues, as a driver does. The fake is how machines
+// without a GPU test the device path's stream semantics; like the fake
+// verbs provider for InfiniBand it is a
 // library loaded at run time, never linked into gyre. Nothing here is on a
 // per-element path.
 #pragma once
