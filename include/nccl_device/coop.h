@@ -60,7 +60,9 @@ struct ncclCoopLanes {
 };
 
 /* Consecutive warps warp0 .. warp0 + nWarps - 1 of the block, with an id
- * (0..15) no other span in use at the same time has. */
+ * (0..14) no other span in use at the same time has. The span syncs on
+ * named barrier 1 + id: PTX has barriers 0..15 and 0 is __syncthreads',
+ * so an id past 14 traps instead of naming a barrier that does not exist. */
 struct ncclCoopWarpSpan {
   uint32_t warp0 : 8, nWarps : 8, id : 8;
   GYRE_DEVICE_FN constexpr ncclCoopWarpSpan(int first, int count, int spanId)
@@ -70,6 +72,7 @@ struct ncclCoopWarpSpan {
   GYRE_DEVICE_FN int num_threads() const { return size(); }
   GYRE_DEVICE_FN void sync() {
 #if defined(__CUDA_ARCH__)
+    if (id > 14) __trap();
     __barrier_sync_count(1 + id, 32 * nWarps);
 #endif
   }
@@ -172,7 +175,7 @@ GYRE_DEVICE_FN T shuffleWords(T value, Shuffle shfl) {
 }
 #if defined(__CUDACC__)
 __device__ inline ulong2* bcastSlot(int slot) {
-  __shared__ ulong2 slots[17];  // 16 warp-span ids, then the CTA
+  __shared__ ulong2 slots[16];  // 15 warp-span ids, then the CTA
   return &slots[slot];
 }
 #endif
@@ -192,12 +195,15 @@ GYRE_DEVICE_FN T bcastShared(Coop coop, T value, int root, bool entrySync, int s
 }  // namespace gyre_device
 
 template <int n, typename T>
-GYRE_DEVICE_FN T ncclCoopBcast(ncclCoopTile<n>, T value, int root, bool entrySync = true) {
+GYRE_DEVICE_FN T ncclCoopBcast(ncclCoopTile<n> coop, T value, int root, bool entrySync = true) {
   (void)entrySync;
 #if defined(__CUDA_ARCH__)
-  return gyre_device::shuffleWords(value, [&](uint32_t w) { return __shfl_sync(~0u, w, root, n); });
+  // The tile's own lanes: a mask naming the whole warp would wait for lanes
+  // of other tiles that need not reach this broadcast.
+  const uint32_t mask = coop.laneMask();
+  return gyre_device::shuffleWords(value, [&](uint32_t w) { return __shfl_sync(mask, w, root, n); });
 #else
-  (void)root;
+  (void)coop, (void)root;
   return value;
 #endif
 }
@@ -219,7 +225,7 @@ GYRE_DEVICE_FN T ncclCoopBcast(ncclCoopWarpSpan coop, T value, int root, bool en
 }
 template <typename T>
 GYRE_DEVICE_FN T ncclCoopBcast(ncclCoopCta coop, T value, int root, bool entrySync = true) {
-  return gyre_device::bcastShared(coop, value, root, entrySync, 16);
+  return gyre_device::bcastShared(coop, value, root, entrySync, 15);
 }
 
 #endif /* __cplusplus */

@@ -115,6 +115,7 @@ ncclResult_t buildComm(ncclComm* comm, const std::vector<ncclUniqueId>& ids, std
   GYRE_CHECK(Bootstrap::create(contents, comm->rank, comm->nranks, self, connectDeadline, deadline,
                                &comm->abortFlag, &comm->bootstrap));
   GYRE_CHECK(checkPeersAgree(comm));
+  GYRE_CHECK(enablePeerAccessInProcess(comm));
   int ranksOnHost = 0;
   for (const PeerInfo& p : comm->bootstrap->peers()) ranksOnHost += p.hostHash == self.hostHash ? 1 : 0;
   shareBootstrapFacts(comm);

@@ -13,4 +13,11 @@ ncclResult_t currentCudaDevice(int* device);
 // Makes `device` the calling thread's current CUDA device.
 ncclResult_t selectCudaDevice(int device);
 
+// Lets this rank's kernels touch the memory of the ranks of its process on
+// other GPUs of this host (cudaDeviceEnablePeerAccess), which the p2p FIFOs,
+// captured point-to-point flags and windows address by raw pointers. A pair
+// of GPUs without peer access is left alone: those paths then refuse it
+// (canAccessPeer) and the calls stage through host memory.
+ncclResult_t enablePeerAccessInProcess(const ncclComm* comm);
+
 }  // namespace gyre

@@ -3,6 +3,7 @@
 #include "src/call/datatypes.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/device/copy/captured_copies.h"
 #include "src/device/copy/copy_calls.h"
 #include "src/device/direct/direct_calls.h"
 #include "src/device/kernel/kernel_calls.h"
@@ -68,6 +69,9 @@ ncclResult_t launchDeviceCalls(const std::vector<DeviceRequest>& calls) {
 
 ncclResult_t pollDeviceStatus(DeviceComm* comm, bool queryStreams) {
   if (!comm) return ncclSuccess;
+  // A captured pair's kernel that timed out says so in mapped host memory:
+  // no CUDA call, so it is read on every poll.
+  pollCapturedCopies(comm);
   if (!queryStreams) return pollKernelStatus(comm, false);
   // ncclCommGetAsyncError queries events from any thread, PyTorch's
   // watchdog's among them, while another may be capturing in Global mode.

@@ -35,8 +35,12 @@ __global__ void flagKernel(FlagOps ops) {
 }  // namespace
 
 int launchFlagKernel(const FlagOps& ops, cudaStream_t stream) {
-  flagKernel<<<1, 1, 0, stream>>>(ops);
-  return static_cast<int>(cudaGetLastError());
+  // This launch's own status: cudaGetLastError after <<<>>> would also
+  // report an earlier call's non-sticky error (a cudaEventQuery's
+  // cudaErrorNotReady) as a failed launch.
+  void* args[] = {const_cast<FlagOps*>(&ops)};
+  return static_cast<int>(
+      cudaLaunchKernel(reinterpret_cast<const void*>(&flagKernel), dim3(1), dim3(1), args, 0, stream));
 }
 
 }  // namespace gyre

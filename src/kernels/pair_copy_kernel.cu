@@ -19,10 +19,23 @@ constexpr size_t kBytesPerBlock = 1 << 20;  // smaller batches take fewer blocks
 __device__ uint32_t load(const uint32_t* p) { return *reinterpret_cast<const volatile uint32_t*>(p); }
 __device__ void store(uint32_t* p, uint32_t v) { *reinterpret_cast<volatile uint32_t*>(p) = v; }
 
-// False when the communicator was aborted first.
-__device__ bool waitSet(const uint32_t* flag, const volatile uint32_t* abort) {
+__device__ uint64_t globalTimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// False when the communicator was aborted, or this or an earlier wait of it
+// timed out, first.
+__device__ bool waitSet(const uint32_t* flag, const PairCopyWork& w, int32_t peer) {
+  const uint64_t start = globalTimer();
   while (load(flag) == 0) {
-    if (abort && *abort) return false;
+    if (w.abort && *w.abort) return false;
+    if (w.timedOut && *w.timedOut) return false;
+    if (w.timeoutNs && globalTimer() - start > w.timeoutNs) {
+      if (w.timedOut) *w.timedOut = static_cast<uint32_t>(peer + 1);
+      return false;
+    }
     __nanosleep(100);
   }
   __threadfence();
@@ -53,7 +66,7 @@ __global__ void __launch_bounds__(kThreads) pairCopyKernel(PairCopyWork w) {
   for (int i = 0; i < w.n; ++i) {
     const PairCopy& p = w.pairs[i];
     if (p.role != PairRole::kSecond) continue;
-    if (threadIdx.x == 0) go = waitSet(&p.flags->ready, w.abort);
+    if (threadIdx.x == 0) go = waitSet(&p.flags->ready, w, p.peer);
     __syncthreads();
     if (!go) return;
     copyPart(p);
@@ -71,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) pairCopyKernel(PairCopyWork w) {
   if (blockIdx.x == 0 && threadIdx.x == 0)
     for (int i = 0; i < w.n; ++i)
       if (w.pairs[i].role == PairRole::kFirst) {
-        if (!waitSet(&w.pairs[i].flags->done, w.abort)) return;
+        if (!waitSet(&w.pairs[i].flags->done, w, w.pairs[i].peer)) return;
         store(&w.pairs[i].flags->done, 0);
       }
 }
@@ -83,8 +96,10 @@ int launchPairCopyKernel(const PairCopyWork& work, cudaStream_t stream) {
   size_t bytes = 0;
   for (int i = 0; i < work.n; ++i) bytes = std::max<size_t>(bytes, work.pairs[i].bytes);
   const unsigned blocks = static_cast<unsigned>(std::clamp<size_t>(bytes / kBytesPerBlock, 1, kMaxBlocks));
-  pairCopyKernel<<<blocks, kThreads, 0, stream>>>(work);
-  return static_cast<int>(cudaGetLastError());
+  // This launch's own status (see launchFlagKernel).
+  void* args[] = {const_cast<PairCopyWork*>(&work)};
+  return static_cast<int>(
+      cudaLaunchKernel(reinterpret_cast<const void*>(&pairCopyKernel), dim3(blocks), dim3(kThreads), args, 0, stream));
 }
 
 }  // namespace gyre

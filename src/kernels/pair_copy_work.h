@@ -29,6 +29,7 @@ enum class PairRole : uint8_t { kFirst = 0, kSecond = 1 };
 struct PairCopy {
   PairFlags* flags = nullptr;
   PairRole role = PairRole::kFirst;
+  int32_t peer = 0;           // the other rank of the pair, for a timeout's report
   const void* src = nullptr;  // kSecond: the sender's buffer
   void* dst = nullptr;        // kSecond: the receiver's buffer
   uint64_t bytes = 0;
@@ -41,6 +42,13 @@ struct PairCopyWork {
   int32_t n = 0;
   // Device memory set on abort: waits give up.
   const volatile uint32_t* abort = nullptr;
+  // A wait longer than this (GYRE_TIMEOUT) gives up and stores the peer's
+  // rank + 1 in `timedOut` (mapped host memory, which the host polls), and
+  // every later wait of the communicator gives up at once: with streams
+  // sharing a hardware queue the peer's kernel may never start behind this
+  // one (hardware_queues.h of the tests' fake says how).
+  uint64_t timeoutNs = 0;
+  volatile uint32_t* timedOut = nullptr;
 };
 
 }  // namespace gyre

@@ -92,6 +92,8 @@ __global__ void coops(int* out, ncclDevComm devComm) {
   v += ncclCoopBcast(ncclCoopWarp(), v, 1);
   v += ncclCoopBcast(ncclCoopLanes(0xf0f0f0f0u), v, 2);
   v += ncclCoopBcast(ncclCoopWarpSpan(0, 2, 3), v, 7, false);
+  v += ncclCoopBcast(ncclCoopTile<8>(), v, 3);  // a sub-warp tile shuffles over its own lanes
+  v += ncclCoopBcast(ncclCoopWarpSpan(0, 1, 14), v, 0);  // the largest span id: named barrier 15
   any.sync();
   warp.sync();
   uint32_t m = ncclCoopGetLaneMask(ncclCoopTile<4>()) ^ ncclCoopGetLaneMask(ncclCoopCta()) ^

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "src/debug/error.h"
+#include "src/debug/log.h"
 #include "src/device/copy/copy_calls.h"
 #include "src/device/copy/copy_exchange.h"
 #include "src/device/runtime/runtime.h"
@@ -42,9 +43,11 @@ ncclResult_t takeFlags(DeviceComm* comm, PairFlags** out) {
   CapturedCopies& s = *comm->copies->captured;
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.abort) {
-    void* word = nullptr;
-    GYRE_CHECK(ownedZeroed(s, sizeof(uint32_t), &word));
-    s.abort = static_cast<uint32_t*>(word);
+    void *host = nullptr, *device = nullptr;
+    GYRE_CHECK(deviceRuntime()->allocMapped(2 * sizeof(uint32_t), &host, &device));  // zeroed
+    s.abortHost = static_cast<volatile uint32_t*>(host);
+    s.timedOutHost = s.abortHost + 1;
+    s.abort = static_cast<uint32_t*>(device);
   }
   if (s.freeFlags.empty()) {
     void* block = nullptr;
@@ -100,6 +103,7 @@ ncclResult_t pairUp(const DeviceRequest& c, const std::vector<const DeviceReques
     PairCopy& first = b->work.pairs[b->work.n++];
     first.flags = mine.flags;
     first.role = PairRole::kFirst;
+    first.peer = c.root;
     b->firsts.push_back({&c, ticket});
     return ncclSuccess;
   }
@@ -113,6 +117,7 @@ ncclResult_t pairUp(const DeviceRequest& c, const std::vector<const DeviceReques
   PairCopy& second = b->work.pairs[b->work.n++];
   second.flags = other.flags;
   second.role = PairRole::kSecond;
+  second.peer = c.root;
   second.src = send.buffer;
   second.dst = recv.buffer;
   second.bytes = send.bytes;
@@ -129,6 +134,8 @@ ncclResult_t launchBatch(DeviceComm* comm, RankBatch& b) {
   for (const auto& [scratch, send] : b.scratchCopies)
     GYRE_CHECK(rt->copyAsync(scratch, send->input, p2pBytes(*send), driver));
   b.work.abort = comm->copies->captured->abort;
+  b.work.timedOut = comm->copies->captured->abort + 1;
+  b.work.timeoutNs = static_cast<uint64_t>(comm->collTimeoutSeconds * 1e9);
   GYRE_CHECK(rt->launchPairCopies(b.work, driver));
   return joinOthers(b.streams, driver, false);
 }
@@ -183,8 +190,25 @@ ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& call
 
 void abortCapturedCopies(CapturedCopies* c) {
   std::lock_guard<std::mutex> lock(c->mutex);
-  const uint32_t one = 1;
-  if (c->abort) deviceRuntime()->copySync(c->abort, &one, sizeof(one));
+  if (c->abortHost) *c->abortHost = 1;
+}
+
+void pollCapturedCopies(DeviceComm* comm) {
+  if (!comm->copies || !comm->copies->captured) return;
+  CapturedCopies& c = *comm->copies->captured;
+  int peer = -1;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    if (!c.timedOutHost || *c.timedOutHost == 0 || c.timeoutReported) return;
+    c.timeoutReported = true;
+    peer = static_cast<int>(*c.timedOutHost) - 1;
+  }
+  ncclResult_t r = fail(ncclRemoteError, "rank %d: the point-to-point kernel of a captured send/recv waited %.0f s "
+                        "(GYRE_TIMEOUT) for rank %d's side of the pair; its kernel never ran (a stream that shares "
+                        "this one's hardware queue holds it, CUDA_DEVICE_MAX_CONNECTIONS) or its graph was not "
+                        "launched", comm->rank, comm->collTimeoutSeconds, peer);
+  GYRE_WARN("%s", lastErrorText());
+  comm->host->markFailed(r, peer);
 }
 
 void releaseCapturedCopies(CapturedCopies* c) {
@@ -192,7 +216,10 @@ void releaseCapturedCopies(CapturedCopies* c) {
   for (void* p : c->blocks) deviceRuntime()->deviceFree(p);
   c->blocks.clear();
   c->freeFlags.clear();
+  if (c->abortHost) deviceRuntime()->freeMapped(const_cast<uint32_t*>(c->abortHost));
   c->abort = nullptr;
+  c->abortHost = nullptr;
+  c->timedOutHost = nullptr;
 }
 
 }  // namespace gyre

@@ -25,7 +25,15 @@ struct CapturedCopies {
   std::mutex mutex;
   std::vector<void*> blocks;          // device allocations of flag slots and scratch copies
   std::vector<PairFlags*> freeFlags;  // slots carved out and not yet owned by a pair
-  uint32_t* abort = nullptr;          // device word the kernels' waits watch
+  // The word the kernels' waits watch, in mapped host memory: abort stores
+  // it from the host, so it reaches the kernels even while every stream of
+  // the device (the private one of copySync too) waits behind a blocked one.
+  uint32_t* abort = nullptr;          // as the device addresses it
+  volatile uint32_t* abortHost = nullptr;
+  // The next word of the same mapping: a kernel wait that timed out stores
+  // its peer's rank + 1 there (PairCopyWork::timedOut).
+  volatile uint32_t* timedOutHost = nullptr;
+  bool timeoutReported = false;
 };
 
 // Queues the captured calls of one batch (group order) between ranks of
@@ -36,6 +44,9 @@ ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& call
 
 // Abort: releases the kernels' waits. Destroy: frees the flags and copies.
 void abortCapturedCopies(CapturedCopies* c);
+// A point-to-point kernel's wait that timed out fails the communicator
+// (once), naming the peer it waited for.
+void pollCapturedCopies(DeviceComm* comm);
 void releaseCapturedCopies(CapturedCopies* c);
 
 }  // namespace gyre

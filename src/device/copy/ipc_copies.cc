@@ -48,7 +48,7 @@ void releaseWaits(DeviceComm* comm) {
       values[kCopyDone * n + p] = s.awaitedDone[p] + kReleaseAhead;
     }
   }
-  deviceRuntime()->copySync(s.inbox, values.data(), values.size() * sizeof(uint32_t));
+  deviceRuntime()->postWords(s.inbox, values.data(), values.size());
 }
 
 void failAndRelease(DeviceComm* comm, ncclResult_t r, int culprit) {

@@ -71,12 +71,12 @@ void releaseWaits(DeviceComm* comm) {
   DirectState& d = *comm->direct;
   if (d.released.exchange(true)) return;
   const uint32_t stop = 1;
-  deviceRuntime()->copySync(d.abortWord, &stop, sizeof(stop));  // may fail in a broken context: nothing runs then
+  deviceRuntime()->postWords(d.abortWord, &stop, 1);  // may fail in a broken context: nothing runs then
   if (!d.inbox) return;  // ranks of one process wait on events, which need no release
   // Captured calls' waits want 1 (and clear it after): every one is satisfied.
   std::vector<uint32_t> values(inboxWords(comm->nranks), 1);
   std::fill(values.begin(), values.begin() + 2 * comm->nranks, d.generation + kReleaseAhead);
-  deviceRuntime()->copySync(d.inbox, values.data(), values.size() * sizeof(uint32_t));
+  deviceRuntime()->postWords(d.inbox, values.data(), values.size());
 }
 
 void failAndRelease(DeviceComm* comm, ncclResult_t r, int culprit) {

@@ -246,6 +246,31 @@ class CudaRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
 
+  ncclResult_t enablePeerAccess(int device, int peerDevice) override {
+    if (device == peerDevice) return ncclSuccess;
+    int previous = 0;
+    GYRE_CHECK(check(cudaGetDevice(&previous), "cudaGetDevice"));
+    if (previous != device) GYRE_CHECK(check(cudaSetDevice(device), "cudaSetDevice"));
+    cudaError_t err = cudaDeviceEnablePeerAccess(peerDevice, 0);
+    if (err == cudaErrorPeerAccessAlreadyEnabled) {
+      cudaGetLastError();  // another communicator of this process enabled it: what was wanted
+      err = cudaSuccess;
+    }
+    if (previous != device) cudaSetDevice(previous);
+    if (err == cudaSuccess) return ncclSuccess;
+    if (isSticky(err)) stickyErrorSeen.store(true);
+    else cudaGetLastError();
+    return fail(ncclUnhandledCudaError, "cudaDeviceEnablePeerAccess from device %d to device %d failed: %s (%s)",
+                device, peerDevice, cudaGetErrorString(err), cudaGetErrorName(err));
+  }
+  ncclResult_t postWords(uint32_t* dst, const uint32_t* values, size_t n) override {
+    RelaxedCapture relaxed;
+    cudaStream_t s = nullptr;
+    GYRE_CHECK(privateStream(&s));
+    for (size_t i = 0; i < n; ++i) GYRE_CHECK(streamWriteFlag(s, dst + i, values[i]));
+    return ncclSuccess;
+  }
+
   ncclResult_t allocationOf(const void* p, AllocationInfo* out) override {
     GYRE_CHECK(loadDriverCalls());
     const CUdeviceptr ptr = reinterpret_cast<CUdeviceptr>(p);

@@ -1,9 +1,10 @@
 // The CUDA runtime services device communicators use, behind one interface:
 // the real runtime (cuda_runtime.cc) or, with GYRE_FAKE_CUDA=1, the tests'
 // fake (libgyre_fakecuda.so, tests/support/fake_cuda), which treats host
-// memory as device memory and runs each stream's work in order on a host
-// thread. The fake is how machines without a GPU test the device path's
-// stream semantics; like the fake verbs provider for InfiniBand it is a
+// memory as device memory and runs each stream's work in order through a
+// device's hardware queues, as a driver does. The fake is how machines
+// without a GPU test the device path's stream semantics; like the fake
+// verbs provider for InfiniBand it is a
 // library loaded at run time, never linked into gyre. Nothing here is on a
 // per-element path.
 #pragma once
@@ -129,6 +130,18 @@ class DeviceRuntime {
   // streams before returning, so host-memory test programs, which read
   // results right after the call, run unchanged on device communicators.
   virtual bool synchronousForTests() const { return false; }
+
+  // Peer access between devices of one process.
+  // Lets kernels on `device` touch `peerDevice`'s memory
+  // (cudaDeviceEnablePeerAccess, from `device`); success when it already
+  // could. Without it a kernel touching the peer's memory faults with an
+  // illegal address, which breaks the context (copies need no peer access).
+  virtual ncclResult_t enablePeerAccess(int device, int peerDevice) = 0;
+  // Stores values[i] to the device words dst[i], in order, on the current
+  // device's private stream (stream memory writes), without waiting for
+  // them: aborts and releases must return while a blocked stream holds the
+  // hardware queue the private stream shares; the stores land once it moves.
+  virtual ncclResult_t postWords(uint32_t* dst, const uint32_t* values, size_t n) = 0;
 };
 
 // GYRE_FAKE_CUDA=1 or 2: the fake, loaded from GYRE_FAKE_CUDA_LIB (default

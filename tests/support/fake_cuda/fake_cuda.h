@@ -1,6 +1,8 @@
 // libgyre_fakecuda.so, the fake CUDA runtime of the tests: host memory as
-// device memory, each stream's work run in order on a host thread, the
-// collective kernels emulated on host threads (host_emulation.h). gyre loads
+// device memory, each stream's work run in order through the device's
+// hardware queues (hardware_queues.h), several devices with peer access
+// (fake_devices.h), the collective kernels emulated on host threads
+// (host_emulation.h). gyre loads
 // it with GYRE_FAKE_CUDA=1 or 2 (src/device/runtime/runtime.h); the shipped
 // libraries contain none of it.
 //

@@ -21,27 +21,30 @@
 #include "tests/support/fake_cuda/capture_rules.h"
 #include "tests/support/fake_cuda/host_emulation.h"
 #include "tests/support/fake_cuda/fake_cuda.h"
+#include "tests/support/fake_cuda/fake_devices.h"
+#include "tests/support/fake_cuda/hardware_queues.h"
 #include "src/debug/error.h"
 #include "src/device/runtime/runtime.h"
 
 namespace gyre {
 namespace {
 
-// One stream: a queue of work run in order by a thread that exists only
-// while there is work, so an idle fake holds no threads (the leak tests
-// count them).
+// One stream: its work goes in order to the hardware queue the stream was
+// given (hardware_queues.h), unless the stream captures.
 class FakeStream {
  public:
-  void push(std::function<void()> op) {
+  FakeStream(int device, HardwareQueue* queue, ResidentBlocks* residency)
+      : device_(device), queue_(queue), residency_(residency) {}
+  int device() const { return device_; }  // the device current when the stream was made
+
+  // `blocks` > 0: a kernel of that many blocks.
+  void push(std::function<void()> op, CommandKind kind = CommandKind::kStarted, int blocks = 0) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (capture_) {  // recorded into the graph instead of run (cudaStreamBeginCapture)
       capture_->push_back(std::move(op));
       return;
     }
-    queue_.push_back(std::move(op));
-    if (running_) return;
-    running_ = true;
-    std::thread([this] { drain(); }).detach();
+    queue_->submit(order_, kind, std::move(op), blocks, residency_);
   }
 
   void beginCapture(std::vector<std::function<void()>>* graph) {
@@ -57,30 +60,16 @@ class FakeStream {
     return capture_ != nullptr;
   }
 
-  void synchronize() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    idle_.wait(lock, [&] { return !running_ && queue_.empty(); });
-  }
+  void synchronize() { order_->synchronize(); }
+  bool idle() { return order_->idle(); }
 
  private:
-  void drain() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!queue_.empty()) {
-      std::function<void()> op = std::move(queue_.front());
-      queue_.pop_front();
-      lock.unlock();
-      op();
-      lock.lock();
-    }
-    running_ = false;
-    idle_.notify_all();
-  }
-
   std::mutex mutex_;
-  std::condition_variable idle_;
-  std::deque<std::function<void()>> queue_;
-  bool running_ = false;
   std::vector<std::function<void()>>* capture_ = nullptr;
+  const int device_;
+  HardwareQueue* const queue_;
+  ResidentBlocks* const residency_;
+  const std::shared_ptr<StreamOrder> order_ = std::make_shared<StreamOrder>();
 };
 
 // An event completes generation g when the stream it was recorded on reaches
@@ -147,6 +136,7 @@ class FakeRuntime final : public DeviceRuntime {
     // code that needs zeros must clear it, here as on a GPU.
     memset(p, kUninitializedByte, size);
     allocations_[p] = {size, block, ++allocationSerial_};
+    devices_.own(p, size, device_);
     *out = p;
     return ncclSuccess;
   }
@@ -158,12 +148,16 @@ class FakeRuntime final : public DeviceRuntime {
     if (it == allocations_.end()) return fail(ncclInvalidArgument, "fake CUDA: %p is not device memory", p);
     void* block = it->second.block;
     allocations_.erase(it);
+    devices_.disown(p);
     Block& b = blocks_[block];
     if (--b.live > 0) return ncclSuccess;
-    munmap(block, b.size);
-    ::close(b.fd);
-    blocks_.erase(block);
     if (smallBlock_ == block) smallBlock_ = nullptr;
+    Block gone = b;
+    blocks_.erase(block);
+    releaseWhenIdle([block, gone] {
+      munmap(block, gone.size);
+      ::close(gone.fd);
+    });
     return ncclSuccess;
   }
   ncclResult_t allocHost(size_t bytes, void** out) override {
@@ -176,9 +170,21 @@ class FakeRuntime final : public DeviceRuntime {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       hostAllocations_.erase(p);
+      releaseWhenIdle([p] { ::operator delete(p); });
     }
-    ::operator delete(p);
   }
+  // CUDA frees nothing queued work still uses (cudaFree waits for the
+  // device; the fake, so that a test does not hang where a GPU would, lets
+  // the caller go): memory freed while any stream has work waits for a
+  // moment when none has. mutex_ held.
+  void releaseWhenIdle(std::function<void()> release) {
+    deferredFrees_.push_back(std::move(release));
+    for (const auto& [handle, s] : streams_)
+      if (!s->idle()) return;
+    for (auto& f : deferredFrees_) f();
+    deferredFrees_.clear();
+  }
+  std::vector<std::function<void()>> deferredFrees_;
 
   ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("cudaMemcpyAsync");
@@ -201,6 +207,7 @@ class FakeRuntime final : public DeviceRuntime {
   ncclResult_t streamCreate(StreamHandle* out) override {
     *out = reinterpret_cast<StreamHandle>(new char);
     capture_.streamCreated(*out);
+    stream_(*out);  // made now, on the current device
     return ncclSuccess;
   }
   void streamDestroy(StreamHandle stream) override {
@@ -251,7 +258,7 @@ class FakeRuntime final : public DeviceRuntime {
       std::lock_guard<std::mutex> lock(ev->mutex);
       ev->completed = std::max(ev->completed, generation);
       ev->done.notify_all();
-    });
+    }, CommandKind::kAtHead);
     return ncclSuccess;
   }
   ncclResult_t streamWaitEvent(StreamHandle stream, EventHandle e) override {
@@ -272,7 +279,7 @@ class FakeRuntime final : public DeviceRuntime {
     stream_(stream).push([ev, generation] {
       std::unique_lock<std::mutex> lock(ev->mutex);
       ev->done.wait(lock, [&] { return ev->completed >= generation; });
-    });
+    }, CommandKind::kAtHead);
     return ncclSuccess;
   }
   ncclResult_t eventQuery(EventHandle e, bool* done) override {
@@ -313,15 +320,32 @@ class FakeRuntime final : public DeviceRuntime {
     if (broken_.load()) return brokenContext("cudaStreamSynchronize");
     GYRE_CHECK(allowed(capture_.synchronize(stream), "cudaStreamSynchronize"));
     stream_(stream).synchronize();
+    if (broken_.load()) return brokenContext("cudaStreamSynchronize");
     return ncclSuccess;
   }
 
+  // As the real adapter does: on a private stream of the current device,
+  // which shares a hardware queue with other streams like any stream.
   ncclResult_t copySync(void* dst, const void* src, size_t bytes) override {
-    memmove(dst, src, bytes);
-    return ncclSuccess;
+    return onPrivateStream("cudaMemcpyAsync", [=] { memmove(dst, src, bytes); });
   }
   ncclResult_t memsetSync(void* dst, int value, size_t bytes) override {
-    memset(dst, value, bytes);
+    return onPrivateStream("cudaMemsetAsync", [=] { memset(dst, value, bytes); });
+  }
+  ncclResult_t onPrivateStream(const char* call, std::function<void()> op) {
+    if (broken_.load()) return brokenContext(call);
+    FakeStream& s = stream_(reinterpret_cast<StreamHandle>(&privateStreams_[device_]));
+    s.push(std::move(op));
+    s.synchronize();
+    if (broken_.load()) return brokenContext("cudaStreamSynchronize");
+    return ncclSuccess;
+  }
+  ncclResult_t postWords(uint32_t* dst, const uint32_t* values, size_t n) override {
+    if (broken_.load()) return brokenContext("cuStreamWriteValue32");
+    FakeStream& s = stream_(reinterpret_cast<StreamHandle>(&privateStreams_[device_]));
+    s.push([dst, words = std::vector<uint32_t>(values, values + n)] {
+      for (size_t i = 0; i < words.size(); ++i) __atomic_store_n(dst + i, words[i], __ATOMIC_RELEASE);
+    }, CommandKind::kAtHead);
     return ncclSuccess;
   }
   ncclResult_t allocMapped(size_t bytes, void** host, void** device) override {
@@ -340,7 +364,8 @@ class FakeRuntime final : public DeviceRuntime {
                   devicePtr);
     const Block& b = blocks_[it->second.block];
     const uint64_t offset = static_cast<uint64_t>(static_cast<char*>(devicePtr) - static_cast<char*>(it->second.block));
-    FakeIpc h{{'G', 'Y', 'R', 'E', 'F', 'I', 'P', 'C'}, getpid(), b.fd, b.size, b.serial, offset};
+    FakeIpc h{{'G', 'Y', 'R', 'E', 'F', 'I', 'P', 'C'}, getpid(), b.fd, b.size, b.serial, offset,
+              devices_.ownerOf(devicePtr)};
     memset(out, 0, sizeof(*out));
     memcpy(out->bytes, &h, sizeof(h));
     return ncclSuccess;
@@ -376,6 +401,7 @@ class FakeRuntime final : public DeviceRuntime {
     if (p == MAP_FAILED) return fail(ncclUnhandledCudaError, "fake CUDA: cannot map peer memory: %s", strerror(errno));
     std::lock_guard<std::mutex> lock(mutex_);
     opened_[p] = {h.size, h.pid, h.serial};
+    devices_.own(p, h.size, h.device, device_);  // cudaIpcMemLazyEnablePeerAccess: this mapping reaches it
     *out = static_cast<char*>(p) + h.offset;
     return ncclSuccess;
   }
@@ -387,9 +413,12 @@ class FakeRuntime final : public DeviceRuntime {
     --it;
     if (static_cast<char*>(p) >= static_cast<char*>(it->first) + it->second.size) return;
     munmap(it->first, it->second.size);
+    devices_.disown(it->first);
     opened_.erase(it);
   }
-  bool canAccessPeer(int, int) override { return true; }
+  bool canAccessPeer(int device, int peerDevice) override {
+    return device == peerDevice || peerAccessible_.load();
+  }
   // Fake device d sits at "bus" d + 1 in every process.
   ncclResult_t busIdOf(int device, int64_t* busId) override {
     *busId = (device + 1) << 16;
@@ -419,34 +448,49 @@ class FakeRuntime final : public DeviceRuntime {
   ncclResult_t streamWaitFlag(StreamHandle stream, const uint32_t* flag, uint32_t value) override {
     if (broken_.load()) return brokenContext("cuStreamWaitValue32");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "cuStreamWaitValue32"));
-    stream_(stream).push([flag, value] {
+    FakeStream& s = stream_(stream);
+    s.push([this, flag, value, device = s.device()] {
+      if (faulted(devices_.unreachable(device, flag, "cuStreamWaitValue32"))) return;
       while (static_cast<int32_t>(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - value) < 0)
         std::this_thread::sleep_for(std::chrono::microseconds(20));
-    });
+    }, CommandKind::kAtHead);
     return ncclSuccess;
   }
   ncclResult_t streamWriteFlag(StreamHandle stream, uint32_t* flag, uint32_t value) override {
     if (broken_.load()) return brokenContext("cuStreamWriteValue32");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "cuStreamWriteValue32"));
-    stream_(stream).push([flag, value] { __atomic_store_n(flag, value, __ATOMIC_RELEASE); });
+    FakeStream& s = stream_(stream);
+    s.push([this, flag, value, device = s.device()] {
+      if (!faulted(devices_.unreachable(device, flag, "cuStreamWriteValue32")))
+        __atomic_store_n(flag, value, __ATOMIC_RELEASE);
+    }, CommandKind::kAtHead);
     return ncclSuccess;
   }
   ncclResult_t launchFlagOps(const FlagOps& ops, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("flag kernel launch");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "flag kernel launch"));
-    stream_(stream).push([ops] { runFlagOpsOnHost(ops); });
+    FakeStream& s = stream_(stream);
+    s.push([this, ops, device = s.device()] {
+      if (!faulted(devices_.unreachable(device, ops))) runFlagOpsOnHost(ops);
+    }, CommandKind::kStarted, 1);
     return ncclSuccess;
   }
   ncclResult_t launchPairCopies(const PairCopyWork& work, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("point-to-point kernel launch");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "point-to-point kernel launch"));
-    stream_(stream).push([work] { runPairCopiesOnHost(work); });
+    FakeStream& s = stream_(stream);
+    s.push([this, work, device = s.device()] {
+      if (!faulted(devices_.unreachable(device, work))) runPairCopiesOnHost(work);
+    }, CommandKind::kStarted, 1);
     return ncclSuccess;
   }
   ncclResult_t launchDirect(const DirectCall& call, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("direct kernel launch");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "direct kernel launch"));
-    stream_(stream).push([call] { runDirectOnHost(call); });
+    FakeStream& s = stream_(stream);
+    s.push([this, call, device = s.device()] {
+      if (!faulted(devices_.unreachable(device, call))) runDirectOnHost(call);
+    }, CommandKind::kStarted, 1);
     return ncclSuccess;
   }
   // The kernel, as host threads (host_emulation.h) in stream order.
@@ -454,10 +498,49 @@ class FakeRuntime final : public DeviceRuntime {
     if (broken_.load()) return brokenContext("collective kernel launch");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "collective kernel launch"));
     kernelLaunches_.fetch_add(1);
-    stream_(stream).push([launch, threads = blockThreads_] { runLaunchOnHostThreads(launch, threads); });
+    FakeStream& s = stream_(stream);
+    s.push([this, launch, threads = blockThreads_, device = s.device()] {
+      if (!faulted(devices_.unreachable(device, launch))) runLaunchOnHostThreads(launch, threads);
+    }, CommandKind::kStarted, launch.nblocks);
     return ncclSuccess;
   }
   int64_t kernelLaunches() const { return kernelLaunches_.load(); }
+
+  // Several devices and peer access (fake_devices.h).
+  ncclResult_t enablePeerAccess(int device, int peerDevice) override {
+    if (device == peerDevice) return ncclSuccess;
+    if (!canAccessPeer(device, peerDevice))
+      return fail(ncclUnhandledCudaError, "cudaDeviceEnablePeerAccess from device %d to device %d failed: peer "
+                  "access is not supported between those devices (cudaErrorPeerAccessUnsupported)", device, peerDevice);
+    switch (devices_.enablePeerAccess(device, peerDevice)) {
+      case FakeDevices::Enable::kInvalidDevice:
+        return fail(ncclUnhandledCudaError, "cudaDeviceEnablePeerAccess from device %d to device %d failed: invalid "
+                    "device ordinal (cudaErrorInvalidDevice)", device, peerDevice);
+      default:  // done, or already enabled (the driver's cudaErrorPeerAccessAlreadyEnabled, which is no failure)
+        return ncclSuccess;
+    }
+  }
+  void setPeerAccessible(bool accessible) { peerAccessible_.store(accessible); }
+  int deviceOf(const void* p) { return devices_.ownerOf(p); }
+  bool kernelTouch(const void* p) {
+    const std::string why = devices_.unreachable(device_, p, "a kernel");
+    if (!faulted(why)) return true;
+    fail(ncclUnhandledCudaError, "%s", why.c_str());
+    return false;
+  }
+
+ private:
+  // A kernel touched memory its device cannot reach: the context breaks
+  // (sticky, as an illegal address is) and the kernel does nothing more.
+  bool faulted(const std::string& why) {
+    if (why.empty()) return false;
+    if (!broken_.load()) breakContext(why.c_str());  // the first fault is the one the context reports
+    return true;
+  }
+  FakeDevices devices_;
+  std::atomic<bool> peerAccessible_{true};
+
+ public:
 
  private:
   static constexpr int kDevices = 8;
@@ -495,9 +578,34 @@ class FakeRuntime final : public DeviceRuntime {
   FakeStream& stream_(StreamHandle h) {
     std::lock_guard<std::mutex> lock(mutex_);
     std::unique_ptr<FakeStream>& s = streams_[h];
-    if (!s) s = std::make_unique<FakeStream>();
+    if (!s) {
+      // Round-robin over the device's hardware queues, in creation order.
+      DeviceQueues& d = queues_[device_];
+      if (d.queues.empty()) {
+        d.queues.resize(hardwareQueuesPerDevice());
+        for (auto& q : d.queues) q = std::make_unique<HardwareQueue>();
+      }
+      HardwareQueue* q = d.queues[d.nextQueue++ % d.queues.size()].get();
+      if (!d.residency) d.residency = std::make_unique<ResidentBlocks>(residentBlocks_.load());
+      s = std::make_unique<FakeStream>(device_, q, d.residency.get());
+    }
     return *s;
   }
+  // Never destroyed, like the fake: queue threads may still be finishing.
+  struct DeviceQueues {
+    std::vector<std::unique_ptr<HardwareQueue>> queues;
+    size_t nextQueue = 0;
+    std::unique_ptr<ResidentBlocks> residency;
+  };
+  // Resident-block slots per device (an H100's 132 SMs, a few blocks each),
+  // unless a test sets fewer before the device's first stream.
+  std::atomic<int> residentBlocks_{528};
+
+ public:
+  void setResidentBlocks(int slots) { residentBlocks_.store(slots); }
+
+ private:
+  std::map<int, DeviceQueues> queues_;
 
   static constexpr size_t kBlockBytes = 2 << 20;       // what small allocations are carved from
   static constexpr size_t kSmallAllocMax = 1 << 20;    // larger ones get a block of their own
@@ -521,6 +629,7 @@ class FakeRuntime final : public DeviceRuntime {
     uint64_t size;    // of the block
     uint64_t serial;  // of the block
     uint64_t offset;  // of the allocation in the block
+    int32_t device;   // that owns the block
   };
   ncclResult_t newBlock(size_t size, void** out) {  // mutex_ held
     int fd = memfd_create("gyre-fake-device", MFD_CLOEXEC);
@@ -539,6 +648,7 @@ class FakeRuntime final : public DeviceRuntime {
   static_assert(sizeof(FakeIpc) <= sizeof(IpcHandle));
 
   static thread_local int device_;
+  char privateStreams_[kDevices] = {};  // their addresses name each device's private stream
   const bool synchronous_;
   const int blockThreads_;  // host threads per emulated kernel block
   std::mutex mutex_;
@@ -570,6 +680,10 @@ int fakeLaunchGraph(const FakeGraph& graph, cudaStream_t stream) { return theFak
 const char* fakeCudaErrorName(int error) { return fakecuda::captureErrorName(error); }
 void fakeBreakContext(const char* cudaErrorText) { theFake()->breakContext(cudaErrorText); }
 int64_t fakeKernelLaunches() { return theFake()->kernelLaunches(); }
+void fakeSetPeerAccessSupported(bool supported) { theFake()->setPeerAccessible(supported); }
+void fakeSetResidentBlocks(int slots) { theFake()->setResidentBlocks(slots); }
+int fakeDeviceOf(const void* p) { return theFake()->deviceOf(p); }
+bool fakeKernelTouch(const void* p) { return theFake()->kernelTouch(p); }
 
 namespace {
 FakeRuntimeOptions gOptions;  // set by the entry point before the first theFake()

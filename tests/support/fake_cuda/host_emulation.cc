@@ -186,20 +186,41 @@ void runFlagOpsOnHost(const FlagOps& ops) {
   }
 }
 
+namespace {
+
+// The point-to-point kernel's wait (pair_copy_kernel.cu's waitSet): gives up
+// on abort, on an earlier timeout of the communicator, or after timeoutNs,
+// storing the peer's rank + 1 then.
+bool waitPairFlagOnHost(const uint32_t* flag, const PairCopyWork& w, int32_t peer) {
+  const auto start = std::chrono::steady_clock::now();
+  while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 0) {
+    if ((w.abort && *w.abort) || (w.timedOut && *w.timedOut)) return false;
+    const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+    if (w.timeoutNs && static_cast<uint64_t>(waited.count()) > w.timeoutNs) {
+      if (w.timedOut) *w.timedOut = static_cast<uint32_t>(peer + 1);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  return true;
+}
+
+}  // namespace
+
 void runPairCopiesOnHost(const PairCopyWork& w) {
   for (int i = 0; i < w.n; ++i)
     if (w.pairs[i].role == PairRole::kFirst) __atomic_store_n(&w.pairs[i].flags->ready, 1u, __ATOMIC_RELEASE);
   for (int i = 0; i < w.n; ++i) {
     const PairCopy& p = w.pairs[i];
     if (p.role != PairRole::kSecond) continue;
-    if (!waitFlagOnHost(&p.flags->ready, 1, w.abort)) return;
+    if (!waitPairFlagOnHost(&p.flags->ready, w, p.peer)) return;
     if (p.bytes) memmove(p.dst, p.src, p.bytes);
     __atomic_store_n(&p.flags->ready, 0u, __ATOMIC_RELAXED);
     __atomic_store_n(&p.flags->done, 1u, __ATOMIC_RELEASE);
   }
   for (int i = 0; i < w.n; ++i) {
     if (w.pairs[i].role != PairRole::kFirst) continue;
-    if (!waitFlagOnHost(&w.pairs[i].flags->done, 1, w.abort)) return;
+    if (!waitPairFlagOnHost(&w.pairs[i].flags->done, w, w.pairs[i].peer)) return;
     __atomic_store_n(&w.pairs[i].flags->done, 0u, __ATOMIC_RELEASE);
   }
 }

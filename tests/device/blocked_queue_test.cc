@@ -1,0 +1,216 @@
+// Hardware queues shared by streams (CUDA_DEVICE_MAX_CONNECTIONS) on the
+// fake CUDA runtime: a wait at a queue's head holds every stream behind it,
+// as on a GPU (tests/support/fake_cuda/hardware_queues.h). First the rule on
+// the fake itself, then what gyre must still do with one queue per device:
+// abort in bounded time while a stream is blocked.
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../support/stream_gate.h"
+#include "coll_common.h"
+#include "src/device/runtime/runtime.h"
+#include "tests/support/fake_cuda/fake_cuda.h"
+#include "tests/support/fake_cuda/hardware_queues.h"
+
+namespace {
+
+using namespace gyre::test;
+using namespace gyre::test::coll;
+
+RankOptions queueOptions(const char* connections, const char* timeout = "60") {
+  RankOptions o;
+  o.timeout_s = 90;
+  o.env = {{"GYRE_FAKE_CUDA", "1"}, {"GYRE_TIMEOUT", timeout}, {"GYRE_INIT_TIMEOUT", "10"},
+           {"CUDA_DEVICE_MAX_CONNECTIONS", connections}};
+  return o;
+}
+
+gyre::DeviceRuntime* rt() { return gyre::deviceRuntime(); }
+
+cudaStream_t newStream() {
+  cudaStream_t s = nullptr;
+  rt()->streamCreate(&s);
+  return s;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Stream A waits for a flag nobody has written; stream B, made next, copies.
+// Whether B's copy completes while A waits.
+bool copyPassesAWait() {
+  auto* flag = static_cast<uint32_t*>(nullptr);
+  void* p = nullptr;
+  rt()->deviceAlloc(sizeof(uint32_t), &p);
+  flag = static_cast<uint32_t*>(p);
+  *flag = 0;
+  cudaStream_t a = newStream(), b = newStream();
+  rt()->streamWaitFlag(a, flag, 1);
+  uint32_t from = 7, to = 0;
+  rt()->copyAsync(&to, &from, sizeof(from), b);
+  auto start = std::chrono::steady_clock::now();
+  while (__atomic_load_n(&to, __ATOMIC_ACQUIRE) != 7 && secondsSince(start) < 1)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const bool passed = __atomic_load_n(&to, __ATOMIC_ACQUIRE) == 7;
+  __atomic_store_n(flag, 1u, __ATOMIC_RELEASE);  // let A go, and B after it
+  rt()->streamSynchronize(a);
+  rt()->streamSynchronize(b);
+  return passed && to == 7;
+}
+
+}  // namespace
+
+TEST_CASE("the fake's streams share CUDA_DEVICE_MAX_CONNECTIONS hardware queues: a wait at the head of the only "
+          "queue holds another stream's copy, and with 8 queues it does not",
+          "[device][queues]") {
+  RunResult one = runRanks(1, [](int, int, const ncclUniqueId&) {
+    RANK_CHECK(!copyPassesAWait(), "with one queue, a copy ran past another stream's wait");
+    return 0;
+  }, queueOptions("1"));
+  INFO(one.describe());
+  CHECK(one.allOk());
+  RunResult eight = runRanks(1, [](int, int, const ncclUniqueId&) {
+    RANK_CHECK(copyPassesAWait(), "with 8 queues, a copy on the next stream waited for another stream's wait");
+    return 0;
+  }, queueOptions("8"));
+  INFO(eight.describe());
+  CHECK(eight.allOk());
+}
+
+TEST_CASE("the fake's kernels start only when their blocks fit the device's resident-block slots",
+          "[device][queues]") {
+  RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) {
+    gyre::fakeSetResidentBlocks(1);
+    uint32_t* words = nullptr;
+    void* p = nullptr;
+    rt()->deviceAlloc(3 * sizeof(uint32_t), &p);
+    words = static_cast<uint32_t*>(p);
+    words[0] = words[1] = words[2] = 0;
+    cudaStream_t a = newStream(), b = newStream();  // two queues of eight
+    gyre::FlagOps wait, write;
+    wait.add(&words[2], 1, gyre::FlagOpKind::kWrite);  // it is running
+    wait.add(&words[0], 1, gyre::FlagOpKind::kWait);
+    write.add(&words[1], 1, gyre::FlagOpKind::kWrite);
+    rt()->launchFlagOps(wait, a);  // resident, spinning: the only slot
+    auto start = std::chrono::steady_clock::now();
+    while (__atomic_load_n(&words[2], __ATOMIC_ACQUIRE) == 0 && secondsSince(start) < 10)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    RANK_CHECK(words[2] == 1, "the first kernel never started");
+    rt()->launchFlagOps(write, b);  // waits for a slot
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const uint32_t early = __atomic_load_n(&words[1], __ATOMIC_ACQUIRE);
+    __atomic_store_n(&words[0], 1u, __ATOMIC_RELEASE);
+    rt()->streamSynchronize(a);
+    rt()->streamSynchronize(b);
+    RANK_CHECK(early == 0, "a kernel started while another held the device's only resident slot");
+    RANK_CHECK(words[1] == 1, "the second kernel never ran after the slot was freed");
+    return 0;
+  }, queueOptions("8"));
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("with one hardware queue, ncclCommAbort returns at once while a captured send waits on a peer whose "
+          "stream is blocked",
+          "[device][queues][abort]") {
+  RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) {
+    std::vector<ncclComm_t> comms(2, nullptr);
+    int devices[2] = {0, 0};
+    RANK_CHECK(ncclCommInitAll(comms.data(), 2, devices) == ncclSuccess, "init: %s", lastError().c_str());
+    cudaStream_t streams[2] = {newStream(), newStream()};
+    const size_t count = 1024;
+    std::vector<int32_t> send(count, 5), recv(count, -1);
+    gyre::FakeGraph graphs[2];
+    for (int r = 0; r < 2; ++r) gyre::fakeBeginCapture(streams[r], &graphs[r]);
+    RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+    RANK_CHECK(ncclSend(send.data(), count, ncclInt32, 1, comms[0], streams[0]) == ncclSuccess &&
+                   ncclRecv(recv.data(), count, ncclInt32, 0, comms[1], streams[1]) == ncclSuccess,
+               "captured pair: %s", lastError().c_str());
+    RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+    for (int r = 0; r < 2; ++r) gyre::fakeEndCapture(streams[r]);
+    // Rank 1's stream is held shut before its graph: rank 0's kernel spins
+    // for it, and with one queue the private stream waits behind both.
+    StreamGate gate;
+    rt()->hostFunc(streams[1], &StreamGate::wait, &gate);
+    gyre::fakeLaunchGraph(graphs[0], streams[0]);
+    gyre::fakeLaunchGraph(graphs[1], streams[1]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::atomic<bool> aborted{false};
+    std::thread opener([&] {  // so the process ends even when abort hangs
+      auto since = std::chrono::steady_clock::now();
+      while (!aborted.load() && secondsSince(since) < 20) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      gate.open = true;
+    });
+    auto start = std::chrono::steady_clock::now();
+    ncclCommAbort(comms[0]);
+    ncclCommAbort(comms[1]);
+    const double took = secondsSince(start);
+    aborted = true;
+    opener.join();
+    RANK_CHECK(took < 5, "ncclCommAbort took %.1f s with a blocked stream", took);
+    return 0;
+  }, queueOptions("1"));
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("with one hardware queue, ranks of one process whose captured exchange deadlocks behind each other fail "
+          "after GYRE_TIMEOUT naming the peer, instead of hanging",
+          "[device][queues][timeout]") {
+  RankOptions o = queueOptions("1", "2");
+  o.timeout_s = 60;
+  RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) {
+    const int n = 3;
+    const size_t count = 257;
+    std::vector<ncclComm_t> comms(n, nullptr);
+    std::vector<int> devices(n, 0);
+    RANK_CHECK(ncclCommInitAll(comms.data(), n, devices.data()) == ncclSuccess, "init: %s", lastError().c_str());
+    std::vector<cudaStream_t> streams(n);
+    std::vector<std::vector<int32_t>> send(n, std::vector<int32_t>(count * n, 3)), recv(send);
+    std::vector<gyre::FakeGraph> graphs(n);
+    for (int r = 0; r < n; ++r) {
+      streams[r] = newStream();
+      gyre::fakeBeginCapture(streams[r], &graphs[r]);
+    }
+    // Two exchanges, so each rank's graph holds two kernels: the second
+    // waits at the queue's head for the first, which spins for a peer
+    // kernel queued behind it.
+    for (int round = 0; round < 2; ++round) {
+      RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+      for (int r = 0; r < n; ++r)
+        for (int p = 0; p < n; ++p)
+          RANK_CHECK(ncclSend(send[r].data() + p * count, count, ncclInt32, p, comms[r], streams[r]) ==
+                             ncclSuccess &&
+                         ncclRecv(recv[r].data() + p * count, count, ncclInt32, p, comms[r], streams[r]) ==
+                             ncclSuccess,
+                     "captured %d with %d: %s", r, p, lastError().c_str());
+      RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+    }
+    for (int r = 0; r < n; ++r) gyre::fakeEndCapture(streams[r]);
+    auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < n; ++r) gyre::fakeLaunchGraph(graphs[r], streams[r]);
+    for (int r = 0; r < n; ++r) rt()->streamSynchronize(streams[r]);
+    const double took = secondsSince(start);
+    std::string errors;
+    int failed = 0;
+    for (int r = 0; r < n; ++r) {
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comms[r], &async);
+      if (async == ncclSuccess) continue;
+      ++failed;
+      errors += std::string(ncclGetLastError(comms[r])) + "\n";
+    }
+    RANK_CHECK(failed > 0, "the deadlocked exchange ended after %.1f s with no error", took);
+    RANK_CHECK(errors.find("GYRE_TIMEOUT") != std::string::npos && errors.find("for rank ") != std::string::npos,
+               "the errors do not name the timeout and the peer: %s", errors.c_str());
+    RANK_CHECK(took < 30, "the streams took %.1f s to finish", took);
+    for (ncclComm_t c : comms) ncclCommAbort(c);
+    return 0;
+  }, o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}

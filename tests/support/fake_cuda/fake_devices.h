@@ -1,0 +1,77 @@
+// The fake CUDA runtime's devices: which fake device owns each piece of fake
+// device memory, and which devices may reach which. A driver maps one
+// device's memory into another device's address space only once
+// cudaDeviceEnablePeerAccess was called from the second device (or, for a
+// CUDA IPC mapping opened with cudaIpcMemLazyEnablePeerAccess, for that
+// mapping); a kernel or stream memory operation that touches memory of a
+// device it cannot reach faults with an illegal address, which is sticky.
+// Copies need no peer access (the driver stages them), so they are not
+// checked.
+//
+// Memory the fake never allocated (tests pass std::vector storage as device
+// buffers, and mapped host memory is host memory) belongs to no device and
+// every device reaches it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "tests/support/fake_cuda/fake_cuda.h"
+
+namespace gyre {
+
+// What tests may call. Whether distinct fake devices support peer access
+// (cudaDeviceCanAccessPeer; they do unless a test says otherwise).
+GYRE_FAKE_CUDA_API void fakeSetPeerAccessSupported(bool supported);
+// The fake device owning `p` (deviceAlloc'd or IPC-mapped memory), or -1.
+GYRE_FAKE_CUDA_API int fakeDeviceOf(const void* p);
+// A test's emulated kernel on the calling thread's current device touches
+// `p`: false, with the context broken as the driver's fault leaves it, when
+// that device cannot reach `p`.
+GYRE_FAKE_CUDA_API bool fakeKernelTouch(const void* p);
+
+struct DeviceLaunch;
+struct DirectCall;
+struct FlagOps;
+struct PairCopyWork;
+
+class FakeDevices {
+ public:
+  static constexpr int kCount = 8;
+
+  // `device` owns [base, base + size); `mappedBy` >= 0: a CUDA IPC mapping
+  // opened on that device, which reaches it whatever the peer access.
+  void own(const void* base, size_t size, int device, int mappedBy = -1);
+  void disown(const void* base);
+  // The device owning `p`, or -1.
+  int ownerOf(const void* p);
+
+  enum class Enable { kDone, kAlreadyEnabled, kInvalidDevice, kSameDevice };
+  // cudaDeviceEnablePeerAccess(peer) on `device`.
+  Enable enablePeerAccess(int device, int peer);
+
+  // Empty when a kernel on `device` may touch `p`; else why not, in the
+  // driver's words plus the fake's diagnosis.
+  std::string unreachable(int device, const volatile void* pointer, const char* what);
+
+  // The same for every pointer a launch's kernel dereferences.
+  std::string unreachable(int device, const DeviceLaunch& launch);
+  std::string unreachable(int device, const DirectCall& call);
+  std::string unreachable(int device, const FlagOps& ops);
+  std::string unreachable(int device, const PairCopyWork& work);
+
+ private:
+  struct Owned {
+    size_t size;
+    int device;
+    int mappedBy;
+  };
+  std::mutex mutex_;
+  std::map<const void*, Owned> owned_;  // by base address
+  bool peer_[kCount][kCount] = {};      // peer_[d][p]: kernels on d reach p's memory
+};
+
+}  // namespace gyre
