@@ -140,9 +140,11 @@ int collectivesOn(const std::vector<int>& devices) {
 }
 
 // Every rank sends every other rank `count` int32s, eagerly and then
-// captured into a graph per rank launched `launches` times; what arrives
-// is what its sender held at that launch.
-int sendsOn(const std::vector<int>& devices) {
+// captured into a graph per rank launched twice; what arrives is what its
+// sender held at that launch. With `capturedRefused` (GPUs that cannot reach
+// each other's memory) the captured calls must be refused instead, naming
+// why: they would stage through host functions, which a graph cannot hold.
+int sendsOn(const std::vector<int>& devices, bool capturedRefused = false) {
   const int n = static_cast<int>(devices.size());
   const size_t count = 2053;
   std::vector<ncclComm_t> comms;
@@ -187,6 +189,20 @@ int sendsOn(const std::vector<int>& devices) {
   if (enqueue() != 0 || check(0) != 0) return 1;
   std::vector<gyre::FakeGraph> graphs(n);
   for (int r = 0; r < n; ++r) gyre::fakeBeginCapture(ranks[r].stream(), &graphs[r]);
+  if (capturedRefused) {
+    RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+    for (int r = 0; r < n; ++r) {
+      const int p = (r + 1) % n;
+      ncclSend(send[r], count, ncclInt32, p, comms[r], ranks[r].stream());
+      ncclRecv(recv[r], count, ncclInt32, (r + n - 1) % n, comms[r], ranks[r].stream());
+    }
+    RANK_CHECK(ncclGroupEnd() != ncclSuccess, "captured sends between GPUs without peer access were accepted");
+    RANK_CHECK(lastError().find("captured into a CUDA graph but would be staged") != std::string::npos,
+               "the refusal does not say why: %s", lastError().c_str());
+    for (int r = 0; r < n; ++r) gyre::fakeEndCapture(ranks[r].stream());
+    for (ncclComm_t c : comms) ncclCommDestroy(c);
+    return 0;
+  }
   if (enqueue() != 0) return 1;
   for (int r = 0; r < n; ++r) gyre::fakeEndCapture(ranks[r].stream());
   for (int launch = 1; launch <= 2; ++launch) {
@@ -319,12 +335,12 @@ TEST_CASE("ranks of one process on two fake GPUs reach each other's windows from
   CHECK(result.allOk());
 }
 
-TEST_CASE("fake GPUs without peer access: a second init is fine, collectives and sends stage exactly, and "
-          "forcing kernels fails at init",
+TEST_CASE("fake GPUs without peer access: a second init is fine, collectives and sends stage exactly, captured "
+          "sends are refused naming why, and forcing kernels fails at init",
           "[device][peer]") {
   RunResult staged = runRanks(1, [](int, int, const ncclUniqueId&) {
     gyre::fakeSetPeerAccessSupported(false);
-    if (sendsOn({0, 1}) != 0) return 1;
+    if (sendsOn({0, 1}, /*capturedRefused=*/true) != 0) return 1;
     std::vector<ncclComm_t> comms;
     std::vector<OnDevice> ranks;
     ranks.reserve(2);

@@ -350,12 +350,22 @@ P2PPath p2pPathOf(const DeviceRequest& c) {
   if (!s || !s->exchange || !s->inThisProcess[c.root]) return P2PPath::Staged;
   // A graph's launches cannot wait on another rank's events: captured
   // calls meet by flags in one kernel per rank, which needs both ranks on
-  // one GPU (both ranks must capture alike).
+  // one GPU or on two GPUs that reach each other's memory (peer access,
+  // enabled between a process's GPUs at init); both ranks must capture alike.
   bool capturing = false;
   if (deviceRuntime()->isCapturing(c.stream, &capturing) != ncclSuccess) return P2PPath::Staged;
   if (!capturing) return P2PPath::ProcessCopy;
   const std::vector<PeerInfo>& peers = c.comm->bootstrap->peers();
-  return peers[c.root].busId == peers[c.comm->rank].busId ? P2PPath::KernelCopy : P2PPath::Staged;
+  return kernelsReachEachOther(peers[c.comm->rank].busId, peers[c.root].busId) ? P2PPath::KernelCopy
+                                                                                 : P2PPath::Staged;
+}
+
+bool kernelsReachEachOther(int64_t busId, int64_t peerBusId) {
+  if (busId == peerBusId) return true;
+  DeviceRuntime* rt = deviceRuntime();
+  int device = -1, peerDevice = -1;
+  return rt->deviceAtBusId(busId, &device) && rt->deviceAtBusId(peerBusId, &peerDevice) &&
+         rt->canAccessPeer(device, peerDevice) && rt->canAccessPeer(peerDevice, device);
 }
 
 ncclResult_t launchCopyCalls(const std::vector<DeviceRequest>& calls, std::vector<DeviceRequest>* staged) {

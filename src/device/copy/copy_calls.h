@@ -81,6 +81,9 @@ using AfterOffers = std::vector<std::function<ncclResult_t()>>;
 
 // Which path `c` (a send or receive) takes.
 P2PPath p2pPathOf(const DeviceRequest& c);
+// Whether kernels on the GPUs at these PCI addresses (PeerInfo::busId) can
+// use each other's memory: the same GPU, or peer access both ways.
+bool kernelsReachEachOther(int64_t busId, int64_t peerBusId);
 
 // Bytes a send or receive moves, and its API name for messages.
 size_t p2pBytes(const DeviceRequest& c);
