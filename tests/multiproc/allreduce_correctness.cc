@@ -114,9 +114,12 @@ bool runCase(ncclComm_t comm, int rank, int nranks, const Case& c) {
   std::vector<unsigned char> sendRegion(front + bytes + kGuard, kGuardByte);
   unsigned char* recv = recvRegion.data() + front;
   unsigned char* send = sendRegion.data() + front;
-  memcpy(send, inputs[rank].data(), bytes);
-  if (c.inPlace) memcpy(recv, inputs[rank].data(), bytes);
-  else memset(recv, kUnwrittenByte, bytes);
+  // A zero-count case has no input: memcpy from its NULL data() is undefined even for 0 bytes.
+  if (bytes > 0) {
+    memcpy(send, inputs[rank].data(), bytes);
+    if (c.inPlace) memcpy(recv, inputs[rank].data(), bytes);
+    else memset(recv, kUnwrittenByte, bytes);
+  }
 
   auto call = [&](unsigned char* out) {
     const void* in = c.inPlace ? static_cast<const void*>(out) : send;
