@@ -1,7 +1,8 @@
 // gyre-scale: how communicator init and a small AllReduce grow with the
 // number of ranks on this host. Forks N ranks (host-memory communicators,
-// ranks joined through ROOTS unique ids made before the fork, as a program
-// that forks its workers does), and prints one line:
+// ranks joined through ROOTS unique ids that the parent makes once they are
+// forked: ncclGetUniqueId starts a thread, and no process may fork with live
+// threads), and prints one line:
 //   ranks N  init_ms <slowest rank's init>  allreduce_us <mean 8-byte AllReduce>  roots R
 // The init time is each rank's gyreCommInitRankScalableHost (one root: the
 // single-root rendezvous; several: each root gathers a block of ranks), from
@@ -32,16 +33,17 @@ double now() {
 }
 
 struct Shared {
-  std::atomic<int> go;  // set by the parent once every rank is forked and the clock started
+  std::atomic<int> go;  // set by the parent once every rank is forked, the ids made and the clock started
   double start;
+  ncclUniqueId ids[1024];
   double initMs[1024];
   double latencyUs[1024];
 };
 
-int runRank(Shared* s, int rank, int n, ncclUniqueId* ids, int roots, int iters) {
+int runRank(Shared* s, int rank, int n, int roots, int iters) {
   while (s->go.load() == 0) usleep(100);  // fork time is not init time
   ncclComm_t comm = nullptr;
-  if (gyreCommInitRankScalableHost(&comm, n, rank, roots, ids, nullptr) != ncclSuccess) {
+  if (gyreCommInitRankScalableHost(&comm, n, rank, roots, s->ids, nullptr) != ncclSuccess) {
     fprintf(stderr, "rank %d: init: %s\n", rank, ncclGetLastError(nullptr));
     return 1;
   }
@@ -76,15 +78,16 @@ int main(int argc, char** argv) {
   }
   auto* s = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (s == MAP_FAILED) return 1;
-  static ncclUniqueId ids[1024];
-  for (int i = 0; i < roots; ++i)
-    if (ncclGetUniqueId(&ids[i]) != ncclSuccess) {
-      fprintf(stderr, "ncclGetUniqueId: %s\n", ncclGetLastError(nullptr));
-      return 1;
-    }
   static pid_t pids[1024];
   for (int r = 0; r < n; ++r)
-    if ((pids[r] = fork()) == 0) _exit(runRank(s, r, n, ids, roots, iters));
+    if ((pids[r] = fork()) == 0) _exit(runRank(s, r, n, roots, iters));
+  for (int i = 0; i < roots; ++i)
+    if (ncclGetUniqueId(&s->ids[i]) != ncclSuccess) {
+      fprintf(stderr, "ncclGetUniqueId: %s\n", ncclGetLastError(nullptr));
+      for (int r = 0; r < n; ++r) kill(pids[r], SIGKILL);
+      for (int r = 0; r < n; ++r) waitpid(pids[r], nullptr, 0);
+      return 1;
+    }
   s->start = now();
   s->go.store(1);
   int failed = 0;

@@ -1,8 +1,10 @@
 #include "launch.h"
 
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -230,24 +232,57 @@ void bindLikeMpirun(int rank, int nranks) {
   }
 }
 
+// Reads the id the launcher sends down `fd` after every rank is forked, or
+// gives up at the deadline (the launcher died or could not make one).
+bool receiveId(int fd, ncclUniqueId* id, int timeoutSeconds) {
+  const auto deadline = Clock::now() + std::chrono::seconds(timeoutSeconds > 0 ? timeoutSeconds : 600);
+  auto* bytes = reinterpret_cast<char*>(id);
+  size_t got = 0;
+  while (got < sizeof(*id) && Clock::now() < deadline) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (poll(&pfd, 1, 100) <= 0) continue;
+    ssize_t n = read(fd, bytes + got, sizeof(*id) - got);
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return false;
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  return got == sizeof(*id);
+}
+
 int runForked(const LaunchOptions& options,
               const std::function<int(const RankContext&)>& body) {
   defaultToLoopback();
   RankContext ctx;
   ctx.nranks = options.forkRanks;
   ctx.launcher = "fork";
-  // The id (and, without NCCL_COMM_ID, its rendezvous listener) is made here,
-  // before fork, so that all children inherit the same one.
-  if (!makeId(&ctx.id)) return 1;
+  // The ranks are forked before the id is made: ncclGetUniqueId starts the
+  // rendezvous thread, and a child forked from a process with live gyre threads
+  // may not call gyre (POSIX allows it only async-signal-safe calls; gyre
+  // answers ncclInvalidUsage). Each rank reads the id from its own socket.
   std::fflush(nullptr);  // or the children would repeat buffered output
   const pid_t parent = getpid();
   std::vector<pid_t> pids;
+  std::vector<int> idSockets;
+  auto abandon = [&](int code) {
+    for (int fd : idSockets) close(fd);
+    for (pid_t p : pids) kill(p, SIGKILL);
+    for (pid_t p : pids) waitpid(p, nullptr, 0);
+    return code;
+  };
   for (int i = 0; i < options.forkRanks; ++i) {
+    int p[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) != 0) {
+      std::fprintf(stderr, "gyre bench: socketpair for rank %d failed: %s\n", i, std::strerror(errno));
+      return abandon(1);
+    }
     pid_t pid = fork();
     if (pid == 0) {
       // A rank must not outlive the launcher (it would wait on peers forever).
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(1);
+      close(p[1]);
+      for (int fd : idSockets) close(fd);
+      if (!receiveId(p[0], &ctx.id, options.timeoutSeconds)) _exit(1);
+      close(p[0]);
       ctx.rank = i;
       ctx.localRank = i;
       bindLikeMpirun(i, options.forkRanks);
@@ -255,13 +290,29 @@ int runForked(const LaunchOptions& options,
       std::fflush(nullptr);
       _exit(rc);
     }
+    close(p[0]);
     if (pid < 0) {
+      close(p[1]);
       std::fprintf(stderr, "gyre bench: fork of rank %d failed: %s\n", i, std::strerror(errno));
-      for (pid_t p : pids) kill(p, SIGKILL);
-      for (pid_t p : pids) waitpid(p, nullptr, 0);
-      return 1;
+      return abandon(1);
     }
     pids.push_back(pid);
+    idSockets.push_back(p[1]);
+  }
+  // The id (and, without NCCL_COMM_ID, its rendezvous listener) is made here,
+  // in the launcher, which keeps the rendezvous alive while the ranks join it.
+  if (!makeId(&ctx.id)) return abandon(1);
+  for (size_t i = 0; i < idSockets.size(); ++i) {
+    const char* bytes = reinterpret_cast<const char*>(&ctx.id);
+    size_t sent = 0;
+    while (sent < sizeof(ctx.id)) {
+      // MSG_NOSIGNAL: a rank that died before reading must not SIGPIPE the launcher.
+      ssize_t n = send(idSockets[i], bytes + sent, sizeof(ctx.id) - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // the rank is gone; waitForRanks reports it
+      sent += static_cast<size_t>(n);
+    }
+    close(idSockets[i]);
   }
   return waitForRanks(pids, options.timeoutSeconds);
 }

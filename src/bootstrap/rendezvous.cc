@@ -16,6 +16,7 @@
 #include "src/bootstrap/root_gather.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
+#include "src/debug/fork_guard.h"
 #include "src/debug/log.h"
 
 namespace gyre {
@@ -95,7 +96,10 @@ ncclResult_t startDetachedRoot(UniqueIdContents* contents) {
   contents->fixedAddress = false;
   trackRootFd(listener.fd());
   double timeout = initTimeoutSeconds();
-  std::thread(serveRendezvous, std::move(listener), contents->secret, timeout).detach();
+  // The hazard lives as long as the thread: a fork while the root serves is unsafe.
+  std::thread([hazard = ForkHazard(), l = std::move(listener), secret = contents->secret, timeout]() mutable {
+    serveRendezvous(std::move(l), secret, timeout);
+  }).detach();
   GYRE_INFO("INIT", "rendezvous root listening on %s", contents->root.toString().c_str());
   return ncclSuccess;
 }
@@ -105,7 +109,8 @@ ncclResult_t startFixedRoot(const UniqueIdContents& contents, std::thread* threa
   NetAddress bound;
   GYRE_CHECK(Socket::listenOn(contents.root, &listener, &bound));
   trackRootFd(listener.fd());
-  *thread = std::thread(serveRendezvous, std::move(listener), contents.secret, initTimeoutSeconds());
+  *thread = std::thread([hazard = ForkHazard(), l = std::move(listener), secret = contents.secret,
+                         timeout = initTimeoutSeconds()]() mutable { serveRendezvous(std::move(l), secret, timeout); });
   return ncclSuccess;
 }
 

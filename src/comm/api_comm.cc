@@ -8,6 +8,7 @@
 #include "src/device/device_layer.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
+#include "src/debug/fork_guard.h"
 #include "src/debug/log.h"
 #include "src/enqueue/arg_checks.h"
 
@@ -43,6 +44,12 @@ GYRE_EXPORT const char* ncclGetErrorString(ncclResult_t result) {
 // on a stream's thread, not the caller's) reports that failure; otherwise the
 // calling thread's last error.
 GYRE_EXPORT const char* ncclGetLastError(ncclComm_t comm) {
+  // In a forked child the parent's locks may be held by threads that are not
+  // here: answer from this thread's own text (the fork, if nothing else).
+  if (inForkedChild()) {
+    if (!*threadErrorText()) checkNotForkedChild("gyre");
+    return threadErrorText();
+  }
   if (comm && comm->magic == kCommMagic && comm->asyncError.load() != ncclSuccess) {
     std::lock_guard<std::mutex> lock(comm->errorMutex);
     if (!comm->errorText.empty()) return comm->errorText.c_str();
@@ -51,6 +58,7 @@ GYRE_EXPORT const char* ncclGetLastError(ncclComm_t comm) {
 }
 
 GYRE_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  GYRE_CHECK(checkNotForkedChild("ncclGetUniqueId"));
   if (!uniqueId) return fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
   GYRE_CHECK(env::validateAll());
   bool fixed = false;

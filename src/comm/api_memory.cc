@@ -16,6 +16,7 @@
 #include "src/comm/window.h"
 #include "src/debug/deadline.h"
 #include "src/debug/error.h"
+#include "src/debug/fork_guard.h"
 #include "src/debug/log.h"
 #include "src/device/runtime/runtime.h"
 #include "src/enqueue/arg_checks.h"
@@ -54,6 +55,7 @@ ncclResult_t checkRange(const char* fn, const void* buff, size_t size) {
 }  // namespace
 
 GYRE_EXPORT ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  GYRE_CHECK(checkNotForkedChild("ncclMemAlloc"));
   if (!ptr) return fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
   *ptr = nullptr;
   if (size == 0) return ncclSuccess;
@@ -75,6 +77,7 @@ GYRE_EXPORT ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
 }
 
 GYRE_EXPORT ncclResult_t ncclMemFree(void* ptr) {
+  GYRE_CHECK(checkNotForkedChild("ncclMemFree"));
   if (!ptr || freeShareable(ptr)) return ncclSuccess;
   DeviceRuntime* rt = deviceRuntime();
   if (!rt) return fail(ncclInvalidArgument, "ncclMemFree: %p was not allocated by ncclMemAlloc", ptr);
@@ -92,6 +95,7 @@ GYRE_EXPORT ncclResult_t ncclMemFree(void* ptr) {
 }
 
 GYRE_EXPORT ncclResult_t gyreMemAllocHost(void** ptr, size_t size) {
+  GYRE_CHECK(checkNotForkedChild("gyreMemAllocHost"));
   if (!ptr) return fail(ncclInvalidArgument, "gyreMemAllocHost: ptr is NULL");
   *ptr = nullptr;
   if (size == 0) return ncclSuccess;
@@ -99,6 +103,7 @@ GYRE_EXPORT ncclResult_t gyreMemAllocHost(void** ptr, size_t size) {
 }
 
 GYRE_EXPORT ncclResult_t gyreMemFreeHost(void* ptr) {
+  GYRE_CHECK(checkNotForkedChild("gyreMemFreeHost"));
   if (!ptr || freeShareable(ptr)) return ncclSuccess;
   return fail(ncclInvalidArgument, "gyreMemFreeHost: %p is not the start of a gyreMemAllocHost allocation", ptr);
 }

@@ -13,6 +13,7 @@
 #include "src/comm/api_export.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
+#include "src/debug/fork_guard.h"
 #include "src/debug/log.h"
 
 using namespace gyre;
@@ -28,6 +29,7 @@ const env::VarSpec* lookupKey(const char* key) {
 }
 
 ncclResult_t checkHandle(ncclParamHandle_t h, const char* fn) {
+  GYRE_CHECK(checkNotForkedChild(fn));
   for (const env::VarSpec& s : env::registry())
     if (&s == specOf(h)) return ncclSuccess;
   return fail(ncclInvalidArgument, "%s: handle %p was not made by ncclParamBind", fn, static_cast<void*>(h));
@@ -60,6 +62,7 @@ ncclResult_t getTyped(ncclParamHandle_t h, T* out, const char* fn, const char* t
 
 GYRE_EXPORT ncclResult_t ncclParamBind(ncclParamHandle_t* out, const char* key) {
   const char* fn = "ncclParamBind";
+  GYRE_CHECK(checkNotForkedChild(fn));
   if (!out) return fail(ncclInvalidArgument, "%s: out is NULL", fn);
   *out = nullptr;
   if (!key) return fail(ncclInvalidArgument, "%s: key is NULL", fn);
@@ -155,6 +158,7 @@ GYRE_EXPORT ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* 
 }
 
 GYRE_EXPORT void ncclParamDumpAll(void) {
+  if (inForkedChild()) return;  // logging takes locks the parent's threads may hold
   for (const env::VarSpec& s : env::registry()) {
     env::Setting set = env::lookup(s.name);
     GYRE_INFO("ENV", "%s=%s (%s%s%s)", s.name, set.value.c_str(), env::sourceName(set.source),

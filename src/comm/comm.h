@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "include/gyre.h"
+#include "src/debug/fork_guard.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/comm_topology.h"
 #include "src/plan/tuner_plugin.h"
@@ -46,6 +47,8 @@ struct ncclComm : gyre::Wiring {
   ncclComm();
   ~ncclComm();
   uint64_t magic = gyre::kCommMagic;
+  // A forked child may not use gyre while this communicator lives (fork_guard.h).
+  gyre::ForkHazard forkHazard;
   // Unique in this process for its lifetime (never reused, unlike the
   // address): the repeated-call cache (src/host/repeat_call.h) keys on it.
   const uint64_t serial;

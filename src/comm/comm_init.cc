@@ -22,6 +22,7 @@
 #include "src/device/runtime/runtime.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
+#include "src/debug/fork_guard.h"
 #include "src/debug/log.h"
 #include "src/plan/planner.h"
 #include "src/topology/affinity.h"
@@ -160,6 +161,7 @@ ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const ncclUniqueId& i
 
 ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const std::vector<ncclUniqueId>& ids, int rank,
                               const ncclConfig_t* config, bool isHost, const char* caller) {
+  GYRE_CHECK(checkNotForkedChild(caller));
   if (!out) return fail(ncclInvalidArgument, "%s: comm (the output pointer) is NULL", caller);
   *out = nullptr;
   if (nranks < 1) return fail(ncclInvalidArgument, "%s: nranks=%d must be at least 1", caller, nranks);

@@ -10,12 +10,14 @@
 #include "src/comm/comm_init.h"
 #include "src/comm/cuda_device.h"
 #include "src/debug/error.h"
+#include "src/debug/fork_guard.h"
 
 using namespace gyre;
 
 namespace {
 
 ncclResult_t initAll(ncclComm_t* comms, int n, const int* devlist, bool isHost, const char* fn) {
+  GYRE_CHECK(checkNotForkedChild(fn));
   if (!comms) return fail(ncclInvalidArgument, "%s: comms is NULL", fn);
   if (n < 1) return fail(ncclInvalidArgument, "%s: ndev=%d must be at least 1", fn, n);
   UniqueIdContents contents;

@@ -64,7 +64,9 @@ Snapshot* build() {
 }
 
 std::once_flag g_once;
-Snapshot* g_snapshot = nullptr;  // replaced only by reloadForTesting; old ones leak (readers may hold them)
+// Never freed while in use: readers keep no reference past their call, and it
+// is replaced only by reloadForTesting, which no thread may race (env.h).
+Snapshot* g_snapshot = nullptr;
 
 Snapshot& snapshot() {
   std::call_once(g_once, [] { g_snapshot = build(); });
@@ -185,7 +187,9 @@ std::vector<std::string> configProblems() {
 void reloadForTesting(const std::string& systemConf) {
   snapshot();  // make sure the first build has happened, so call_once never overwrites ours
   g_systemConf = systemConf;
+  Snapshot* old = g_snapshot;
   g_snapshot = build();
+  delete old;
 }
 
 bool parseBytes(const std::string& text, int64_t* out) {

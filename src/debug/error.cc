@@ -38,6 +38,15 @@ ncclResult_t recordFailure(ncclResult_t code, const char* text) {
   return code;
 }
 
+ncclResult_t recordThreadFailure(ncclResult_t code, const char* text) {
+  size_t n = 0;
+  for (; text[n] && n + 1 < kMaxText; ++n) tlsText[n] = text[n];
+  tlsText[n] = '\0';
+  return code;
+}
+
+const char* threadErrorText() { return tlsText; }
+
 QuietFailures::QuietFailures(bool on) : on_(on) {
   if (on_) {
     wasQuiet_ = tlsQuiet;

@@ -17,6 +17,13 @@ const char* lastErrorText();
 // was held and is raised later, once other reports may have overwritten it.
 ncclResult_t recordFailure(ncclResult_t code, const char* text);
 
+// Records `text` as this thread's last error only: no lock, no log line, no
+// allocation (what a forked child may still do; see fork_guard.h).
+ncclResult_t recordThreadFailure(ncclResult_t code, const char* text);
+
+// This thread's last error text ("" if none), taking no lock.
+const char* threadErrorText();
+
 // While one is alive (and `on`), fail() on this thread records its text but
 // does not log it. The executor holds a transport's failure and keeps polling
 // the same connections, which report it again on every pass.

@@ -9,6 +9,7 @@
 #include "src/comm/api_export.h"
 #include "src/comm/comm.h"
 #include "src/debug/error.h"
+#include "src/debug/fork_guard.h"
 #include "src/debug/log.h"
 #include "src/enqueue/arg_checks.h"
 #include "src/enqueue/coll_config.h"
@@ -232,8 +233,14 @@ GYRE_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t d
   return enqueue(comm, makeCall(CollKind::SendRecv, nullptr, recvbuff, count, datatype, ncclSum, peer, false, stream));
 }
 
-GYRE_EXPORT ncclResult_t ncclGroupStart() { return groupStart(); }
-GYRE_EXPORT ncclResult_t ncclGroupEnd() { return groupEnd(); }
+GYRE_EXPORT ncclResult_t ncclGroupStart() {
+  GYRE_CHECK(checkNotForkedChild("ncclGroupStart"));
+  return groupStart();
+}
+GYRE_EXPORT ncclResult_t ncclGroupEnd() {
+  GYRE_CHECK(checkNotForkedChild("ncclGroupEnd"));
+  return groupEnd();
+}
 
 GYRE_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   const char* fn = "ncclGroupSimulateEnd";

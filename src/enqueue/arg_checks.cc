@@ -5,11 +5,13 @@
 #include "src/comm/comm.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
+#include "src/debug/fork_guard.h"
 #include "src/device/runtime/runtime.h"
 
 namespace gyre {
 
 ncclResult_t checkComm(const ncclComm* comm, const char* caller) {
+  GYRE_CHECK(checkNotForkedChild(caller));
   if (!comm) return fail(ncclInvalidArgument, "%s: comm is NULL", caller);
   if (comm->magic != kCommMagic)
     return fail(ncclInvalidArgument, "%s: comm %p is not a valid communicator (never initialized or already destroyed)",

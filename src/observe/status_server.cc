@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "src/config/env.h"
+#include "src/debug/fork_guard.h"
 #include "src/debug/log.h"
 #include "src/observe/clock.h"
 #include "src/observe/observer.h"
@@ -304,7 +305,9 @@ bool start(Server& s) {
     s.tcpFd = listenTcp(tcp, &s.tcpAddress);
     if (s.tcpFd >= 0) GYRE_INFO("INIT", "status port %s (queries must prove a communicator's secret)", s.tcpAddress.c_str());
   }
-  s.thread = std::thread(run, s.listenFd, s.tcpFd, s.wakeFds[0]);
+  s.thread = std::thread([hazard = ForkHazard(), listenFd = s.listenFd, tcpFd = s.tcpFd, wakeFd = s.wakeFds[0]] {
+    run(listenFd, tcpFd, wakeFd);
+  });
   return true;
 }
 

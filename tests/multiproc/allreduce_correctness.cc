@@ -114,9 +114,12 @@ bool runCase(ncclComm_t comm, int rank, int nranks, const Case& c) {
   std::vector<unsigned char> sendRegion(front + bytes + kGuard, kGuardByte);
   unsigned char* recv = recvRegion.data() + front;
   unsigned char* send = sendRegion.data() + front;
-  memcpy(send, inputs[rank].data(), bytes);
-  if (c.inPlace) memcpy(recv, inputs[rank].data(), bytes);
-  else memset(recv, kUnwrittenByte, bytes);
+  // A zero-count case has no input: memcpy from its NULL data() is undefined even for 0 bytes.
+  if (bytes > 0) {
+    memcpy(send, inputs[rank].data(), bytes);
+    if (c.inPlace) memcpy(recv, inputs[rank].data(), bytes);
+    else memset(recv, kUnwrittenByte, bytes);
+  }
 
   auto call = [&](unsigned char* out) {
     const void* in = c.inPlace ? static_cast<const void*>(out) : send;
@@ -147,7 +150,7 @@ bool runCase(ncclComm_t comm, int rank, int nranks, const Case& c) {
   guardsIntact(recvRegion, "recvbuff");
   if (!c.inPlace) {
     guardsIntact(sendRegion, "sendbuff");
-    if (memcmp(send, inputs[rank].data(), bytes) != 0)
+    if (bytes > 0 && memcmp(send, inputs[rank].data(), bytes) != 0)
       rankFail("rank %d: %s: out-of-place call modified sendbuff", rank, what.c_str());
   }
   if (checker) {
@@ -163,7 +166,7 @@ bool runCase(ncclComm_t comm, int rank, int nranks, const Case& c) {
   if (c.repeat) {
     std::vector<unsigned char> again(front + bytes + kGuard, kGuardByte);
     unsigned char* out = again.data() + front;
-    if (c.inPlace) memcpy(out, inputs[rank].data(), bytes);
+    if (c.inPlace && bytes > 0) memcpy(out, inputs[rank].data(), bytes);
     else memset(out, kUnwrittenByte, bytes);
     if (!call(out)) return false;
     if (memcmp(out, recv, bytes) != 0)

@@ -226,16 +226,40 @@ void resetChildSignals() {
   sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
+// Reads exactly `size` bytes from `fd` by `deadline` (monotonicSeconds()).
+bool receiveAll(int fd, void* out, size_t size, double deadline) {
+  size_t got = 0;
+  while (got < size && monotonicSeconds() < deadline) {
+    pollfd pfd = {fd, POLLIN, 0};
+    if (poll(&pfd, 1, 100) <= 0) continue;
+    ssize_t n = read(fd, static_cast<char*>(out) + got, size - got);
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return false;
+    if (n > 0) got += size_t(n);
+  }
+  return got == size;
+}
+
+// Sends all of `data`; false if the peer is gone (never SIGPIPE).
+bool sendAll(int fd, const void* data, size_t size) {
+  size_t sent = 0;
+  while (sent < size) {
+    ssize_t n = send(fd, static_cast<const char*>(data) + sent, size - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += size_t(n);
+  }
+  return true;
+}
+
 [[noreturn]] void runChild(int rank, int nranks, const RankFn& fn, pid_t parent, int writeFd,
                            const std::vector<int>& fdsToClose,
                            const EnvList& env, const EnvList& rankEnv, IdMode mode,
-                           const std::vector<ncclUniqueId>& parentIds) {
+                           int idFd, int idCount, double timeout_s) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(120);
   for (int fd : fdsToClose) close(fd);
   g_reportFd = writeFd;
   g_failures = 0;
-  g_ids = parentIds;
   resetChildSignals();
   applyEnv(env);
   applyEnv(rankEnv);
@@ -243,7 +267,13 @@ void resetChildSignals() {
   ncclUniqueId id;
   memset(&id, 0, sizeof id);
   if (mode == IdMode::kParent) {
-    id = parentIds.at(0);
+    g_ids.assign(size_t(idCount), id);
+    if (!receiveAll(idFd, g_ids.data(), g_ids.size() * sizeof id, monotonicSeconds() + timeout_s)) {
+      rankFail("rank %d: no unique id from the launcher", rank);
+      _exit(2);
+    }
+    close(idFd);
+    id = g_ids.at(0);
   } else if (mode == IdMode::kEnvCommId) {
     ncclResult_t r = ncclGetUniqueId(&id);
     if (r != ncclSuccess) {
@@ -327,7 +357,6 @@ RunResult launchRanks(int nranks, const RankFn& fn, const RankOptions& options) 
   }
 
   EnvList env = options.env;
-  std::vector<ncclUniqueId> ids;
   if (options.idMode == IdMode::kEnvCommId) {
     result.commIdPort = pickFreePort();
     if (result.commIdPort <= 0) {
@@ -339,17 +368,22 @@ RunResult launchRanks(int nranks, const RankFn& fn, const RankOptions& options) 
     env.insert(env.begin(), {"NCCL_COMM_ID", std::nullopt});
   }
   applyEnv(env);  // the launcher is disposable: its environment is the test's
+  // In IdMode::kParent the ranks are forked before the ids are made: ncclGetUniqueId
+  // starts the rendezvous thread, and no thread may be alive at fork(). Each rank
+  // then reads the ids from a socket of its own.
+  const int idCount = std::max(1, options.idCount);
+  std::vector<int> idFds(nranks, -1), idSendFds(nranks, -1);
   if (options.idMode == IdMode::kParent) {
-    for (int i = 0; i < std::max(1, options.idCount); ++i) {
-      ncclUniqueId id;
-      memset(&id, 0, sizeof id);
-      ncclResult_t r = ncclGetUniqueId(&id);
-      if (r != ncclSuccess) {
-        result.setupError = "ncclGetUniqueId in the launcher failed: " + std::to_string(int(r)) +
-                            " " + lastError();
+    for (int r = 0; r < nranks; ++r) {
+      int sv[2];
+      if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        result.setupError = std::string("socketpair: ") + strerror(errno);
+        for (int fd : idFds) if (fd >= 0) close(fd);
+        for (int fd : idSendFds) if (fd >= 0) close(fd);
         return result;
       }
-      ids.push_back(id);
+      idFds[r] = sv[0];
+      idSendFds[r] = sv[1];
     }
   }
 
@@ -383,11 +417,13 @@ RunResult launchRanks(int nranks, const RankFn& fn, const RankOptions& options) 
     for (int q = 0; q < nranks; ++q) {
       toClose.push_back(readFds[q]);
       if (q != r) toClose.push_back(writeFds[q]);
+      if (idSendFds[q] >= 0) toClose.push_back(idSendFds[q]);
+      if (q != r && idFds[q] >= 0) toClose.push_back(idFds[q]);
     }
     pid_t pid = fork();
     if (pid == 0)
       runChild(r, nranks, fn, parent, writeFds[r], toClose, env, options.rankEnv ? options.rankEnv(r) : EnvList{},
-               options.idMode, ids);
+               options.idMode, idFds[r], idCount, options.timeout_s);
     result.ranks[r].rank = r;
     result.ranks[r].pid = pid;
     ctx.pids[r] = pid;
@@ -397,6 +433,23 @@ RunResult launchRanks(int nranks, const RankFn& fn, const RankOptions& options) 
     }
   }
   for (int fd : writeFds) close(fd);
+  for (int fd : idFds) if (fd >= 0) close(fd);
+  if (options.idMode == IdMode::kParent) {
+    std::vector<ncclUniqueId> ids;
+    for (int i = 0; i < idCount && result.setupError.empty(); ++i) {
+      ncclUniqueId id;
+      memset(&id, 0, sizeof id);
+      ncclResult_t r = ncclGetUniqueId(&id);
+      if (r != ncclSuccess)
+        result.setupError = "ncclGetUniqueId in the launcher failed: " + std::to_string(int(r)) + " " + lastError();
+      ids.push_back(id);
+    }
+    // Without ids the ranks read end of file and exit; the loop below reaps them.
+    for (int r = 0; r < nranks; ++r) {
+      if (result.setupError.empty() && result.ranks[r].pid > 0) sendAll(idSendFds[r], ids.data(), ids.size() * sizeof(ncclUniqueId));
+      close(idSendFds[r]);
+    }
+  }
 
   std::thread task;
   if (options.parentTask && result.setupError.empty())

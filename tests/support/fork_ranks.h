@@ -1,9 +1,11 @@
 // fork_ranks.h — runs one forked child process per rank and reports how each ended.
 //
 // A multi-process test calls runRanks() from a Catch2 TEST_CASE. runRanks forks a
-// launcher process, which (in IdMode::kParent) calls ncclGetUniqueId and then forks
-// one child per rank, so the ranks inherit the id from the process that made it and
-// that process keeps the rendezvous alive, as in a program that forks its workers.
+// launcher process, which forks one child per rank and then (in IdMode::kParent)
+// calls ncclGetUniqueId and sends the id to each rank over a socket, so the process
+// that made the id keeps the rendezvous alive, as in a program that forks its
+// workers. The order matters: ncclGetUniqueId starts a thread, and a process must
+// not fork while it has live threads (gyre refuses calls in such a child).
 // The Catch2 process itself never calls into gyre, so each test starts from a fresh
 // library state (gyre snapshots its environment at first use) and sees exactly the
 // variables it sets.
@@ -34,8 +36,8 @@ namespace gyre::test {
 
 // Where the ranks' unique id comes from.
 enum class IdMode {
-  // The launcher calls ncclGetUniqueId before fork() (its rendezvous thread lives in
-  // the launcher) and every child inherits the id. NCCL_COMM_ID is unset.
+  // The launcher calls ncclGetUniqueId once the ranks are forked (its rendezvous
+  // thread lives in the launcher) and sends every child the id. NCCL_COMM_ID is unset.
   kParent,
   // The harness picks a free loopback port and sets NCCL_COMM_ID=127.0.0.1:PORT in
   // every child; each child calls ncclGetUniqueId itself and rank 0's init hosts

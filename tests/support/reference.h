@@ -245,8 +245,9 @@ inline void fillInput(const TypeInfo& t, ncclRedOp_t op, int nranks, uint64_t se
       uint64_t n = uint64_t(nranks);
       if (t.kind == Kind::kSigned) {
         uint64_t limit = (intMask(t) >> 1) / n;  // |x| <= (2^(bits-1)-1)/n
-        int64_t v = int64_t(bits % (2 * limit + 1)) - int64_t(limit);
-        bits = uint64_t(v);
+        // In [-limit, limit], computed unsigned: with one rank the remainder can
+        // exceed INT64_MAX, and the signed subtraction would overflow.
+        bits = bits % (2 * limit + 1) - limit;
       } else {
         const uint64_t limit = intMask(t) / n;  // x <= (2^bits-1)/n
         if (limit != ~0ull) bits %= limit + 1;

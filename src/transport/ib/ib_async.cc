@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/debug/fork_guard.h"
 #include "src/debug/log.h"
 #include "src/transport/ib/verbs_api.h"
 
@@ -129,7 +130,7 @@ void asyncAttach(IbComm* c) {
     w->ctx = c->port->ctx;
     w->device = c->port->device;
     w->stopFd = stopFd;
-    w->thread = new std::thread(readEvents, w);
+    w->thread = new std::thread([hazard = ForkHazard(), w] { readEvents(w); });
     gWatches.push_back(w);
   }
   w->comms.push_back(c);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/debug/error.h"
+#include "src/debug/fork_guard.h"
 #include "src/debug/log.h"
 #include "src/transport/ib/ib_comm.h"
 #include "src/transport/ib/unmap_watch.h"
@@ -134,7 +135,7 @@ bool ensureWatch() {
   gWatch.fd = fd;
   gWatch.stopFd = stopFd;
   gWatch.owner = getpid();
-  gWatch.thread = new std::thread(watcherLoop, fd, stopFd);
+  gWatch.thread = new std::thread([hazard = ForkHazard(), fd, stopFd] { watcherLoop(fd, stopFd); });
   return true;
 }
 
