@@ -96,8 +96,11 @@ ncclResult_t startDetachedRoot(UniqueIdContents* contents) {
   contents->fixedAddress = false;
   trackRootFd(listener.fd());
   double timeout = initTimeoutSeconds();
-  // The hazard lives as long as the thread: a fork while the root serves is unsafe.
-  std::thread([hazard = ForkHazard(), l = std::move(listener), secret = contents->secret, timeout]() mutable {
+  // No ForkHazard here: programs written for NCCL make the id and then fork
+  // their ranks (NCCL's own examples do), and the children only connect to
+  // this thread's socket; they never touch its state. The thread blocks in
+  // accept() and holds none of gyre's locks while it waits.
+  std::thread([l = std::move(listener), secret = contents->secret, timeout]() mutable {
     serveRendezvous(std::move(l), secret, timeout);
   }).detach();
   GYRE_INFO("INIT", "rendezvous root listening on %s", contents->root.toString().c_str());
