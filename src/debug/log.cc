@@ -30,6 +30,9 @@ struct LogSink {
   FILE* file = stderr;
   char host[64] = "?";
   std::mutex mutex;
+  // The sink this one replaced (ncclResetDebugInit): kept, and reachable, for
+  // threads that may still be writing through it.
+  LogSink* replaced = nullptr;
 };
 
 // NCCL_DEBUG_FILE accepts %h (host) and %p (pid) so each process can write its own file.
@@ -107,10 +110,12 @@ LogSink* makeSink(bool reread) {
   return ls;
 }
 
-// Sinks are replaced only by ncclResetDebugInit; old ones are leaked on
-// purpose, since other threads may be writing through them, and logging must
-// work during static destruction.
+// Sinks are replaced only by ncclResetDebugInit; old ones are never freed,
+// since other threads may be writing through them, and logging must work
+// during static destruction. Each new sink links the one it replaced, so
+// they stay reachable (not leaks to a leak checker).
 std::atomic<LogSink*> g_sink{nullptr};
+LogSink* g_retired = nullptr;  // the last sink resetLogSettings retired; g_sinkMutex
 std::atomic<bool> g_reread{false};
 std::mutex g_sinkMutex;
 
@@ -119,6 +124,8 @@ LogSink& sink() {
   std::lock_guard<std::mutex> lock(g_sinkMutex);
   if (LogSink* s = g_sink.load(std::memory_order_acquire)) return *s;
   LogSink* s = makeSink(g_reread.load());
+  s->replaced = g_retired;
+  g_retired = nullptr;
   g_sink.store(s, std::memory_order_release);
   return *s;
 }
@@ -145,7 +152,8 @@ LogLevel logLevel() { return sink().level; }
 void resetLogSettings() {
   std::lock_guard<std::mutex> lock(g_sinkMutex);
   g_reread.store(true);
-  g_sink.store(nullptr, std::memory_order_release);
+  // A sink made since the last reset holds the older ones in its chain.
+  if (LogSink* old = g_sink.exchange(nullptr, std::memory_order_acq_rel)) g_retired = old;
 }
 
 void logLineV(LogLevel level, const char* subsys, const char* fmt, va_list ap) {
