@@ -17,23 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "../support/address_sanitizer.h"
 #include "../support/fork_ranks.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define RESOURCE_LEAKS_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RESOURCE_LEAKS_ASAN 1
-#endif
-#endif
-
-#ifdef RESOURCE_LEAKS_ASAN
-extern "C" {
-// The sanitizer runtime's interface (GCC 12 ships no header declaring the first).
-size_t __sanitizer_get_current_allocated_bytes();
-void __asan_get_shadow_mapping(size_t* shadow_scale, size_t* shadow_offset);
-}
-#endif
 
 namespace {
 
@@ -46,7 +32,7 @@ struct MemoryUse {
   int mappings = 0;
 };
 
-#ifdef RESOURCE_LEAKS_ASAN
+#ifdef GYRE_TEST_ASAN
 // Whether [lo, hi) is AddressSanitizer's own memory: its shadow of the whole
 // address space, or the region its allocator reserves for small and medium
 // chunks (0x600000000000 + 4 TiB on x86-64 Linux). Both grow and split as the
@@ -62,7 +48,7 @@ bool sanitizerMemory(uintptr_t lo, uintptr_t hi) {
 
 MemoryUse memoryUse() {
   MemoryUse u;
-#ifdef RESOURCE_LEAKS_ASAN
+#ifdef GYRE_TEST_ASAN
   u.heapBytes = __sanitizer_get_current_allocated_bytes();
 #else
   struct mallinfo2 m = mallinfo2();
@@ -70,7 +56,7 @@ MemoryUse memoryUse() {
 #endif
   std::ifstream maps("/proc/self/maps");
   for (std::string line; std::getline(maps, line);) {
-#ifdef RESOURCE_LEAKS_ASAN
+#ifdef GYRE_TEST_ASAN
     unsigned long lo = 0, hi = 0;
     if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && sanitizerMemory(lo, hi)) continue;
 #endif

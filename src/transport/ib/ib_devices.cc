@@ -137,7 +137,11 @@ ncclResult_t ibPorts(const std::vector<IbPort>** ports, std::string* whyNone) {
   static bool done = false;
   static ncclResult_t result = ncclSuccess;
   static std::string error, why;
-  static std::vector<IbPort> found;
+  // The ports hold the devices' contexts and protection domains, opened once
+  // for the life of the process: the table is never destroyed, so a
+  // communicator still running while the process exits never reads a
+  // destroyed table, and the contexts stay reachable.
+  static std::vector<IbPort>& found = *new std::vector<IbPort>;
   std::lock_guard<std::mutex> lock(mu);
   if (!done) {
     result = discover(&found, &why);
