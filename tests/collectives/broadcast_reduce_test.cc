@@ -113,8 +113,10 @@ bool runBroadcast(ncclComm_t comm, int rank, int nranks, const Case& c) {
   fillRankInput(c.type, ncclSum, nranks, c.id, c.root, rootInput.data(), c.count);
 
   Region send(bytes, c.skew), recv(bytes, c.skew);
-  if (rank == c.root) memcpy(send.data(), rootInput.data(), bytes);
-  if (c.inPlace && rank == c.root) memcpy(recv.data(), rootInput.data(), bytes);
+  // A zero count's input is an empty vector whose data() may be NULL, which
+  // memcpy and memcmp may not be given even for 0 bytes.
+  if (rank == c.root && bytes) memcpy(send.data(), rootInput.data(), bytes);
+  if (c.inPlace && rank == c.root && bytes) memcpy(recv.data(), rootInput.data(), bytes);
   const void* sendPtr = c.inPlace ? recv.data() : (rank != c.root && c.nullNonRoot) ? nullptr : send.data();
 
   rankProgress(what);
@@ -127,7 +129,7 @@ bool runBroadcast(ncclComm_t comm, int rank, int nranks, const Case& c) {
   if (!wrong.empty()) caseFail("rank %d of %d: %s: %s", rank, nranks, what.c_str(), wrong.c_str());
   std::string damage = recv.guardDamage();
   if (!damage.empty()) caseFail("rank %d of %d: %s: recvbuff %s", rank, nranks, what.c_str(), damage.c_str());
-  if (!c.inPlace && rank == c.root && memcmp(send.data(), rootInput.data(), bytes) != 0)
+  if (!c.inPlace && rank == c.root && bytes && memcmp(send.data(), rootInput.data(), bytes) != 0)
     caseFail("rank %d of %d: %s: the root's sendbuff was modified", rank, nranks, what.c_str());
   if (!c.inPlace && rank != c.root) {
     std::vector<unsigned char> untouched(bytes, kUnwrittenByte);

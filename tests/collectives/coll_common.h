@@ -233,7 +233,12 @@ struct Inputs {
     for (const auto& d : data) p.push_back(d.data() + offset * typeSize);
     return p;
   }
-  const char* rank(int r) const { return data[size_t(r)].data(); }
+  // Never NULL, so it can go to memcpy/memcmp with a zero count's 0 bytes.
+  const char* rank(int r) const {
+    static const char kNone = 0;
+    const std::vector<char>& d = data[size_t(r)];
+    return d.empty() ? &kNone : d.data();
+  }
 };
 
 inline Inputs makeInputs(const TypeInfo& t, ncclRedOp_t op, int nranks, uint64_t id, size_t count) {
