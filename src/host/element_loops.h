@@ -77,12 +77,14 @@ struct ElementLoops {
     if (pre && post) copyElements<T, Op, true, true>(op, src, dst, nullptr, n);
     else if (pre) copyElements<T, Op, true, false>(op, src, dst, nullptr, n);
     else if (post) copyElements<T, Op, false, true>(op, src, dst, nullptr, n);
-    else memmove(dst, src, n * sizeof(T));
+    else if (n) memmove(dst, src, n * sizeof(T));
   }
 
+  // A zero-count call's buffers may be NULL, which memcpy and memmove may not
+  // be given even for 0 bytes: no elements, no call.
   void copyToSlot(bool pre, bool post, const T* src, T* slot, size_t n) const {
     if (!pre && !post) {
-      memcpy(slot, src, n * sizeof(T));
+      if (n) memcpy(slot, src, n * sizeof(T));
       return;
     }
     throughBlock(slot, n, [&](size_t done, T* block, size_t k) { copyInto(pre, post, src + done, block, k); });
@@ -90,13 +92,13 @@ struct ElementLoops {
 
   void copyAndSend(bool pre, bool post, const T* src, T* dst, T* slot, size_t n) const {
     copyInto(pre, post, src, dst, n);
-    memcpy(slot, dst, n * sizeof(T));
+    if (n) memcpy(slot, dst, n * sizeof(T));
   }
 
   template <bool LocalFirst = false>
   void reduce(bool pre, bool post, const T* received, const T* local, T* dst, T* slot, size_t n) const {
     reduceInto<LocalFirst>(pre, post, received, local, dst, n);
-    if (slot) memcpy(slot, dst, n * sizeof(T));
+    if (slot && n) memcpy(slot, dst, n * sizeof(T));
   }
 
   void reduceToSlot(bool pre, bool post, const T* received, const T* local, T* slot, size_t n) const {

@@ -76,7 +76,7 @@ bool checkAllGather(ncclComm_t comm, int rank, const Case& c) {
   Inputs in = makeInputs(t, c.op, kRanks, c.id, c.count);
   std::vector<char> want, out(bytes * kRanks + 1), send(in.rank(rank), in.rank(rank) + bytes);
   for (int r = 0; r < kRanks; ++r) want.insert(want.end(), in.rank(r), in.rank(r) + bytes);
-  if (c.inPlace) memcpy(out.data() + rank * bytes, in.rank(rank), bytes);
+  if (c.inPlace && bytes) memcpy(out.data() + rank * bytes, in.rank(rank), bytes);
   const void* src = c.inPlace ? out.data() + rank * bytes : send.data();
   if (!callOk(ncclAllGather(src, out.data(), c.count, c.type, comm, nullptr), rank, what, "ncclAllGather"))
     return false;
@@ -112,7 +112,7 @@ bool checkBroadcastReduce(ncclComm_t comm, int rank, const Case& c) {
   std::string wrong = compareExact(t, out, in.rank(c.root), c.count);
   if (!wrong.empty()) caseFail("rank %d: %s: %s", rank, what.c_str(), wrong.c_str());
 
-  memcpy(send.data(), in.rank(rank), bytes);
+  if (bytes) memcpy(send.data(), in.rank(rank), bytes);  // an empty vector's data() may be NULL
   what = caseName("reduce", c.type, opName(c.op), c.count, c.root, c.inPlace, c.id);
   if (!callOk(ncclReduce(send.data(), out, c.count, c.type, c.op, c.root, comm, nullptr), rank, what, "ncclReduce"))
     return false;
