@@ -20,7 +20,6 @@
 #include "../support/address_sanitizer.h"
 #include "../support/fork_ranks.h"
 
-
 namespace {
 
 using namespace gyre::test;

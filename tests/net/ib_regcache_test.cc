@@ -122,7 +122,7 @@ TEST_CASE("a large block freed with free() and allocated again at the same addre
   // A fixed threshold: glibc would otherwise raise it after the first free
   // of an mmapped block and serve the next malloc from the heap.
   // (The sanitizer's malloc has no such setting; it maps every block this
-  // large and, without a quarantine, unmaps it on free: see below.)
+  // large and, without a quarantine, unmaps it on free: see above.)
 #ifndef GYRE_TEST_ASAN
   REQUIRE(mallopt(M_MMAP_THRESHOLD, 128 * 1024) == 1);
 #endif
