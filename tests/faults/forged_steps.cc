@@ -4,9 +4,12 @@
 
 #include <cstring>
 
+#include "../support/fork_ranks.h"
+
 #include "src/call/coll_kind.h"
 #include "src/comm/comm.h"
 #include "src/host/wait.h"
+#include "src/transport/net/net_conn.h"
 #include "src/transport/socket/socket_stream.h"
 
 namespace gyre::test {
@@ -45,6 +48,40 @@ std::string forgeSocket(Connection& conn, const ForgedStep& step) {
   return "";
 }
 
+// A network (IB): the header and the payload as the step's two messages,
+// through the network's own isend, from the connection's registered FIFO.
+// The payload message may differ in size from what the header says.
+std::string forgeNet(Connection& conn, const ForgedStep& step) {
+  auto* c = static_cast<net_detail::NetConn*>(conn.state);
+  const gyreNet_v8_t* api = c->net->api;
+  if (!api) return "the network has no plugin interface";
+  if (step.payload.size() > c->slotBytes) return "the payload is larger than a slot";
+  const int s = static_cast<int>(c->posted % kFifoSlots);
+  c->meta[s] = step.meta;
+  memcpy(c->slots + s * c->slotBytes, step.payload.data(), step.payload.size());
+  struct Message {
+    void* data;
+    int size;
+    void* mh;
+    void* req;
+  } messages[2] = {{&c->meta[s], static_cast<int>(sizeof(SlotMeta)), c->mhMeta, nullptr},
+                   {c->slots + s * c->slotBytes, static_cast<int>(step.payload.size()), c->mhSlots, nullptr}};
+  // isend gives no request until the receiver has posted its receive; the
+  // honest rank posts them as soon as its call starts.
+  const double until = monotonicSeconds() + 5;
+  for (Message& m : messages)
+    while (!m.req) {
+      if (api->isend(c->comm, m.data, m.size, 0, m.mh, &m.req) != ncclSuccess) return "isend failed";
+      if (monotonicSeconds() > until) return "the receiver never posted its receive";
+    }
+  // Sent once both complete, or the receiver failed on the header first.
+  for (Message& m : messages)
+    for (int done = 0, size = 0; !done && monotonicSeconds() < until;)
+      if (api->test(m.req, &done, &size) != ncclSuccess) break;
+  c->posted += 1;
+  return "";
+}
+
 }  // namespace
 
 Connection* ringSendTo(ncclComm_t comm, int peer) {
@@ -56,7 +93,9 @@ Connection* ringSendTo(ncclComm_t comm, int peer) {
 
 std::string forgeStep(Connection& conn, const ForgedStep& step) {
   if (conn.sharedCounters) return forgeShared(conn, step);
-  if (std::string(conn.transport->name()) == "socket") return forgeSocket(conn, step);
+  const std::string name = conn.transport->name();
+  if (name == "socket") return forgeSocket(conn, step);
+  if (name == "NET/IB") return forgeNet(conn, step);
   return std::string("no forgery for transport ") + conn.transport->name();
 }
 

@@ -5,7 +5,8 @@
 // connections at init like any rank, and instead of running a collective it
 // writes one forged step into its ring send connection to the honest peer.
 // Nothing in the library is hooked: on shared memory the step goes into the
-// FIFO both ranks map, on sockets its bytes go straight onto the socket.
+// FIFO both ranks map, on sockets its bytes go straight onto the socket, on
+// IB its two messages go through the network's isend.
 #pragma once
 
 #include <cstdint>

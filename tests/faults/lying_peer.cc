@@ -3,7 +3,9 @@
 // ring connection to rank 0 (forged_steps.h): a well-formed header whose
 // size, count, sequence number, root, collective, datatype or operator lies,
 // or an abort notice naming a rank past the communicator. Rank 0 runs the
-// Broadcast honestly. On shared memory and on sockets alike its call must
+// Broadcast honestly. On shared memory, on sockets and on IB (the fake
+// verbs provider of tests/net, where the build has verbs.h and
+// GYRE_IBVERBS_LIB names it: there is no RDMA hardware) its call must
 // fail, before GYRE_TIMEOUT plus a margin, with an error naming rank 1 and
 // the lie; nothing outside its receive buffer may be written (guard bytes on
 // both sides); and after ncclCommAbort both ranks are back to the fds and
@@ -12,6 +14,7 @@
 // which shows that each failure below comes from its lie alone.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -33,7 +36,17 @@ constexpr size_t kGuard = 256;
 constexpr int32_t kGuardValue = 0x5a5a5a5a;
 constexpr int kHonest = 0, kLiar = 1;
 
-enum class Path { kShm, kSocket };
+enum class Path { kShm, kSocket, kIb };
+
+const char* nameOf(Path p) { return p == Path::kShm ? "SHM" : p == Path::kSocket ? "NET/Socket" : "NET/IB"; }
+
+// The paths this build can run: IB only with the fake verbs provider.
+std::vector<Path> everyPath() {
+  std::vector<Path> paths = {Path::kShm, Path::kSocket};
+  if (getenv("GYRE_IBVERBS_LIB")) paths.push_back(Path::kIb);
+  else WARN("IB path not run: GYRE_IBVERBS_LIB is unset (a build without infiniband/verbs.h)");
+  return paths;
+}
 
 // What the liar does to the honest step, and what rank 0's error must say.
 struct Lie {
@@ -54,14 +67,16 @@ std::vector<char> payloadOf(size_t count) {
 }
 
 void runLie(Path path, const Lie& lie) {
-  const char* pathName = path == Path::kShm ? "shm" : "socket";
+  const char* pathName = nameOf(path);
   INFO(std::string(pathName) + ": " + lie.name);
   RankOptions o;
   o.timeout_s = 30;
   o.env = {{"GYRE_TIMEOUT", std::to_string(kTimeout_s)}, {"GYRE_INIT_TIMEOUT", "10"}, {"NCCL_ALGO", "Ring"},
            {"NCCL_MIN_NCHANNELS", "1"}, {"NCCL_MAX_NCHANNELS", "1"}, {"GYRE_SINGLE_COPY", "off"},
            {"NCCL_SOCKET_IFNAME", "lo"}};
-  if (path == Path::kSocket) o.env.push_back({"NCCL_SHM_DISABLE", "1"});
+  if (path != Path::kShm) o.env.push_back({"NCCL_SHM_DISABLE", "1"});
+  if (path == Path::kIb) o.env.push_back({"NCCL_NET", "IB"});
+  else o.env.push_back({"GYRE_IBVERBS_LIB", std::nullopt});  // IB stays out of the other paths' ranks
   SharedFlags flags;
   REQUIRE(flags.ok());
   const int shm = gyreShmSegments();
@@ -76,7 +91,7 @@ void runLie(Path path, const Lie& lie) {
         if (rank == kLiar) {
           Connection* c = ringSendTo(comm, kHonest);
           RANK_CHECK(c != nullptr, "no ring connection to rank 0");
-          rankRecord("transport", c->transport->name());
+          rankRecord("transport", c->transport->via(*c));
           std::string why;
           if (lie.notice) {
             c->transport->sendAbortNotice(*c, 7);
@@ -119,8 +134,13 @@ void runLie(Path path, const Lie& lie) {
           RANK_CHECK(took < limit, "took %.1f s (GYRE_TIMEOUT=%d)", took, kTimeout_s);
           ncclCommAbort(comm);
         }
-        const std::string left = recordLeftovers(b);
+        long mrs = 0, qps = 0, contexts = 0;
+        verbsLeft(&mrs, &qps, &contexts);
+        Baseline withDevices = b;  // IB device contexts stay open for the process
+        withDevices.fds += static_cast<int>(contexts);
+        const std::string left = recordLeftovers(withDevices);
         RANK_CHECK(left.empty(), "rank %d: after ncclCommAbort: %s", rank, left.c_str());
+        RANK_CHECK(mrs == 0 && qps == 0, "rank %d: %ld MRs and %ld QPs left after ncclCommAbort", rank, mrs, qps);
         return 0;
       },
       o);
@@ -129,25 +149,25 @@ void runLie(Path path, const Lie& lie) {
   CHECK(gyreShmSegments() == shm);
   if (!result.ranks.empty() && result.ranks.size() > kLiar) {
     auto it = result.ranks[kLiar].records.find("transport");
-    CHECK((it != result.ranks[kLiar].records.end() && it->second == pathName));
+    CHECK((it != result.ranks[kLiar].records.end() && it->second.rfind(pathName, 0) == 0));
   }
 }
 
-void runOnBothPaths(const std::vector<Lie>& lies) {
-  for (Path path : {Path::kShm, Path::kSocket})
+void runOnEveryPath(const std::vector<Lie>& lies) {
+  for (Path path : everyPath())
     for (const Lie& lie : lies) runLie(path, lie);
 }
 
 }  // namespace
 
-TEST_CASE("an honest forgery of the root's step is taken as the Broadcast's data on shared memory and sockets",
+TEST_CASE("an honest forgery of the root's step is taken as the Broadcast's data on every path",
           "[faults][lying]") {
-  runOnBothPaths({{"no lie", nullptr, {}}});
+  runOnEveryPath({{"no lie", nullptr, {}}});
 }
 
 TEST_CASE("a step header whose size exceeds the slot or falls short of the step fails naming the sender",
           "[faults][lying]") {
-  runOnBothPaths({
+  runOnEveryPath({
       {"size past the slot", [](ForgedStep* s) { s->meta.bytes = 64 << 20; }, {"67108864"}},
       {"size short of the step", [](ForgedStep* s) {
          s->meta.bytes = 128;
@@ -156,18 +176,22 @@ TEST_CASE("a step header whose size exceeds the slot or falls short of the step 
   });
 }
 
-TEST_CASE("a socket step whose payload stops short of its header fails by GYRE_TIMEOUT naming the sender",
+TEST_CASE("a step whose payload is shorter than its header fails naming the sender (on a socket by GYRE_TIMEOUT)",
           "[faults][lying]") {
-  Lie lie{"payload shorter than its header", [](ForgedStep* s) { s->payload.resize(100); }, {}};
-  lie.said = {};
-  lie.waitsForTimeout = true;
-  lie.said.push_back("rank 1");
-  runLie(Path::kSocket, lie);
+  auto shortPayload = [](ForgedStep* s) { s->payload.resize(100); };
+  // A socket stream has no message boundaries: the rest is awaited.
+  Lie awaited{"payload shorter than its header", shortPayload, {"rank 1"}};
+  awaited.waitsForTimeout = true;
+  runLie(Path::kSocket, awaited);
+  // A network message is whole: its size is compared with the header's.
+  for (Path path : everyPath())
+    if (path == Path::kIb)
+      runLie(path, {"payload shorter than its header", shortPayload, {"carried 100 bytes, its header says 256"}});
 }
 
 TEST_CASE("a step header with a count, call number or root past the call fails naming the sender and the value",
           "[faults][lying]") {
-  runOnBothPaths({
+  runOnEveryPath({
       {"count past the buffer", [](ForgedStep* s) { s->meta.count = 1 << 30; }, {"mismatched", "1073741824"}},
       {"call number replayed", [](ForgedStep* s) { s->meta.opCount = 0; }, {"mismatched", "#0"}},
       {"call number far ahead", [](ForgedStep* s) { s->meta.opCount = 1001; }, {"mismatched", "#1001"}},
@@ -177,7 +201,7 @@ TEST_CASE("a step header with a count, call number or root past the call fails n
 
 TEST_CASE("a step header whose collective, datatype or operator byte is outside its enum fails naming the byte",
           "[faults][lying]") {
-  runOnBothPaths({
+  runOnEveryPath({
       {"collective byte 99", [](ForgedStep* s) { s->meta.coll = 99; }, {"mismatched", "collective 99"}},
       {"datatype byte 200", [](ForgedStep* s) { s->meta.datatype = 200; }, {"mismatched", "datatype 200"}},
       {"operator byte 0x77", [](ForgedStep* s) { s->meta.redop = 0x77; }, {"mismatched", "op 119"}},
@@ -199,5 +223,5 @@ TEST_CASE("a shared-memory step marked with another step's sequence number fails
 TEST_CASE("an abort notice naming a rank past the communicator blames the rank that sent it", "[faults][lying]") {
   Lie notice{"abort notice naming rank 7 of 2", nullptr, {"rank 7", "not a rank of this 2-rank communicator"}};
   notice.notice = true;
-  runOnBothPaths({notice});
+  runOnEveryPath({notice});
 }
