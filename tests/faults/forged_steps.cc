@@ -68,16 +68,18 @@ std::string forgeNet(Connection& conn, const ForgedStep& step) {
                    {c->slots + s * c->slotBytes, static_cast<int>(step.payload.size()), c->mhSlots, nullptr}};
   // isend gives no request until the receiver has posted its receive; the
   // honest rank posts them as soon as its call starts.
+  // An abort notice is a header alone, as the library sends one.
+  const int count = step.meta.flags & kMetaAbort ? 1 : 2;
   const double until = monotonicSeconds() + 5;
-  for (Message& m : messages)
-    while (!m.req) {
+  for (int i = 0; i < count; ++i)
+    for (Message& m = messages[i]; !m.req;) {
       if (api->isend(c->comm, m.data, m.size, 0, m.mh, &m.req) != ncclSuccess) return "isend failed";
       if (monotonicSeconds() > until) return "the receiver never posted its receive";
     }
   // Sent once both complete, or the receiver failed on the header first.
-  for (Message& m : messages)
+  for (int i = 0; i < count; ++i)
     for (int done = 0, size = 0; !done && monotonicSeconds() < until;)
-      if (api->test(m.req, &done, &size) != ncclSuccess) break;
+      if (api->test(messages[i].req, &done, &size) != ncclSuccess) break;
   c->posted += 1;
   return "";
 }
@@ -97,6 +99,19 @@ std::string forgeStep(Connection& conn, const ForgedStep& step) {
   if (name == "socket") return forgeSocket(conn, step);
   if (name == "NET/IB") return forgeNet(conn, step);
   return std::string("no forgery for transport ") + conn.transport->name();
+}
+
+std::string forgeAbortNotice(Connection& conn, uint64_t named) {
+  // Shared memory carries a notice as a word beside the FIFO, which the
+  // transport's own sendAbortNotice stores (the value is the lie).
+  if (conn.sharedCounters) {
+    conn.transport->sendAbortNotice(conn, static_cast<int>(named));
+    return "";
+  }
+  ForgedStep notice;
+  notice.meta.flags = kMetaAbort;
+  notice.meta.count = named;
+  return forgeStep(conn, notice);
 }
 
 SlotMeta honestBroadcastMeta(size_t count, int root) {

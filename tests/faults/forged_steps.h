@@ -34,6 +34,12 @@ Connection* ringSendTo(ncclComm_t comm, int peer);
 // Writes `step` into `conn` as its next step: "" on success, else why not.
 std::string forgeStep(Connection& conn, const ForgedStep& step);
 
+// Sends `conn`'s peer an abort notice naming rank `named`. On sockets and
+// IB it is a step header flagged kMetaAbort, sent once the peer can take it
+// (the library's own notice is best effort, and dropped when the peer has
+// not yet posted its receives).
+std::string forgeAbortNotice(Connection& conn, uint64_t named);
+
 // What the honest receiver of a Broadcast from `root` of `count` int32
 // elements, as the first collective of the communicator in a single ring
 // step, expects in that step's header.
