@@ -13,9 +13,12 @@ int culpritFromNotice(uint64_t named, int peer, int nranks) {
 
 ncclResult_t failFromAbortNotice(uint64_t named, int self, int reporter, int nranks) {
   const int culprit = culpritFromNotice(named, -1, nranks);
-  if (culprit < 0)
+  if (culprit < 0 && nranks > 0)
     return fail(ncclRemoteError, "rank %d sent an abort notice naming rank %llu, which is not a rank of this %d-rank "
                 "communicator (a corrupt or lying peer)", reporter, static_cast<unsigned long long>(named), nranks);
+  if (culprit < 0)
+    return fail(ncclRemoteError, "rank %d sent an abort notice naming %llu, which is no rank number (a corrupt or "
+                "lying peer)", reporter, static_cast<unsigned long long>(named));
   if (culprit == self)
     return fail(ncclRemoteError, "rank %d gave up on this rank (%d): it reports a mismatched call or a stalled step "
                 "from this rank (see rank %d's error)", reporter, self, reporter);
