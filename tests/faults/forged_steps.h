@@ -25,6 +25,7 @@ struct ForgedStep {
   // sequence word stored there (the library stores step + 1).
   uint64_t lineStep = 0;
   uint64_t lineSeq = 1;
+  int closeAfter = -1;  // a descriptor the forgery points at, open until the peer is done
 };
 
 // The connection on which `comm` sends to `peer` in its first ring channel,

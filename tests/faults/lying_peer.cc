@@ -14,6 +14,10 @@
 // which shows that each failure below comes from its lie alone.
 #include <catch2/catch.hpp>
 
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -23,6 +27,7 @@
 #include "../support/fork_ranks.h"
 #include "../support/shared_flags.h"
 #include "fault_row.h"
+#include "src/host/peer_mappings.h"
 #include "forged_steps.h"
 
 namespace {
@@ -55,6 +60,7 @@ struct Lie {
   std::vector<std::string> said;  // phrases rank 0's error contains (besides "rank 1")
   bool notice = false;            // send an abort notice naming rank 7 instead of a step
   bool waitsForTimeout = false;   // detected only by GYRE_TIMEOUT (the data never comes)
+  std::vector<std::pair<std::string, std::optional<std::string>>> env;  // more settings for both ranks
 };
 
 std::vector<char> payloadOf(size_t count) {
@@ -77,6 +83,7 @@ void runLie(Path path, const Lie& lie) {
   if (path != Path::kShm) o.env.push_back({"NCCL_SHM_DISABLE", "1"});
   if (path == Path::kIb) o.env.push_back({"NCCL_NET", "IB"});
   else o.env.push_back({"GYRE_IBVERBS_LIB", std::nullopt});  // IB stays out of the other paths' ranks
+  o.env.insert(o.env.end(), lie.env.begin(), lie.env.end());
   SharedFlags flags;
   REQUIRE(flags.ok());
   const int shm = gyreShmSegments();
@@ -93,16 +100,17 @@ void runLie(Path path, const Lie& lie) {
           RANK_CHECK(c != nullptr, "no ring connection to rank 0");
           rankRecord("transport", c->transport->via(*c));
           std::string why;
+          ForgedStep step;
           if (lie.notice) {
             why = forgeAbortNotice(*c, 7);
           } else {
-            ForgedStep step;
             step.meta = honestBroadcastMeta(kCount, kLiar);
             step.payload = payloadOf(kCount);
             if (lie.forge) lie.forge(&step);
             why = forgeStep(*c, step);
           }
           const bool seen = flags.waitDone(kHonest, kTimeout_s + 8);
+          if (step.closeAfter >= 0) close(step.closeAfter);
           ncclCommAbort(comm);
           RANK_CHECK(why.empty(), "forging: %s", why.c_str());
           RANK_CHECK(seen, "rank 0 never finished its call");
@@ -228,4 +236,32 @@ TEST_CASE("an abort notice naming a rank past the communicator blames the rank t
   Lie notice{"abort notice naming rank 7 of 2", nullptr, {"rank 7", "not a rank of this 2-rank communicator"}};
   notice.notice = true;
   runOnEveryPath({notice});
+}
+
+TEST_CASE("a single-copy announcement whose offset wraps around 2^64 fails naming the sender instead of being mapped",
+          "[faults][lying]") {
+  // GYRE_SINGLE_COPY=always: the root's first step announces where its
+  // elements are (a PeerAddress in the step's line) and rank 0 reads them
+  // from there (on 2 ranks the first two thirds of the piece, 43 of the 64
+  // elements: a 172-byte step). The lie names a real memfd of the liar, so
+  // rank 0 maps it, at an offset of 2^64 - 64: added to the step's size it
+  // wraps to 108, which once passed as inside the one-page buffer and made
+  // rank 0 read from 64 bytes before its mapping.
+  Lie wrapped{"announced offset 2^64 - 64", [](ForgedStep* s) {
+                const int fd = memfd_create("lying-peer", MFD_CLOEXEC);
+                struct stat st {};
+                if (fd < 0 || ftruncate(fd, 4096) != 0 || fstat(fd, &st) != 0) return;
+                PeerAddress a;
+                a.fd = fd;
+                a.inode = static_cast<uint64_t>(st.st_ino);
+                a.pages = 1;
+                a.base = 0;  // below the step's size, so that the wrapped address is not below it
+                a.address = ~uint64_t{0} - 63;
+                s->meta.bytes = 43 * sizeof(int32_t);
+                const char* raw = reinterpret_cast<const char*>(&a);
+                s->payload.assign(raw, raw + sizeof(a));
+                s->closeAfter = fd;
+              }, {"single-copy read of 172 bytes", "from rank 1"}};
+  wrapped.env = {{"GYRE_SINGLE_COPY", "always"}};
+  runLie(Path::kShm, wrapped);
 }

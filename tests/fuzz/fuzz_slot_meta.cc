@@ -6,6 +6,7 @@
 // size, abort notices), and an abort notice's culprit is reported: always a
 // rank of the communicator.
 #include <algorithm>
+#include <climits>
 #include <string>
 
 #include "src/sched/slot_meta.h"
@@ -20,9 +21,10 @@ using namespace gyre;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::Input in(data, size);
   fuzz::OwnStep own = in.take<fuzz::OwnStep>();
-  // Ranks are this rank's own numbers, never negative.
-  own.rank &= 0x7fffffff;
-  own.peer &= 0x7fffffff;
+  // Ranks are this rank's own numbers: never negative, and ranks of a
+  // communicator, which has at most INT32_MAX of them.
+  own.rank = (own.rank & 0x7fffffff) % INT32_MAX;
+  own.peer = (own.peer & 0x7fffffff) % INT32_MAX;
   const SlotMeta sent = in.take<SlotMeta>();
   LaneSpec spec;
   spec.rank = own.rank;
@@ -36,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const SlotMeta want = makeSlotMeta(spec, own.bytes);
   (void)checkPeerSlotMeta(own.peer, sent, own.rank, want, spec.coll);
   // The communicator holds both ranks (the peer's notice is checked against its size).
-  const int nranks = static_cast<int>(std::min<int64_t>(int64_t{std::max(own.rank, own.peer)} + 1, INT32_MAX));
+  const int nranks = std::max(own.rank, own.peer) + 1;
   int culprit = -1;
   const std::string what = "socket from rank " + std::to_string(own.peer);
   if (socket_detail::checkIncomingHeader(sent, own.slotBytes, own.peer, nranks, what, &culprit) == ncclSuccess) {

@@ -186,8 +186,10 @@ TEST_CASE("a single-copy announcement whose offset wraps around 2^64 is not take
   CHECK(maps.locate(1, getpid(), a, 100) != nullptr);  // inside: mapped
   a.address = a.base - 4096;
   CHECK(maps.locate(1, getpid(), a, 4096) == nullptr);  // before the base
-  a.address = a.base + (~uint64_t{0} - 4095);
+  a.base = 0;  // an offset of 2^64 - 4096 is then an address not below the base
+  a.address = ~uint64_t{0} - 4095;
   CHECK(maps.locate(1, getpid(), a, 4096) == nullptr);  // wraps: would point 4096 bytes before the mapping
+  a.base = 0x10000;
   a.address = a.base + 4000;
   CHECK(maps.locate(1, getpid(), a, 200) == nullptr);  // runs past the end
   close(fd);
