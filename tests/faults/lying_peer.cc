@@ -2,7 +2,8 @@
 // instead of running the Broadcast it roots, writes one forged step into its
 // ring connection to rank 0 (forged_steps.h): a well-formed header whose
 // size, count, sequence number, root, collective, datatype or operator lies,
-// or an abort notice naming a rank past the communicator. Rank 0 runs the
+// a single-copy announcement whose offset wraps around 2^64, or an abort
+// notice naming a rank past the communicator. Rank 0 runs the
 // Broadcast honestly. On shared memory, on sockets and on IB (the fake
 // verbs provider of tests/net, where the build has verbs.h and
 // GYRE_IBVERBS_LIB names it: there is no RDMA hardware) its call must
@@ -27,8 +28,8 @@
 #include "../support/fork_ranks.h"
 #include "../support/shared_flags.h"
 #include "fault_row.h"
-#include "src/host/peer_mappings.h"
 #include "forged_steps.h"
+#include "src/host/peer_mappings.h"
 
 namespace {
 
@@ -60,7 +61,7 @@ struct Lie {
   std::vector<std::string> said;  // phrases rank 0's error contains (besides "rank 1")
   bool notice = false;            // send an abort notice naming rank 7 instead of a step
   bool waitsForTimeout = false;   // detected only by GYRE_TIMEOUT (the data never comes)
-  std::vector<std::pair<std::string, std::optional<std::string>>> env;  // more settings for both ranks
+  std::vector<std::pair<std::string, std::optional<std::string>>> env = {};  // more settings for both ranks
 };
 
 std::vector<char> payloadOf(size_t count) {
