@@ -27,12 +27,6 @@ RankOptions fakeOptions() {
 
 gyre::DeviceRuntime* rt() { return gyre::deviceRuntime(); }
 
-cudaStream_t newStream() {
-  cudaStream_t s = nullptr;
-  rt()->streamCreate(&s);
-  return s;
-}
-
 void* deviceBytes(size_t bytes) {
   void* p = nullptr;
   rt()->deviceAlloc(bytes, &p);
@@ -67,7 +61,9 @@ PairRun pairs(gyre::PairFlags* flags, const std::vector<size_t>& sizes, const st
 }
 
 void launchBoth(const PairRun& run) {
-  cudaStream_t a = newStream(), b = newStream();
+  cudaStream_t a = nullptr, b = nullptr;
+  rt()->streamCreate(&a);
+  rt()->streamCreate(&b);
   rt()->launchPairCopies(run.first, a);
   rt()->launchPairCopies(run.second, b);
   rt()->streamSynchronize(a);
