@@ -142,6 +142,7 @@ ncclResult_t setupInProcess(DeviceComm* comm, const Deadline& deadline) {
   GYRE_CHECK(rt->deviceAlloc(capturedBytes, &inbox));
   d.clique->capturedInboxes[comm->rank] = static_cast<uint32_t*>(inbox);
   GYRE_CHECK(rt->memsetSync(inbox, 0, capturedBytes));
+  GYRE_CHECK(d.flagWatch.allocate());
   // Every rank's events and flags exist before any rank's first call waits on them.
   GYRE_CHECK(comm->bootstrap->allGather(hellos.data(), sizeof(uint64_t), deadline, &comm->abortFlag));
   d.capturedFlags = d.clique->capturedInboxes;
