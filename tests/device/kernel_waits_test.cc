@@ -3,6 +3,7 @@
 // runtime: a peer that never arrives fails the waiting rank after
 // GYRE_TIMEOUT naming that peer, and a wait does not hold a hardware queue
 // that the peer's stream shares (CUDA_DEVICE_MAX_CONNECTIONS=1).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -153,6 +154,53 @@ TEST_CASE("with one hardware queue, ncclWaitSignal on a rank's stream lets the s
                "the waiter's error does not name the wait and the peer: '%s'", error.c_str());
     return 0;
   }, waitOptions("1", "2"));
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("with one hardware queue, a collective captured between ranks of one process is refused naming "
+          "CUDA_DEVICE_MAX_CONNECTIONS, and the same calls uncaptured run right",
+          "[device][graph][queues]") {
+  RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) {
+    const int n = 3;
+    const size_t count = 997;
+    std::vector<ncclComm_t> comms(n, nullptr);
+    std::vector<int> devices(n, 0);
+    RANK_CHECK(ncclCommInitAll(comms.data(), n, devices.data()) == ncclSuccess, "init: %s", lastError().c_str());
+    std::vector<cudaStream_t> streams(n);
+    std::vector<std::vector<float>> in(n, std::vector<float>(count * n)), sum(in);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count * n; ++i) in[r][i] = float((r * 7919 + int(i) * 13) % 4096);
+    std::vector<gyre::FakeGraph> graphs(n);
+    for (int r = 0; r < n; ++r) {
+      streams[r] = newStream();
+      RANK_CHECK(gyre::fakeBeginCapture(streams[r], &graphs[r]) == 0, "begin capture");
+    }
+    RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+    for (int r = 0; r < n; ++r)
+      ncclAllReduce(in[r].data(), sum[r].data(), count * n, ncclFloat32, ncclSum, comms[r], streams[r]);
+    const ncclResult_t captured = ncclGroupEnd();
+    const std::string text = lastError();
+    for (int r = 0; r < n; ++r)
+      RANK_CHECK(gyre::fakeEndCapture(streams[r]) == 0, "the refusal invalidated rank %d's capture", r);
+    RANK_CHECK(captured == ncclInvalidUsage, "a captured AllReduce between ranks of one process was taken (%d)",
+               int(captured));
+    RANK_CHECK(says(text, "CUDA_DEVICE_MAX_CONNECTIONS=1") && says(text, "AllReduce") && says(text, "rank 0"),
+               "the refusal does not say why: '%s'", text.c_str());
+    RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+    for (int r = 0; r < n; ++r)
+      RANK_CHECK(ncclAllReduce(in[r].data(), sum[r].data(), count * n, ncclFloat32, ncclSum, comms[r], streams[r]) ==
+                     ncclSuccess, "allreduce of rank %d: %s", r, lastError().c_str());
+    RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+    for (int r = 0; r < n; ++r) RANK_CHECK(finishesWithin(streams[r], 20), "rank %d's AllReduce hangs", r);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count * n; ++i) {
+        const float want = in[0][i] + in[1][i] + in[2][i];
+        RANK_CHECK(sum[r][i] == want, "rank %d's sum at %zu is %g, not %g", r, i, sum[r][i], want);
+      }
+    for (ncclComm_t c : comms) RANK_CHECK(ncclCommDestroy(c) == ncclSuccess, "destroy: %s", lastError().c_str());
+    return 0;
+  }, waitOptions("1", "10"));
   INFO(result.describe());
   CHECK(result.allOk());
 }

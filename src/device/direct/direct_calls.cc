@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -330,6 +331,10 @@ ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
   }
   comm->direct = std::make_unique<DirectState>();
   comm->direct->minBytes = minBytes;
+  if (inProcess) {
+    const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    comm->direct->oneHardwareQueue = connections && std::atoi(connections) == 1;
+  }
   int64_t maxBlocks = 0;
   GYRE_CHECK(env::getInt("GYRE_DIRECT_BLOCKS", &maxBlocks));
   comm->direct->maxBlocks = static_cast<int32_t>(maxBlocks);
@@ -359,7 +364,7 @@ bool takesDirect(const DeviceRequest& c) {
   // capture alike, so they count alike.
   bool capturing = false;
   if (deviceRuntime()->isCapturing(c.stream, &capturing) != ncclSuccess) return false;
-  return !capturing || d->capturedCalls < kCapturedDirectCalls;
+  return !capturing || d->oneHardwareQueue || d->capturedCalls < kCapturedDirectCalls;
 }
 
 namespace {

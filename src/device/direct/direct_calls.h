@@ -88,6 +88,9 @@ struct DirectState {
   SpinWatch flagWatch;
   DirectClique* clique = nullptr;    // ranks of one process: where they meet (this rank holds a reference)
   size_t minBytes = 0;               // ranks of one process: smaller calls run as kernels
+  // Ranks of one process under CUDA_DEVICE_MAX_CONNECTIONS=1: captured
+  // collectives are refused (direct_inprocess.h says why).
+  bool oneHardwareQueue = false;
   int32_t maxBlocks = 0;             // GYRE_DIRECT_BLOCKS: cap on the direct kernel's grid, 0 for its own
   // GYRE_DIRECT_LEADER (default): rank 0 runs every rank's share with the
   // whole GPU and the others only signal (for processes: one context runs
