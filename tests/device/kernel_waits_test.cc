@@ -105,6 +105,43 @@ TEST_CASE("a captured direct collective whose peer's graph is never launched fai
   CHECK(result.allOk());
 }
 
+TEST_CASE("ncclCommAbort stops a captured direct collective's flag kernel at once, through its abort word in "
+          "mapped host memory",
+          "[device][graph][direct][abort]") {
+  RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) {
+    const int n = 2;
+    const size_t count = 1000;
+    std::vector<ncclComm_t> comms(n, nullptr);
+    std::vector<int> devices(n, 0);
+    RANK_CHECK(ncclCommInitAll(comms.data(), n, devices.data()) == ncclSuccess, "init: %s", lastError().c_str());
+    // Rank 0's flag kernel spins for rank 1's graph, which never runs.
+    std::vector<cudaStream_t> streams(n);
+    std::vector<std::vector<float>> in(n, std::vector<float>(count, 1)), out(in);
+    std::vector<gyre::FakeGraph> graphs(n);
+    for (int r = 0; r < n; ++r) {
+      streams[r] = newStream();
+      RANK_CHECK(gyre::fakeBeginCapture(streams[r], &graphs[r]) == 0, "begin capture");
+    }
+    RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+    for (int r = 0; r < n; ++r)
+      RANK_CHECK(ncclAllReduce(in[r].data(), out[r].data(), count, ncclFloat32, ncclSum, comms[r], streams[r]) ==
+                     ncclSuccess, "captured allreduce: %s", lastError().c_str());
+    RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+    for (int r = 0; r < n; ++r) RANK_CHECK(gyre::fakeEndCapture(streams[r]) == 0, "end capture");
+    RANK_CHECK(gyre::fakeLaunchGraph(graphs[0], streams[0]) == 0, "launch");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    auto start = std::chrono::steady_clock::now();
+    ncclCommAbort(comms[0]);
+    const bool finished = finishesWithin(streams[0], 20);
+    const double took = secondsSince(start);
+    ncclCommAbort(comms[1]);
+    RANK_CHECK(finished && took < 5, "rank 0's graph ran on %.1f s after ncclCommAbort (GYRE_TIMEOUT 60 s)", took);
+    return 0;
+  }, waitOptions("8", "60"));
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
 TEST_CASE("with one hardware queue, ncclWaitSignal on a rank's stream lets the signalling rank's stream run, and "
           "a signal that never comes fails the waiter after GYRE_TIMEOUT naming the peer",
           "[device][queues][device_api][timeout]") {
