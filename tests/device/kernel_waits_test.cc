@@ -63,31 +63,47 @@ std::string asyncErrorOf(ncclComm_t comm) {
 
 bool says(const std::string& text, const char* what) { return text.find(what) != std::string::npos; }
 
+// Two ranks of this process on fake device 0, each with an AllReduce
+// captured into its own graph on its own stream (the direct path's flag
+// kernel around the share).
+struct CapturedPair {
+  static constexpr int n = 2;
+  static constexpr size_t count = 1000;
+  std::vector<ncclComm_t> comms = std::vector<ncclComm_t>(n, nullptr);
+  std::vector<cudaStream_t> streams = std::vector<cudaStream_t>(n, nullptr);
+  std::vector<std::vector<float>> in = std::vector<std::vector<float>>(n, std::vector<float>(count, 1)), out = in;
+  std::vector<gyre::FakeGraph> graphs = std::vector<gyre::FakeGraph>(n);
+};
+
+int captureAllReduces(CapturedPair* p) {
+  std::vector<int> devices(p->n, 0);
+  RANK_CHECK(ncclCommInitAll(p->comms.data(), p->n, devices.data()) == ncclSuccess, "init: %s", lastError().c_str());
+  RANK_CHECK(p->comms[0]->device->direct && p->comms[0]->device->direct->clique,
+             "ranks of one process do not run direct");
+  for (int r = 0; r < p->n; ++r) {
+    p->streams[r] = newStream();
+    RANK_CHECK(gyre::fakeBeginCapture(p->streams[r], &p->graphs[r]) == 0, "begin capture");
+  }
+  RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+  for (int r = 0; r < p->n; ++r)
+    RANK_CHECK(ncclAllReduce(p->in[r].data(), p->out[r].data(), p->count, ncclFloat32, ncclSum, p->comms[r],
+                             p->streams[r]) == ncclSuccess, "captured allreduce: %s", lastError().c_str());
+  RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
+  for (int r = 0; r < p->n; ++r) RANK_CHECK(gyre::fakeEndCapture(p->streams[r]) == 0, "end capture");
+  return 0;
+}
+
 }  // namespace
 
 TEST_CASE("a captured direct collective whose peer's graph is never launched fails after GYRE_TIMEOUT naming "
           "that peer, instead of spinning forever",
           "[device][graph][direct][timeout]") {
   RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) {
-    const int n = 2;
-    const size_t count = 1000;
-    std::vector<ncclComm_t> comms(n, nullptr);
-    std::vector<int> devices(n, 0);
-    RANK_CHECK(ncclCommInitAll(comms.data(), n, devices.data()) == ncclSuccess, "init: %s", lastError().c_str());
-    RANK_CHECK(comms[0]->device->direct && comms[0]->device->direct->clique, "ranks of one process do not run direct");
-    std::vector<cudaStream_t> streams(n);
-    std::vector<std::vector<float>> in(n, std::vector<float>(count, 1)), out(in);
-    std::vector<gyre::FakeGraph> graphs(n);
-    for (int r = 0; r < n; ++r) {
-      streams[r] = newStream();
-      RANK_CHECK(gyre::fakeBeginCapture(streams[r], &graphs[r]) == 0, "begin capture");
-    }
-    RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
-    for (int r = 0; r < n; ++r)
-      RANK_CHECK(ncclAllReduce(in[r].data(), out[r].data(), count, ncclFloat32, ncclSum, comms[r], streams[r]) ==
-                     ncclSuccess, "captured allreduce: %s", lastError().c_str());
-    RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
-    for (int r = 0; r < n; ++r) RANK_CHECK(gyre::fakeEndCapture(streams[r]) == 0, "end capture");
+    CapturedPair p;
+    if (captureAllReduces(&p) != 0) return 1;
+    std::vector<ncclComm_t>& comms = p.comms;
+    std::vector<cudaStream_t>& streams = p.streams;
+    std::vector<gyre::FakeGraph>& graphs = p.graphs;
     // Only rank 0's graph runs: its flag kernel waits for rank 1's "ready".
     auto start = std::chrono::steady_clock::now();
     RANK_CHECK(gyre::fakeLaunchGraph(graphs[0], streams[0]) == 0, "launch");
@@ -109,25 +125,11 @@ TEST_CASE("ncclCommAbort stops a captured direct collective's flag kernel at onc
           "mapped host memory",
           "[device][graph][direct][abort]") {
   RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) {
-    const int n = 2;
-    const size_t count = 1000;
-    std::vector<ncclComm_t> comms(n, nullptr);
-    std::vector<int> devices(n, 0);
-    RANK_CHECK(ncclCommInitAll(comms.data(), n, devices.data()) == ncclSuccess, "init: %s", lastError().c_str());
-    // Rank 0's flag kernel spins for rank 1's graph, which never runs.
-    std::vector<cudaStream_t> streams(n);
-    std::vector<std::vector<float>> in(n, std::vector<float>(count, 1)), out(in);
-    std::vector<gyre::FakeGraph> graphs(n);
-    for (int r = 0; r < n; ++r) {
-      streams[r] = newStream();
-      RANK_CHECK(gyre::fakeBeginCapture(streams[r], &graphs[r]) == 0, "begin capture");
-    }
-    RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
-    for (int r = 0; r < n; ++r)
-      RANK_CHECK(ncclAllReduce(in[r].data(), out[r].data(), count, ncclFloat32, ncclSum, comms[r], streams[r]) ==
-                     ncclSuccess, "captured allreduce: %s", lastError().c_str());
-    RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
-    for (int r = 0; r < n; ++r) RANK_CHECK(gyre::fakeEndCapture(streams[r]) == 0, "end capture");
+    CapturedPair p;  // rank 0's flag kernel spins for rank 1's graph, which never runs
+    if (captureAllReduces(&p) != 0) return 1;
+    std::vector<ncclComm_t>& comms = p.comms;
+    std::vector<cudaStream_t>& streams = p.streams;
+    std::vector<gyre::FakeGraph>& graphs = p.graphs;
     RANK_CHECK(gyre::fakeLaunchGraph(graphs[0], streams[0]) == 0, "launch");
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     auto start = std::chrono::steady_clock::now();
