@@ -1,5 +1,8 @@
 #include "src/device/device_words.h"
 
+#include <chrono>
+#include <thread>
+
 #include "src/debug/error.h"
 
 namespace gyre {
@@ -39,10 +42,18 @@ bool DeviceWordReader::read(const std::vector<Range>& ranges, std::vector<uint32
 
 DeviceWordReader::~DeviceWordReader() {
   DeviceRuntime* rt = deviceRuntime();
+  // A read still queued copies from memory its owner frees or unmaps next
+  // (an inbox, a peer's IPC mapping). Its owner stops the watchdog only
+  // once the communicator's streams have drained, so the read is due soon:
+  // it is given a moment, polled, never synchronised on.
   bool done = !pending_;
-  if (pending_ && rt->eventQuery(done_, &done) != ncclSuccess) done = false;
-  // A copy still queued (behind a blocked stream) may land later: its
-  // buffer, stream and event stay allocated rather than be freed under it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    if (rt->eventQuery(done_, &done) != ncclSuccess) break;
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // Still queued behind a blocked stream: its buffer, stream and event stay
+  // allocated rather than be freed under it.
   if (!done) return;
   if (done_) rt->eventDestroy(done_);
   if (stream_) rt->streamDestroy(stream_);

@@ -7,7 +7,8 @@
 // event, and hands the values over once a later look finds the event
 // complete; a copy still queued leaves the caller with nothing new, which a
 // watchdog reads as "no progress" (so a blocked stream is reported as a
-// stall after GYRE_TIMEOUT, as any other).
+// stall after GYRE_TIMEOUT, as any other). Destroy it before the memory it
+// reads goes: it gives a queued read a moment to finish first.
 #pragma once
 
 #include <cstddef>
