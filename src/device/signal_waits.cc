@@ -2,6 +2,7 @@
 
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/device/copy/copy_calls.h"
 #include "src/device/flag_ops.h"
 #include "src/device/spin_watch.h"
 
@@ -22,6 +23,7 @@ ncclResult_t enqueueSignalWaits(DeviceComm* comm, const std::vector<SignalWait>&
     kernels.back().add(slot, w.count, FlagOpKind::kWait, w.peer, w.count);
   }
   if (kernels.empty()) return ncclSuccess;
+  OnDevice onDevice(comm->cudaDev);  // a thread may drive ranks of several GPUs
   GYRE_CHECK(comm->signalWatch->allocate());
   for (FlagOps& ops : kernels) {
     comm->signalWatch->arm(&ops, comm->collTimeoutSeconds);
