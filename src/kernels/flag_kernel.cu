@@ -30,6 +30,7 @@ __device__ bool waitFlag(const FlagOps& ops, const FlagOp& op) {
   while (!flagReached(loadFlag(op.flag), op.value)) {
     if (flagWaitStopped(ops)) return false;
     if (ops.timeoutNs && globalTimer() - start > ops.timeoutNs) {
+      if (ops.stopOnTimeout) storeFlag(ops.stopOnTimeout, 1);
       if (ops.timedOut) {
         ops.timedOut->step = op.step;
         __threadfence_system();

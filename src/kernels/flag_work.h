@@ -51,6 +51,10 @@ struct FlagOps {
   // the writer's kernel may be queued behind this one and never start.
   uint64_t timeoutNs = 0;
   volatile FlagTimeout* timedOut = nullptr;
+  // Device memory set to 1 on a timeout, before the report: the abort word
+  // of the work queued after this kernel (a direct share), which then skips
+  // instead of running on peers' buffers that were never ready.
+  uint32_t* stopOnTimeout = nullptr;
 
   bool add(uint32_t* flag, uint32_t value, FlagOpKind kind, int32_t peer = -1, uint32_t step = 0) {
     if (n == kMaxFlagOps) return false;

@@ -115,6 +115,12 @@ TEST_CASE("a captured direct collective whose peer's graph is never launched fai
     RANK_CHECK(took >= 1.5, "rank 0's graph ended after %.1f s, before GYRE_TIMEOUT", took);
     RANK_CHECK(says(error, "GYRE_TIMEOUT") && says(error, "rank 1's \"ready\" signal") && says(error, "rank 0"),
                "rank 0's error does not name the timeout and the peer: '%s'", error.c_str());
+    // Rank 0 runs every share by default: after the wait gave up it must
+    // not, as rank 1's buffers were never ready (the sum would be 2).
+    for (int r = 0; r < p.n; ++r)
+      for (size_t i = 0; i < p.count; ++i)
+        RANK_CHECK(p.out[r][i] == 1, "rank %d's output at %zu was written (%g) after the wait timed out", r, i,
+                   p.out[r][i]);
     return 0;
   }, waitOptions("8", "2"));
   INFO(result.describe());

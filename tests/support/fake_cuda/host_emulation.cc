@@ -171,6 +171,7 @@ bool waitFlagOnHost(const FlagOps& ops, const FlagOp& op) {
     if (flagWaitStopped(ops)) return false;
     const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
     if (ops.timeoutNs && static_cast<uint64_t>(waited.count()) > ops.timeoutNs) {
+      if (ops.stopOnTimeout) __atomic_store_n(ops.stopOnTimeout, 1u, __ATOMIC_RELEASE);
       if (ops.timedOut) {
         ops.timedOut->step = op.step;
         __atomic_store_n(&ops.timedOut->peerPlusOne, static_cast<uint32_t>(op.peer + 1), __ATOMIC_RELEASE);
