@@ -1,7 +1,9 @@
 // One thread runs the flag operations in order. Writes follow a system-wide
 // fence, so what this rank's stream did before (a copy kernel's stores) is
 // visible to whoever sees the flag; waits poll with a short sleep so a
-// waiting kernel leaves its SM's issue slots to the kernels it waits for.
+// waiting kernel leaves its SM's issue slots to the kernels it waits for,
+// and give up on abort or after ops.timeoutNs by %globaltimer (reported
+// through mapped host memory, src/kernels/flag_work.h).
 #include <cuda_runtime.h>
 
 #include "src/kernels/flag_kernel.h"
@@ -16,6 +18,31 @@ __device__ void storeFlag(uint32_t* flag, uint32_t value) {
   *reinterpret_cast<volatile uint32_t*>(flag) = value;
 }
 
+__device__ uint64_t globalTimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// False when the wait stopped (abort, or this or another wait timed out).
+__device__ bool waitFlag(const FlagOps& ops, const FlagOp& op) {
+  const uint64_t start = globalTimer();
+  while (!flagReached(loadFlag(op.flag), op.value)) {
+    if (flagWaitStopped(ops)) return false;
+    if (ops.timeoutNs && globalTimer() - start > ops.timeoutNs) {
+      if (ops.stopOnTimeout) storeFlag(ops.stopOnTimeout, 1);
+      if (ops.timedOut) {
+        ops.timedOut->step = op.step;
+        __threadfence_system();
+        ops.timedOut->peerPlusOne = static_cast<uint32_t>(op.peer + 1);
+      }
+      return false;
+    }
+    __nanosleep(200);
+  }
+  return true;
+}
+
 __global__ void flagKernel(FlagOps ops) {
   for (int i = 0; i < ops.n; ++i) {
     const FlagOp& op = ops.ops[i];
@@ -23,10 +50,7 @@ __global__ void flagKernel(FlagOps ops) {
       storeFlag(op.flag, op.value);
       continue;
     }
-    while (!flagReached(loadFlag(op.flag), op.value)) {
-      if (ops.abort && *ops.abort) return;
-      __nanosleep(200);
-    }
+    if (!waitFlag(ops, op)) return;
     __threadfence_system();
     if (op.kind == FlagOpKind::kWaitAndClear) storeFlag(op.flag, 0);
   }

@@ -162,11 +162,22 @@ ncclResult_t runDirectOnHost(const DirectCall& call) {
 
 namespace {
 
-// Until (int32_t)(*flag - value) >= 0, as the kernels wait; false when the
-// communicator was aborted first.
-bool waitFlagOnHost(const uint32_t* flag, uint32_t value, const volatile uint32_t* abort) {
-  while (!flagReached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) {
-    if (abort && *abort) return false;
+// The flag kernel's wait (flag_kernel.cu's waitFlag), with the host's
+// steady clock for %globaltimer: false when it stopped (abort, or this or
+// another wait of the communicator timed out, reported as the kernel does).
+bool waitFlagOnHost(const FlagOps& ops, const FlagOp& op) {
+  const auto start = std::chrono::steady_clock::now();
+  while (!flagReached(__atomic_load_n(op.flag, __ATOMIC_ACQUIRE), op.value)) {
+    if (flagWaitStopped(ops)) return false;
+    const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+    if (ops.timeoutNs && static_cast<uint64_t>(waited.count()) > ops.timeoutNs) {
+      if (ops.stopOnTimeout) __atomic_store_n(ops.stopOnTimeout, 1u, __ATOMIC_RELEASE);
+      if (ops.timedOut) {
+        ops.timedOut->step = op.step;
+        __atomic_store_n(&ops.timedOut->peerPlusOne, static_cast<uint32_t>(op.peer + 1), __ATOMIC_RELEASE);
+      }
+      return false;
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
   return true;
@@ -181,7 +192,7 @@ void runFlagOpsOnHost(const FlagOps& ops) {
       __atomic_store_n(op.flag, op.value, __ATOMIC_RELEASE);
       continue;
     }
-    if (!waitFlagOnHost(op.flag, op.value, ops.abort)) return;
+    if (!waitFlagOnHost(ops, op)) return;
     if (op.kind == FlagOpKind::kWaitAndClear) __atomic_store_n(op.flag, 0u, __ATOMIC_RELEASE);
   }
 }
