@@ -7,7 +7,9 @@
 // Writes follow a system-wide fence, so what this rank's stream did before
 // (a copy kernel's stores) is visible to whoever sees the flag; waits poll
 // with a pause so a waiting kernel leaves its SM's issue slots to the
-// kernels it waits for.
+// kernels it waits for, and give up on abort or after ops.timeoutNs by the
+// context's clock (%globaltimer on the GPU), reported through mapped host
+// memory.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +25,24 @@ GYRE_HOST_DEVICE void storeFlagAfterFence(const Ctx& ctx, uint32_t* flag, uint32
   ctx.store(flag, value);
 }
 
-// Until `op` is reached; false when the wait stopped (the communicator was
-// aborted first).
+// Until `op` is reached; false when the wait stopped (abort, or this or
+// another wait timed out). A wait longer than ops.timeoutNs sets
+// stopOnTimeout, then reports the step and the peer in ops.timedOut
+// (src/kernels/flag_work.h).
 template <typename Ctx>
 GYRE_HOST_DEVICE bool waitFlag(const Ctx& ctx, const FlagOps& ops, const FlagOp& op) {
+  const uint64_t start = ctx.nowNs();
   while (!flagReached(ctx.load(op.flag), op.value)) {
-    if (ops.abort && *ops.abort) return false;
+    if (flagWaitStopped(ops)) return false;
+    if (ops.timeoutNs && ctx.nowNs() - start > ops.timeoutNs) {
+      if (ops.stopOnTimeout) storeFlagAfterFence(ctx, ops.stopOnTimeout, 1);
+      if (ops.timedOut) {
+        ops.timedOut->step = op.step;
+        ctx.fenceSystem();  // the step before the peer, which the host polls
+        ops.timedOut->peerPlusOne = static_cast<uint32_t>(op.peer + 1);
+      }
+      return false;
+    }
     ctx.pause();
   }
   return true;
