@@ -284,7 +284,8 @@ bool takeAnswer(FakeQp* q) {
 
 void serve(FakeQp* q) {
   while (!q->stop.load()) {
-    pollfd p[4] = {{q->wakeFd, POLLIN, 0}, {q->listenFd, POLLIN, 0}, {q->inFd, POLLIN, 0}, {q->outFd, POLLIN, 0}};
+    // outFd is set by ibv_modify_qp on the caller's thread: read under mu.
+    pollfd p[4] = {{q->wakeFd, POLLIN, 0}, {q->listenFd, POLLIN, 0}, {q->inFd, POLLIN, 0}, {-1, POLLIN, 0}};
     {
       std::lock_guard<std::mutex> l(q->mu);
       p[3].fd = q->outFd;
