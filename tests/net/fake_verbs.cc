@@ -132,7 +132,7 @@ struct FakeQp {
   std::mutex writeMu;  // one request at a time on outFd
   std::deque<uint64_t> recvs;
   std::deque<Outstanding> outstanding;
-  bool error = false;
+  std::atomic<bool> error{false};  // set under mu; the QP thread reads it without taking mu
   int port = 1;                      // from the INIT transition
   std::atomic<bool> stalled{false};  // FAKEVERBS_ASYNC_EVENT struck: writes vanish, nothing completes
   std::atomic<bool> stop{false};
