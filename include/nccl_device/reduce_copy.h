@@ -11,6 +11,8 @@
  * Sums use T's +; ncclLsaReduceLsaCopy takes any operator `T op(T, T)`
  * (nccl::utility::OpSum<T> is the sum). Results do not depend on how
  * many threads the group has: each element is combined in source order.
+ * Each call looks up the sources' and destinations' addresses once and
+ * moves 16-byte vectors where every buffer is equally aligned.
  *
  * gyre has no multimem: the ncclMultimem* variants and the *MultimemCopy
  * ones compile and stop the kernel with a message when called (ncclDevCommCreate
@@ -35,17 +37,91 @@ struct OpSum {
 
 namespace gyre_device {
 
-/* The one loop every variant is: element i of the result is
- * op(...op(src(0)[i], src(1)[i])..., src(nSrc-1)[i]), stored to every dst(d)[i]. */
-template <typename T, typename Coop, typename Src, typename Dst, typename RedOp, typename IntCount>
-GYRE_DEVICE_FN void reduceCopy(Coop coop, Src src, int nSrc, Dst dst, int nDst, RedOp const& op, IntCount count) {
-  if (nSrc <= 0 || nDst <= 0) return;
-  const IntCount step = IntCount(coop.size());
-  for (IntCount i = IntCount(coop.thread_rank()); i < count; i += step) {
-    T acc = src(0)[i];
-    for (int s = 1; s < nSrc; ++s) acc = op(acc, src(s)[i]);
-    for (int d = 0; d < nDst; ++d) dst(d)[i] = acc;
+/* Up to this many sources' and destinations' addresses are looked up once
+ * per call (a window's peer table, a user's lambda); more are looked up per
+ * 16 bytes. */
+constexpr int kResolvedPtrs = 16;
+
+/* The addresses of ptrs(0) .. ptrs(n - 1), looked up once. */
+template <typename Ptrs, typename P>
+struct Resolved {
+  Ptrs ptrs;
+  int n;
+  P p[kResolvedPtrs];
+  GYRE_DEVICE_FN Resolved(Ptrs f, int count) : ptrs(f), n(count) {
+    for (int i = 0; i < count && i < kResolvedPtrs; ++i) p[i] = f(i);
   }
+  GYRE_DEVICE_FN P operator()(int i) const { return i < kResolvedPtrs ? p[i] : ptrs(i); }
+};
+template <typename Ptrs>
+GYRE_DEVICE_FN Resolved<Ptrs, decltype(static_cast<Ptrs*>(nullptr)->operator()(0))> resolve(Ptrs f, int n) {
+  return {f, n};
+}
+
+/* 16 bytes of elements, loaded and stored as one vector. */
+template <typename T>
+struct alignas(16) Pack16 {
+  static constexpr int kElems = int(16 / sizeof(T));
+  T e[kElems];
+};
+
+/* Element i of the result, from every source in order, to every destination. */
+template <typename T, typename Src, typename Dst, typename RedOp, typename Index>
+GYRE_DEVICE_FN void reduceCopyOne(Src const& src, int nSrc, Dst const& dst, int nDst, RedOp const& op, Index i) {
+  T acc = src(0)[i];
+  for (int s = 1; s < nSrc; ++s) acc = op(acc, src(s)[i]);
+  for (int d = 0; d < nDst; ++d) dst(d)[i] = acc;
+}
+
+/* Elements [first, first + n) that start 16-byte aligned in every buffer,
+ * as packs: element for element the same combination as reduceCopyOne. */
+template <typename T, typename Src, typename Dst, typename RedOp>
+GYRE_DEVICE_FN void reduceCopyPacks(Src const& src, int nSrc, Dst const& dst, int nDst, RedOp const& op,
+                                    size_t first, size_t packs, size_t rank, size_t step) {
+  using P = Pack16<T>;
+  for (size_t k = rank; k < packs; k += step) {
+    const size_t at = first + k * P::kElems;
+    P acc = *reinterpret_cast<const P*>(src(0) + at);
+    for (int s = 1; s < nSrc; ++s) {
+      const P v = *reinterpret_cast<const P*>(src(s) + at);
+      for (int j = 0; j < P::kElems; ++j) acc.e[j] = op(acc.e[j], v.e[j]);
+    }
+    for (int d = 0; d < nDst; ++d) *reinterpret_cast<P*>(dst(d) + at) = acc;
+  }
+}
+
+/* Bytes past the last 16-byte boundary at or below p (the same for every
+ * buffer of a call, or the call is not vectorised). */
+GYRE_DEVICE_FN size_t misalignment(const void* p) { return size_t(reinterpret_cast<uintptr_t>(p) & 15); }
+
+/* The one operation every variant is: element i of the result is
+ * op(...op(src(0)[i], src(1)[i])..., src(nSrc-1)[i]), stored to every dst(d)[i].
+ * Addresses are looked up once; where every buffer has the same offset from
+ * a 16-byte boundary, a scalar head reaches the boundary, 16-byte packs
+ * follow and a scalar tail ends. The group's threads take packs (and head
+ * and tail elements) in turn. */
+template <typename T, typename Coop, typename Src, typename Dst, typename RedOp, typename IntCount>
+GYRE_DEVICE_FN void reduceCopy(Coop coop, Src srcOf, int nSrc, Dst dstOf, int nDst, RedOp const& op, IntCount count) {
+  if (nSrc <= 0 || nDst <= 0 || count <= IntCount(0)) return;
+  const auto src = resolve(srcOf, nSrc);
+  const auto dst = resolve(dstOf, nDst);
+  const size_t n = size_t(count), rank = size_t(coop.thread_rank()), step = size_t(coop.size());
+  size_t head = n, packs = 0;  // not vectorised: every element is "head"
+  if (16 % sizeof(T) == 0 && sizeof(T) < 16) {
+    const size_t mis = misalignment(src(0));
+    bool same = mis % sizeof(T) == 0;
+    for (int s = 1; same && s < nSrc; ++s) same = misalignment(src(s)) == mis;
+    for (int d = 0; same && d < nDst; ++d) same = misalignment(dst(d)) == mis;
+    if (same) {
+      head = mis ? (16 - mis) / sizeof(T) : 0;
+      if (head > n) head = n;
+      packs = (n - head) / Pack16<T>::kElems;
+    }
+  }
+  for (size_t i = rank; i < head; i += step) reduceCopyOne<T>(src, nSrc, dst, nDst, op, i);
+  reduceCopyPacks<T>(src, nSrc, dst, nDst, op, head, packs, rank, step);
+  for (size_t i = head + packs * Pack16<T>::kElems + rank; i < n; i += step)
+    reduceCopyOne<T>(src, nSrc, dst, nDst, op, i);
 }
 
 [[noreturn]] GYRE_DEVICE_FN void noMultimem() { unavailable("multimem (NVLink SHARP)"); }

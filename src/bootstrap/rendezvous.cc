@@ -25,21 +25,29 @@ namespace {
 // Listener fds of roots owned by this process. A forked child has no root
 // thread, so it closes its copies: otherwise a dead root's port would stay open
 // in every child and stale ids would hang instead of being refused.
-std::mutex rootFdsMutex;
-std::set<int> rootFds;
+// Never destroyed: a detached root thread may still untrack its fd while
+// the process runs its static destructors.
+struct RootFds {
+  std::mutex mutex;
+  std::set<int> fds;
+};
+RootFds& rootFds() {
+  static RootFds* r = new RootFds;
+  return *r;
+}
 void closeRootFdsInChild() {
-  for (int fd : rootFds) close(fd);
-  rootFds.clear();
+  for (int fd : rootFds().fds) close(fd);
+  rootFds().fds.clear();
 }
 void trackRootFd(int fd) {
   static std::once_flag once;
   std::call_once(once, [] { pthread_atfork(nullptr, nullptr, closeRootFdsInChild); });
-  std::lock_guard<std::mutex> lock(rootFdsMutex);
-  rootFds.insert(fd);
+  std::lock_guard<std::mutex> lock(rootFds().mutex);
+  rootFds().fds.insert(fd);
 }
 void untrackRootFd(int fd) {
-  std::lock_guard<std::mutex> lock(rootFdsMutex);
-  rootFds.erase(fd);
+  std::lock_guard<std::mutex> lock(rootFds().mutex);
+  rootFds().fds.erase(fd);
 }
 
 double initTimeoutSeconds() {

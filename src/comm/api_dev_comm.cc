@@ -16,6 +16,7 @@
 #include "src/comm/comm.h"
 #include "src/comm/lsa_team.h"
 #include "src/comm/window.h"
+#include "src/config/env.h"
 #include "src/debug/deadline.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
@@ -45,12 +46,39 @@ ncclResult_t readRequirements(const ncclDevCommRequirements_t* in, ncclDevCommRe
   return ncclSuccess;
 }
 
+// The first rank of `team` that is another process on this rank's GPU
+// (-1: none). Without MPS the GPU runs one process's kernels at a time,
+// taking turns in time slices, so device code that waits for such a peer
+// (an LSA barrier, a signal) advances one time slice per wait, as the
+// collective kernels would (src/device/kernel/kernel_calls.cc keeps those
+// ranks off kernels for the same reason).
+int otherProcessOnThisGpu(const ncclComm* comm, const LsaTeam& team) {
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  const PeerInfo& me = peers[comm->rank];
+  for (int r = team.base; r < team.base + team.size; ++r)
+    if (peers[r].hostHash == me.hostHash && peers[r].busId == me.busId && peers[r].pid != me.pid) return r;
+  return -1;
+}
+
+// otherProcessOnThisGpu, unless GYRE_DEVICE_API_SHARED_GPU=1 says MPS runs
+// those processes' kernels together.
+int refusedSharer(const ncclComm* comm, const LsaTeam& team) {
+  int64_t sharedGpu = 0;
+  if (env::getInt("GYRE_DEVICE_API_SHARED_GPU", &sharedGpu) == ncclSuccess && sharedGpu != 0) return -1;
+  return otherProcessOnThisGpu(comm, team);
+}
+
 // What this rank cannot provide of `r` ("" when it can provide all).
 std::string missingOf(const ncclComm* comm, const ncclDevCommRequirements_t& r, const LsaTeam& team) {
   if (comm->isHost) return "a host-memory communicator has no GPU for device code";
   if (team.size != comm->nranks)
     return "not every rank is load/store accessible (" + team.whyNotWorld +
            "); gyre's device API covers LSA teams only and has no GIN (network) to reach the others";
+  if (const int other = refusedSharer(comm, team); other >= 0)
+    return "rank " + std::to_string(other) + " is another process on this rank's GPU (rank " +
+           std::to_string(comm->rank) + "): without MPS their kernels take turns on the GPU and every LSA barrier "
+           "between them waits for a time slice; run those ranks in one process, or under MPS set "
+           "GYRE_DEVICE_API_SHARED_GPU=1";
   std::vector<std::string> gin;
   auto need = [&](bool cond, const char* what) {
     if (cond) gin.push_back(what);
@@ -205,7 +233,7 @@ GYRE_EXPORT ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProper
   props->nRanks = comm->nranks;
   props->cudaDev = comm->cudaDev;
   props->nvmlDev = -1;  // gyre does not use NVML
-  props->deviceApiSupport = wholeTeam;
+  props->deviceApiSupport = wholeTeam && refusedSharer(comm, team) < 0;
   props->multimemSupport = false;
   props->ginType = NCCL_GIN_TYPE_NONE;
   props->nLsaTeams = comm->isHost ? 0 : (comm->nranks % team.size == 0 ? comm->nranks / team.size : 0);

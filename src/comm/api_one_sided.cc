@@ -1,11 +1,14 @@
 // C API: NCCL's one-sided operations on windows (ncclPutSignal, ncclSignal,
-// ncclWaitSignal) for peers in this rank's LSA team, with no SM involved: a
+// ncclWaitSignal) for peers in this rank's LSA team, with no SM involved but where noted: a
 // put is a stream copy into the peer's window as mapped here (window.h),
 // a signal a stream write of this rank's next signal count into the slot it
 // owns in the peer's signal area, a wait a stream wait until the slot each
 // peer owns here reaches the count expected. The counts are per (sender,
 // receiver), and only the sender writes its slot, so signals need no atomic
-// increment and none is lost; the wait compares wrap-safely.
+// increment and none is lost; the wait compares wrap-safely. A wait on a
+// rank of this process is a flag kernel instead of a stream wait, so it
+// cannot hold a hardware queue the signaller's stream shares
+// (src/device/signal_waits.h).
 //
 // Peers outside the LSA team (another node, no peer access) are refused:
 // gyre has no network transport with remote writes. So are calls on a
@@ -16,6 +19,7 @@
 #include "src/comm/window.h"
 #include "src/debug/error.h"
 #include "src/device/runtime/runtime.h"
+#include "src/device/signal_waits.h"
 #include "src/enqueue/arg_checks.h"
 
 using namespace gyre;
@@ -138,11 +142,15 @@ GYRE_EXPORT ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalD
   std::lock_guard<std::mutex> lock(s->mutex);
   for (int i = 0; i < nDesc; ++i)
     if (!s->atPeer[signalDescs[i].peer]) return unreachable(comm, signalDescs[i].peer, fn, "signal area");
+  const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
+  std::vector<SignalWait> waits;
+  std::vector<uint32_t> expected = s->expected;
   for (int i = 0; i < nDesc; ++i) {
     const int peer = signalDescs[i].peer;
-    const uint32_t target = s->expected[peer] + static_cast<uint32_t>(signalDescs[i].opCnt);
-    GYRE_CHECK(deviceRuntime()->streamWaitFlag(stream, s->mine + peer, target));
-    s->expected[peer] = target;
+    expected[peer] += static_cast<uint32_t>(signalDescs[i].opCnt);
+    waits.push_back(SignalWait{s->mine + peer, expected[peer], peer, peers[peer].pid == peers[comm->rank].pid});
   }
+  GYRE_CHECK(enqueueSignalWaits(comm->device.get(), waits, stream));
+  s->expected = expected;
   return ncclSuccess;
 }

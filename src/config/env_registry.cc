@@ -118,6 +118,10 @@ const std::vector<VarSpec>& registry() {
        "ranks sharing one GPU on the direct path: 1 = rank 0 runs every rank's share with the whole GPU (the "
        "others launch no kernels, only signal; fastest measured on an H100, in one process and across "
        "processes), 0 = each rank runs its own share (same value on every rank)", 0, 1},
+      {"GYRE_DEVICE_API_SHARED_GPU", Type::Int, "0", "0..1",
+       "ncclDevCommCreate: 1 accepts LSA teams with ranks of other processes on the same GPU (under MPS, which "
+       "runs their kernels together); 0 refuses them, as without MPS their kernels take turns on the GPU and "
+       "every LSA barrier between them waits for a time slice", 0, 1},
       {"GYRE_STAGING_PIECE_BYTES", Type::Int, "1048576", "1..1073741824",
        "staged device collectives: bytes of a rank's block per pipeline piece (larger calls overlap their host "
        "copies with the transfer; at most 64 pieces per call; same value on every rank)", 1, 1073741824},

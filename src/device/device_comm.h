@@ -28,6 +28,7 @@ struct CommObserver;  // src/observe/observer.h
 struct DeviceComm;
 struct DirectState;
 struct KernelState;
+class SpinWatch;
 struct StagingState;
 
 // One call on a device communicator.
@@ -66,6 +67,8 @@ struct DeviceComm {
   // ncclCommWindowRegister): a call on a registered buffer finds its peers'
   // buffers here instead of exchanging handles.
   PeerWindows windows;
+  // What ncclWaitSignal's kernels watch (signal_waits.h).
+  std::unique_ptr<SpinWatch> signalWatch;
 };
 
 }  // namespace gyre

@@ -9,6 +9,7 @@
 #include "src/device/kernel/kernel_calls.h"
 #include "src/device/kernel/kernel_watchdog.h"
 #include "src/device/launch_events.h"
+#include "src/device/signal_waits.h"
 #include "src/device/runtime/runtime.h"
 #include "src/device/staged/staging.h"
 
@@ -69,9 +70,11 @@ ncclResult_t launchDeviceCalls(const std::vector<DeviceRequest>& calls) {
 
 ncclResult_t pollDeviceStatus(DeviceComm* comm, bool queryStreams) {
   if (!comm) return ncclSuccess;
-  // A captured pair's kernel that timed out says so in mapped host memory:
+  // A captured pair's or flag kernel that timed out says so in mapped host memory:
   // no CUDA call, so it is read on every poll.
   pollCapturedCopies(comm);
+  pollDirectTimeout(comm);
+  pollSignalTimeout(comm);
   if (!queryStreams) return pollKernelStatus(comm, false);
   // ncclCommGetAsyncError queries events from any thread, PyTorch's
   // watchdog's among them, while another may be capturing in Global mode.
@@ -81,7 +84,9 @@ ncclResult_t pollDeviceStatus(DeviceComm* comm, bool queryStreams) {
 }
 
 void abortDeviceWork(DeviceComm* comm) {
-  if (comm) abortKernels(comm);
+  if (!comm) return;
+  abortKernels(comm);
+  abortSignalWaits(comm);
 }
 
 bool drainDeviceWork(DeviceComm* comm, bool abort, double seconds) {

@@ -49,7 +49,11 @@ size_t PeerMappings::liveMappings() const {
 char* PeerMappings::locate(int peer, int pid, const PeerAddress& a, size_t bytes) {
   if (a.fd < 0 || a.inode == 0) return nullptr;
   const uint64_t length = static_cast<uint64_t>(a.pages) * 4096;
-  if (a.address < a.base || a.address - a.base + bytes > length) return nullptr;  // not inside: take the slow path
+  // Every value here is the peer's word: compared without a sum that could
+  // wrap (an offset near 2^64 plus the size would pass as small and point
+  // before the mapping).
+  if (a.address < a.base || a.address - a.base > length || bytes > length - (a.address - a.base))
+    return nullptr;  // not inside: take the slow path
   std::lock_guard<std::mutex> lock(mutex_);
   char* local = nullptr;
   for (Mapping& m : maps_)

@@ -1,36 +1,26 @@
-// One thread runs the flag operations in order. Writes follow a system-wide
-// fence, so what this rank's stream did before (a copy kernel's stores) is
-// visible to whoever sees the flag; waits poll with a short sleep so a
-// waiting kernel leaves its SM's issue slots to the kernels it waits for.
+// The flag kernel: one thread runs the launch's flag operations in order
+// (src/kernels/flag_loop.h: runFlagOps) with a CUDA context.
 #include <cuda_runtime.h>
 
 #include "src/kernels/flag_kernel.h"
+#include "src/kernels/flag_loop.h"
 
 namespace gyre {
 namespace {
 
-__device__ uint32_t loadFlag(const uint32_t* flag) { return *reinterpret_cast<const volatile uint32_t*>(flag); }
-
-__device__ void storeFlag(uint32_t* flag, uint32_t value) {
-  __threadfence_system();
-  *reinterpret_cast<volatile uint32_t*>(flag) = value;
-}
-
-__global__ void flagKernel(FlagOps ops) {
-  for (int i = 0; i < ops.n; ++i) {
-    const FlagOp& op = ops.ops[i];
-    if (op.kind == FlagOpKind::kWrite) {
-      storeFlag(op.flag, op.value);
-      continue;
-    }
-    while (!flagReached(loadFlag(op.flag), op.value)) {
-      if (ops.abort && *ops.abort) return;
-      __nanosleep(200);
-    }
-    __threadfence_system();
-    if (op.kind == FlagOpKind::kWaitAndClear) storeFlag(op.flag, 0);
+struct CudaFlagThread {
+  __device__ uint32_t load(const uint32_t* flag) const { return *reinterpret_cast<const volatile uint32_t*>(flag); }
+  __device__ void store(uint32_t* flag, uint32_t value) const { *reinterpret_cast<volatile uint32_t*>(flag) = value; }
+  __device__ void fenceSystem() const { __threadfence_system(); }
+  __device__ void pause() const { __nanosleep(200); }
+  __device__ uint64_t nowNs() const {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
   }
-}
+};
+
+__global__ void flagKernel(FlagOps ops) { runFlagOps(CudaFlagThread{}, ops); }
 
 }  // namespace
 

@@ -24,6 +24,18 @@ struct FlagOp {
   uint32_t* flag = nullptr;
   uint32_t value = 0;
   FlagOpKind kind = FlagOpKind::kWait;
+  // A wait's writer and what it stands for, for a timeout's report.
+  int32_t peer = -1;
+  uint32_t step = 0;
+};
+
+// Where a flag kernel's wait that timed out reports, in mapped host memory
+// (the host reads it without a CUDA call, so no blocked queue delays it):
+// `step` first, then the peer's rank + 1 in `peerPlusOne`, which the host
+// polls.
+struct FlagTimeout {
+  uint32_t peerPlusOne;
+  uint32_t step;
 };
 
 constexpr int kMaxFlagOps = 24;
@@ -31,16 +43,31 @@ constexpr int kMaxFlagOps = 24;
 struct FlagOps {
   FlagOp ops[kMaxFlagOps];
   int32_t n = 0;
-  // Device memory set on abort or when a peer died: waits give up.
+  // Set on abort or when a peer died: waits give up.
   const volatile uint32_t* abort = nullptr;
+  // A wait longer than this (GYRE_TIMEOUT; 0: none) gives up and reports in
+  // `timedOut`; once a report is there every later wait of the
+  // communicator gives up at once, as with streams sharing a hardware queue
+  // the writer's kernel may be queued behind this one and never start.
+  uint64_t timeoutNs = 0;
+  volatile FlagTimeout* timedOut = nullptr;
+  // Device memory set to 1 on a timeout, before the report: the abort word
+  // of the work queued after this kernel (a direct share), which then skips
+  // instead of running on peers' buffers that were never ready.
+  uint32_t* stopOnTimeout = nullptr;
 
-  bool add(uint32_t* flag, uint32_t value, FlagOpKind kind) {
+  bool add(uint32_t* flag, uint32_t value, FlagOpKind kind, int32_t peer = -1, uint32_t step = 0) {
     if (n == kMaxFlagOps) return false;
-    ops[n++] = FlagOp{flag, value, kind};
+    ops[n++] = FlagOp{flag, value, kind, peer, step};
     return true;
   }
 };
 
 GYRE_HOST_DEVICE bool flagReached(uint32_t seen, uint32_t wanted) { return static_cast<int32_t>(seen - wanted) >= 0; }
+
+// Whether a wait of `ops` must stop: aborted, or some wait timed out.
+GYRE_HOST_DEVICE bool flagWaitStopped(const FlagOps& ops) {
+  return (ops.abort && *ops.abort) || (ops.timedOut && ops.timedOut->peerPlusOne);
+}
 
 }  // namespace gyre

@@ -301,7 +301,7 @@ void observeRepeatedCall(CommObserver& o, const CollCall& call, uint64_t seq) {
   if (o.profilerMask) startRunEvent(o, call, planned, seq);
 }
 
-bool anyProfiler = false;
+std::atomic<bool> anyProfiler{false};
 
 namespace stepev {
 

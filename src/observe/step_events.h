@@ -14,6 +14,7 @@
 // (or a pointer it would have set) once per run and once per step.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -24,8 +25,9 @@ namespace gyre {
 struct CommObserver;
 
 // Set once some communicator of the process has a profiler plugin that
-// asked for events; never reset.
-extern bool anyProfiler;
+// asked for events; never reset. Atomic: communicators of one process
+// (ncclCommInitAll) set it from their own threads while others read it.
+extern std::atomic<bool> anyProfiler;
 
 // One run of an executor (the host executor's lanes, or a device launch):
 // profiler events started in it for its calls stop when it ends, children

@@ -6,15 +6,23 @@
 
 namespace gyre {
 
-ncclResult_t failFromAbortNotice(int culprit, int self, int reporter) {
+int culpritFromNotice(uint64_t named, int peer, int nranks) {
+  const uint64_t limit = nranks > 0 ? static_cast<uint64_t>(nranks) : uint64_t{INT32_MAX} + 1;
+  return named < limit ? static_cast<int>(named) : peer;
+}
+
+ncclResult_t failFromAbortNotice(uint64_t named, int self, int reporter, int nranks) {
+  const int culprit = culpritFromNotice(named, -1, nranks);
+  if (culprit < 0 && nranks > 0)
+    return fail(ncclRemoteError, "rank %d sent an abort notice naming rank %llu, which is not a rank of this %d-rank "
+                "communicator (a corrupt or lying peer)", reporter, static_cast<unsigned long long>(named), nranks);
+  if (culprit < 0)
+    return fail(ncclRemoteError, "rank %d sent an abort notice naming %llu, which is no rank number (a corrupt or "
+                "lying peer)", reporter, static_cast<unsigned long long>(named));
   if (culprit == self)
     return fail(ncclRemoteError, "rank %d gave up on this rank (%d): it reports a mismatched call or a stalled step "
                 "from this rank (see rank %d's error)", reporter, self, reporter);
   return fail(ncclRemoteError, "rank %d failed or stopped responding (reported by rank %d)", culprit, reporter);
-}
-
-int culpritFromNotice(uint64_t named, int peer) {
-  return named <= static_cast<uint64_t>(INT32_MAX) ? static_cast<int>(named) : peer;
 }
 
 }  // namespace gyre

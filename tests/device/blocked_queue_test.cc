@@ -2,7 +2,8 @@
 // fake CUDA runtime: a wait at a queue's head holds every stream behind it,
 // as on a GPU (tests/support/fake_cuda/hardware_queues.h). First the rule on
 // the fake itself, then what gyre must still do with one queue per device:
-// abort in bounded time while a stream is blocked.
+// abort in bounded time while a stream is blocked, and fail after
+// GYRE_TIMEOUT instead of hanging.
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -11,6 +12,9 @@
 
 #include "../support/stream_gate.h"
 #include "coll_common.h"
+#include "src/comm/comm.h"
+#include "src/device/device_comm.h"
+#include "src/device/direct/direct_calls.h"
 #include "src/device/runtime/runtime.h"
 #include "tests/support/fake_cuda/fake_cuda.h"
 #include "tests/support/fake_cuda/hardware_queues.h"
@@ -209,6 +213,52 @@ TEST_CASE("with one hardware queue, ranks of one process whose captured exchange
                "the errors do not name the timeout and the peer: %s", errors.c_str());
     RANK_CHECK(took < 30, "the streams took %.1f s to finish", took);
     for (ncclComm_t c : comms) ncclCommAbort(c);
+    return 0;
+  }, o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("with one hardware queue, processes on the direct path whose stream is held fail after GYRE_TIMEOUT: "
+          "their watchdogs read the flags without waiting behind the blocked queue",
+          "[device][queues][direct][timeout]") {
+  RankOptions o = queueOptions("1", "3");
+  o.timeout_s = 60;
+  o.env.push_back({"GYRE_DEVICE_PATH", "direct"});
+  RunResult result = runRanks(2, [](int rank, int n, const ncclUniqueId& id) {
+    ncclComm_t comm = nullptr;
+    RANK_CHECK(ncclCommInitRank(&comm, n, id, rank) == ncclSuccess, "init: %s", lastError().c_str());
+    RANK_CHECK(comm->device->direct != nullptr, "rank %d is not on the direct path", rank);
+    void* buf = nullptr;
+    RANK_CHECK(ncclMemAlloc(&buf, 4096) == ncclSuccess, "alloc: %s", lastError().c_str());
+    cudaStream_t s = newStream();
+    // Rank 1's stream is held shut before the call: with one queue, each
+    // process's queue then sits behind a wait (rank 0 for rank 1's signal,
+    // rank 1 behind its held stream), and so would any copy its watchdog made.
+    StreamGate gate;
+    if (rank == 1) rt()->hostFunc(s, &StreamGate::wait, &gate);
+    auto start = std::chrono::steady_clock::now();
+    RANK_CHECK(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, s) == ncclSuccess, "enqueue: %s",
+               lastError().c_str());
+    ncclResult_t async = ncclSuccess;
+    while (async == ncclSuccess && secondsSince(start) < 20) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      ncclCommGetAsyncError(comm, &async);
+    }
+    const double failedAfter = secondsSince(start);
+    const std::string text = ncclGetLastError(comm);
+    gate.open = true;  // the failure released the waits: the streams drain
+    rt()->streamSynchronize(s);
+    ncclCommAbort(comm);
+    ncclMemFree(buf);
+    RANK_CHECK(async == ncclRemoteError, "rank %d: no failure %.0f s after the call (GYRE_TIMEOUT 3 s): %d", rank,
+               failedAfter, int(async));
+    RANK_CHECK(failedAfter > 2 && failedAfter < 15, "rank %d failed after %.1f s (GYRE_TIMEOUT 3 s)", rank,
+               failedAfter);
+    // Rank 0 may see rank 1's process end first (rank 1 fails, then exits).
+    RANK_CHECK(text.find("GYRE_TIMEOUT") != std::string::npos ||
+                   (rank == 0 && text.find("rank 1") != std::string::npos && text.find("died") != std::string::npos),
+               "rank %d: the error names neither the timeout nor the peer's death: %s", rank, text.c_str());
     return 0;
   }, o);
   INFO(result.describe());

@@ -629,7 +629,10 @@ TEST_CASE("ranks of one process on GPUs with peer access do too; a peer's mappin
 
 TEST_CASE("ranks in two processes map windows by CUDA IPC once, meet at LSA barriers, and put and signal",
           "[device][device_api]") {
-  RunResult result = runRanks(2, processRank, apiOptions());
+  // The fake runs both processes' device code at once, as MPS would.
+  RankOptions o = apiOptions();
+  o.env.push_back({"GYRE_DEVICE_API_SHARED_GPU", "1"});
+  RunResult result = runRanks(2, processRank, o);
   INFO(result.describe());
   CHECK(result.allOk());
 }
@@ -637,6 +640,29 @@ TEST_CASE("ranks in two processes map windows by CUDA IPC once, meet at LSA barr
 TEST_CASE("GIN requirements, asymmetric windows, a device communicator's window and bad puts fail naming "
           "call and rank", "[device][device_api]") {
   RunResult result = runRanks(1, badInput, apiOptions());
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
+TEST_CASE("ranks in two processes on one GPU get no device communicator unless MPS is declared, naming the "
+          "other process's rank", "[device][device_api]") {
+  RunResult result = runRanks(2, [](int rank, int n, const ncclUniqueId& id) {
+    ncclComm_t comm;
+    RANK_CHECK(ncclCommInitRank(&comm, n, id, rank) == ncclSuccess, "init: %s", lastError().c_str());
+    ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+    RANK_CHECK(ncclCommQueryProperties(comm, &props) == ncclSuccess && !props.deviceApiSupport,
+               "properties offer the device API to processes taking turns on one GPU");
+    ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    reqs.lsaBarrierCount = 1;
+    ncclDevComm dev;
+    // Both refuse with the first rank's reason.
+    RANK_CHECK(ncclDevCommCreate(comm, &reqs, &dev) == ncclInvalidUsage &&
+                   says(lastError(), "rank 0 cannot serve the requirements: rank 1 is another process on this "
+                                     "rank's GPU (rank 0)") &&
+                   says(lastError(), "GYRE_DEVICE_API_SHARED_GPU=1"), "%s", lastError().c_str());
+    RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
+    return 0;
+  }, apiOptions());
   INFO(result.describe());
   CHECK(result.allOk());
 }

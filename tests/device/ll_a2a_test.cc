@@ -481,7 +481,10 @@ TEST_CASE("LL all-to-all between 4 ranks of one process, and barriers over the L
 
 TEST_CASE("LL all-to-all between ranks in two processes through CUDA IPC-mapped resources",
           "[device][device_api][ll_a2a]") {
-  RunResult result = runRanks(2, llA2AProcessRank, apiOptions());
+  // The fake runs both processes' device code at once, as MPS would.
+  RankOptions o = apiOptions();
+  o.env.push_back({"GYRE_DEVICE_API_SHARED_GPU", "1"});
+  RunResult result = runRanks(2, llA2AProcessRank, o);
   INFO(result.describe());
   CHECK(result.allOk());
 }

@@ -1,10 +1,12 @@
 #include "fault_row.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -58,6 +60,20 @@ std::string recordLeftovers(const Baseline& b, double settle_s) {
   rankRecord("left", std::to_string(fds) + " fds (" + std::to_string(sockets) + " sockets), " +
                          std::to_string(threads) + " threads");
   return left;
+}
+
+std::string verbsLeft(long* mrs, long* qps, long* contexts) {
+  *mrs = *qps = *contexts = 0;
+  const char* path = getenv("GYRE_IBVERBS_LIB");
+  void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (!lib) return "";
+  auto fn = reinterpret_cast<void (*)(long*, long*, long*, long*, long*, long*)>(dlsym(lib, "fakeverbs_counts"));
+  auto openContexts = reinterpret_cast<long (*)()>(dlsym(lib, "fakeverbs_open_contexts"));
+  long cqs = 0, pds = 0, regs = 0, sends = 0;
+  if (fn) fn(mrs, qps, &cqs, &pds, &regs, &sends);
+  if (openContexts) *contexts = openContexts();
+  dlclose(lib);
+  return ", " + std::to_string(*mrs) + " MRs, " + std::to_string(*qps) + " QPs";
 }
 
 int gyreShmSegments() {

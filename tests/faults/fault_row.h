@@ -48,6 +48,13 @@ int gyreShmSegments();
 // victim's t_fault record is used. `shmBefore` is gyreShmSegments() before.
 void printRow(const std::string& name, const RunResult& result, int shmBefore, double faultTime = 0);
 
+// The fake verbs provider's live MRs, QPs and open device contexts in this
+// process (tests/net/fake_verbs.cc, the library GYRE_IBVERBS_LIB names);
+// returns ", N MRs, M QPs", or "" (all 0) when the provider is not loaded.
+// gyre keeps the device contexts open for the process, as NCCL does, each
+// holding one descriptor: they are not a communicator's leftovers.
+std::string verbsLeft(long* mrs, long* qps, long* contexts);
+
 // The text of an ncclResult_t enum value ("ncclRemoteError").
 const char* resultName(ncclResult_t r);
 

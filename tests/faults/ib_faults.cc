@@ -7,7 +7,6 @@
 // memory regions. scripts/fault-matrix sets GYRE_IBVERBS_LIB, or lists these
 // rows as skipped when the fake library was not built.
 #include <catch2/catch.hpp>
-#include <dlfcn.h>
 #include <stdlib.h>
 
 #include <functional>
@@ -23,21 +22,6 @@ using namespace gyre::test;
 using Env = std::vector<std::pair<std::string, std::optional<std::string>>>;
 
 constexpr int kTimeout_s = 8;
-
-// Live MRs and QPs of the fake provider this process loaded ("" if it did not).
-std::string verbsLeft(long* mrs, long* qps, long* contexts) {
-  *mrs = *qps = *contexts = 0;
-  const char* path = getenv("GYRE_IBVERBS_LIB");
-  void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  if (!lib) return "";
-  auto fn = reinterpret_cast<void (*)(long*, long*, long*, long*, long*, long*)>(dlsym(lib, "fakeverbs_counts"));
-  auto openContexts = reinterpret_cast<long (*)()>(dlsym(lib, "fakeverbs_open_contexts"));
-  long cqs = 0, pds = 0, regs = 0, sends = 0;
-  if (fn) fn(mrs, qps, &cqs, &pds, &regs, &sends);
-  if (openContexts) *contexts = openContexts();
-  dlclose(lib);
-  return ", " + std::to_string(*mrs) + " MRs, " + std::to_string(*qps) + " QPs";
-}
 
 // Runs `n` ranks with `env` (plus `rankEnv` per rank): init, 20 AllReduces of
 // 400 KB, then ncclCommAbort. `faultRank` records the fault time (before init

@@ -3,7 +3,10 @@
 // the header the peer sent. The header is checked as a host lane checks a
 // step it receives on shared memory or a socket (checkPeerSlotMeta), as the
 // socket receiver checks a header off the wire (checkIncomingHeader: slot
-// size, abort notices), and an abort notice's culprit is reported.
+// size, abort notices), and an abort notice's culprit is reported: always a
+// rank of the communicator.
+#include <algorithm>
+#include <climits>
 #include <string>
 
 #include "src/sched/slot_meta.h"
@@ -18,9 +21,10 @@ using namespace gyre;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::Input in(data, size);
   fuzz::OwnStep own = in.take<fuzz::OwnStep>();
-  // Ranks are this rank's own numbers, never negative.
-  own.rank &= 0x7fffffff;
-  own.peer &= 0x7fffffff;
+  // Ranks are this rank's own numbers: never negative, and ranks of a
+  // communicator, which has at most INT32_MAX of them.
+  own.rank = (own.rank & 0x7fffffff) % INT32_MAX;
+  own.peer = (own.peer & 0x7fffffff) % INT32_MAX;
   const SlotMeta sent = in.take<SlotMeta>();
   LaneSpec spec;
   spec.rank = own.rank;
@@ -33,12 +37,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   spec.root = own.root;
   const SlotMeta want = makeSlotMeta(spec, own.bytes);
   (void)checkPeerSlotMeta(own.peer, sent, own.rank, want, spec.coll);
+  // The communicator holds both ranks (the peer's notice is checked against its size).
+  const int nranks = std::max(own.rank, own.peer) + 1;
   int culprit = -1;
   const std::string what = "socket from rank " + std::to_string(own.peer);
-  if (socket_detail::checkIncomingHeader(sent, own.slotBytes, own.peer, what, &culprit) == ncclSuccess) {
+  if (socket_detail::checkIncomingHeader(sent, own.slotBytes, own.peer, nranks, what, &culprit) == ncclSuccess) {
     if (sent.flags & kMetaAbort) {
-      if (culprit < 0) __builtin_trap();  // a notice is never taken for none
-      (void)failFromAbortNotice(culprit, own.rank, own.peer);
+      // A notice is never taken for none, nor passed on naming a rank the communicator lacks.
+      if (culprit < 0 || culprit >= nranks) __builtin_trap();
+      (void)failFromAbortNotice(sent.count, own.rank, own.peer, nranks);
     } else if (sent.bytes > own.slotBytes) {
       __builtin_trap();  // a step that does not fit its slot got through
     }

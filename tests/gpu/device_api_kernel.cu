@@ -129,13 +129,19 @@ int main(int argc, char** argv) {
       unsigned long long* wrong = nullptr;
       cudaMalloc(&wrong, sizeof(*wrong));
       cudaMemsetAsync(wrong, 0, sizeof(*wrong), stream);
-      lsaRounds<<<kBlocks, kThreads, 0, stream>>>(dev, win, wrong);
-      CHECK_OK(cudaGetLastError() == cudaSuccess, "kernel launch");
+      // Each launch's own status: cudaGetLastError after <<<>>> would also
+      // report an earlier call's non-sticky error as a failed launch.
+      void* lsaArgs[] = {&dev, &win, &wrong};
+      CHECK_OK(cudaLaunchKernel(reinterpret_cast<const void*>(&lsaRounds), dim3(kBlocks), dim3(kThreads), lsaArgs, 0,
+                                stream) == cudaSuccess, "kernel launch");
       cudaMemcpyAsync(&wrongWords[r], wrong, sizeof(*wrong), cudaMemcpyDeviceToHost, stream);
       CHECK_OK(cudaStreamSynchronize(stream) == cudaSuccess, "the kernel");
       cudaMemsetAsync(wrong, 0, sizeof(*wrong), stream);
-      for (int launch = 0; launch < 2; ++launch) llRounds<<<kBlocks, kThreads, 0, stream>>>(dev, ll, launch, wrong);
-      CHECK_OK(cudaGetLastError() == cudaSuccess, "LL kernel launch");
+      for (int launch = 0; launch < 2; ++launch) {
+        void* llArgs[] = {&dev, &ll, &launch, &wrong};
+        CHECK_OK(cudaLaunchKernel(reinterpret_cast<const void*>(&llRounds), dim3(kBlocks), dim3(kThreads), llArgs, 0,
+                                  stream) == cudaSuccess, "LL kernel launch");
+      }
       cudaMemcpyAsync(&wrongLL[r], wrong, sizeof(*wrong), cudaMemcpyDeviceToHost, stream);
       CHECK_OK(cudaStreamSynchronize(stream) == cudaSuccess, "the LL all-to-all kernels");
       // One-sided: this rank's window (the last round's words) into block r

@@ -4,9 +4,12 @@
 // nothing past its FIFO, and a host lane's check of a received header names
 // the sender and what differs (another call, another size). The root's and
 // the rank's checks of rendezvous records reject records that are not
-// their rank's or whose host name is not terminated.
+// their rank's or whose host name is not terminated. A single-copy
+// announcement whose offset wraps past 2^64 maps nothing.
 #include <catch2/catch.hpp>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -16,6 +19,7 @@
 #include "src/bootstrap/root_answer.h"
 #include "src/bootstrap/root_gather.h"
 #include "src/debug/error.h"
+#include "src/host/peer_mappings.h"
 #include "src/sched/slot_meta.h"
 #include "src/transport/socket/socket_stream.h"
 
@@ -125,7 +129,8 @@ TEST_CASE("a received step header of another call or another size fails naming t
   CHECK(checkPeerSlotMeta(2, got, 0, want, CollKind::AllReduce) == ncclInvalidUsage);
   const std::string text = lastErrorText();
   CHECK(text.find("rank 2 sent data for") != std::string::npos);
-  CHECK(text.find("datatype invalid") != std::string::npos);
+  CHECK(text.find("datatype 251 (not a datatype)") != std::string::npos);
+  CHECK(text.find("op 254 (not an operator)") != std::string::npos);
 }
 
 TEST_CASE("rendezvous records that are not their rank's or whose host name is unterminated are refused") {
@@ -161,4 +166,31 @@ TEST_CASE("a rendezvous hello claiming two billion ranks is described by its fir
   g.ranks.push_back({Socket(), h});
   const std::string text = describeMissing(g, 120.0);
   CHECK(text.find("ranks 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, ... of 2147483647") == 0);
+}
+
+TEST_CASE("a single-copy announcement whose offset wraps around 2^64 is not taken as inside the peer's buffer") {
+  // The announced allocation is a real memfd of this process, so only the
+  // offset decides: 2^64 - 4096 past its base plus a 4096-byte step wraps to 0.
+  const int fd = memfd_create("peer-headers", MFD_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(ftruncate(fd, 4096) == 0);
+  struct stat st {};
+  REQUIRE(fstat(fd, &st) == 0);
+  PeerAddress a;
+  a.fd = fd;
+  a.inode = static_cast<uint64_t>(st.st_ino);
+  a.pages = 1;
+  a.base = 0x10000;
+  PeerMappings maps;
+  a.address = a.base + 100;
+  CHECK(maps.locate(1, getpid(), a, 100) != nullptr);  // inside: mapped
+  a.address = a.base - 4096;
+  CHECK(maps.locate(1, getpid(), a, 4096) == nullptr);  // before the base
+  a.base = 0;  // an offset of 2^64 - 4096 is then an address not below the base
+  a.address = ~uint64_t{0} - 4095;
+  CHECK(maps.locate(1, getpid(), a, 4096) == nullptr);  // wraps: would point 4096 bytes before the mapping
+  a.base = 0x10000;
+  a.address = a.base + 4000;
+  CHECK(maps.locate(1, getpid(), a, 200) == nullptr);  // runs past the end
+  close(fd);
 }

@@ -11,6 +11,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/copy/copy_calls.h"
+#include "src/device/device_words.h"
 #include "src/device/flag_ops.h"
 #include "src/device/launch_events.h"
 #include "src/device/runtime/ipc_registry.h"
@@ -57,9 +58,15 @@ void failAndRelease(DeviceComm* comm, ncclResult_t r, int culprit) {
   releaseWaits(comm);
 }
 
+// The inbox is read without waiting on a stream (device_words.h): while a
+// read is queued the last values stand, so a blocked stream shows as no
+// progress.
 struct StallClock {
   std::vector<uint32_t> seen;
   std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+  DeviceWordReader reader;
+  std::vector<uint32_t> inbox;
+  std::chrono::steady_clock::time_point readAt = std::chrono::steady_clock::now();  // the last completed read
 };
 
 // One look at this rank's inbox: a peer process that is gone, or waits that
@@ -67,13 +74,15 @@ struct StallClock {
 void watchOnce(DeviceComm* comm, StallClock* clock) {
   IpcCopyState& s = *comm->copies->ipc;
   const int n = comm->nranks;
-  std::vector<uint32_t> flags(2 * n), ready, done;
+  std::vector<uint32_t> ready, done;
   {
     std::lock_guard<std::mutex> lock(s.waitsMutex);
     ready = s.awaitedReady;
     done = s.awaitedDone;
   }
-  if (deviceRuntime()->copySync(flags.data(), s.inbox, flags.size() * sizeof(uint32_t)) != ncclSuccess) return;
+  if (clock->reader.read({{s.inbox, 2 * size_t(n)}}, &clock->inbox)) clock->readAt = std::chrono::steady_clock::now();
+  if (clock->inbox.empty()) clock->inbox.assign(2 * n, 0);
+  const std::vector<uint32_t>& flags = clock->inbox;
   const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
   int stalled = -1;
   bool stalledOnSend = false;
@@ -108,6 +117,13 @@ void watchOnce(DeviceComm* comm, StallClock* clock) {
     return;
   }
   if (std::chrono::duration<double>(now - clock->since).count() < comm->collTimeoutSeconds) return;
+  if (std::chrono::duration<double>(now - clock->readAt).count() >= comm->collTimeoutSeconds) {
+    failAndRelease(comm, fail(ncclRemoteError, "rank %d: its GPU has not run a copy of its send/recv flags for %.0f s "
+                              "(GYRE_TIMEOUT) while a call with rank %d waits: a stream of this process that shares "
+                              "its hardware queue (CUDA_DEVICE_MAX_CONNECTIONS) is blocked", comm->rank,
+                              comm->collTimeoutSeconds, stalled), stalled);
+    return;
+  }
   failAndRelease(comm, fail(ncclRemoteError, "rank %d: %s rank %d has not moved for %.0f s (GYRE_TIMEOUT): its "
                             "stream is stalled or it stopped", comm->rank,
                             stalledOnSend ? "an ncclSend whose data" : "an ncclRecv from", stalled,

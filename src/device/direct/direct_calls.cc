@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -18,6 +19,7 @@
 #include "src/device/copy/copy_calls.h"
 #include "src/device/direct/direct_inprocess.h"
 #include "src/device/direct/direct_share.h"
+#include "src/device/device_words.h"
 #include "src/device/flag_ops.h"
 #include "src/device/launch_events.h"
 #include "src/device/runtime/ipc_registry.h"
@@ -70,6 +72,7 @@ ncclResult_t enqueueDirect(const DeviceRequest& c, uint64_t seq, const std::vect
 void releaseWaits(DeviceComm* comm) {
   DirectState& d = *comm->direct;
   if (d.released.exchange(true)) return;
+  d.flagWatch.abort();  // no CUDA call: reaches the flag kernels behind any blocked queue
   const uint32_t stop = 1;
   deviceRuntime()->postWords(d.abortWord, &stop, 1);  // may fail in a broken context: nothing runs then
   if (!d.inbox) return;  // ranks of one process wait on events, which need no release
@@ -106,6 +109,18 @@ void checkDirectFault(DeviceComm* comm) {
                             comm->rank, comm->cudaDev, describeInfo(last).c_str(), why.c_str()), comm->rank);
 }
 
+void pollDirectTimeout(DeviceComm* comm) {
+  DirectState* d = comm->direct.get();
+  int peer = -1;
+  uint32_t step = 0;
+  if (!d || !d->flagWatch.takeTimeout(&peer, &step)) return;
+  failAndRelease(comm, fail(ncclRemoteError, "rank %d: the flag kernel of a captured direct collective (capture "
+                            "slot %u) waited %.0f s (GYRE_TIMEOUT) for rank %d's \"%s\" signal; rank %d's graph "
+                            "was not launched, or its kernel never ran (a stream that shares this one's hardware "
+                            "queue holds it, CUDA_DEVICE_MAX_CONNECTIONS)", comm->rank, capturedSignalSlot(step),
+                            comm->collTimeoutSeconds, peer, capturedSignalName(step), peer), peer);
+}
+
 namespace {
 
 // A peer process that is gone never writes its flags: fail, naming it.
@@ -123,21 +138,27 @@ bool checkPeersAlive(DeviceComm* comm) {
 
 // Signals that stop moving for GYRE_TIMEOUT while a call is pending: some
 // stream (a peer's, or this rank's own) never reaches the call.
+// The flags are read without waiting on a stream (device_words.h): while a
+// read is queued the last values stand, so a blocked stream shows as no
+// progress.
 struct StallClock {
   uint64_t signature = 0;
   std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+  DeviceWordReader reader;
+  std::vector<uint32_t> words;  // this rank's inbox, then its ready as a peer's inbox holds it
+  std::chrono::steady_clock::time_point readAt = std::chrono::steady_clock::now();  // the last completed read
 };
 
 void checkStalled(DeviceComm* comm, StallClock* clock) {
   DirectState& d = *comm->direct;
-  DeviceRuntime* rt = deviceRuntime();
   const int n = comm->nranks, me = comm->rank;
   const uint32_t g = d.generation.load();
-  std::vector<uint32_t> flags(2 * n);
-  uint32_t mineOut = 0;  // this rank's ready as a peer's inbox holds it
-  if (rt->copySync(flags.data(), d.inbox, flags.size() * sizeof(uint32_t)) != ncclSuccess ||
-      rt->copySync(&mineOut, d.peerInbox[me == 0 ? 1 : 0] + kReady * n + me, sizeof(uint32_t)) != ncclSuccess)
-    return;
+  const std::vector<DeviceWordReader::Range> ranges = {{d.inbox, 2 * size_t(n)},
+                                                       {d.peerInbox[me == 0 ? 1 : 0] + kReady * n + me, 1}};
+  if (clock->reader.read(ranges, &clock->words)) clock->readAt = std::chrono::steady_clock::now();
+  if (clock->words.empty()) clock->words.assign(2 * n + 1, 0);
+  const std::vector<uint32_t> flags(clock->words.begin(), clock->words.begin() + 2 * n);
+  const uint32_t mineOut = clock->words[2 * n];
   auto behind = [g](uint32_t v) { return static_cast<int32_t>(v - g) < 0; };
   uint64_t signature = mineOut;
   bool pending = false;
@@ -148,10 +169,19 @@ void checkStalled(DeviceComm* comm, StallClock* clock) {
   }
   auto now = std::chrono::steady_clock::now();
   if (!pending || signature != clock->signature) {
-    *clock = {signature, now};
+    clock->signature = signature;
+    clock->since = now;
     return;
   }
   if (std::chrono::duration<double>(now - clock->since).count() < comm->collTimeoutSeconds) return;
+  if (std::chrono::duration<double>(now - clock->readAt).count() >= comm->collTimeoutSeconds) {
+    failAndRelease(comm, fail(ncclRemoteError, "direct collective #%u: rank %d's GPU has not run a copy of its "
+                              "flags for %.0f s (GYRE_TIMEOUT): a stream of this process that shares its hardware "
+                              "queue (CUDA_DEVICE_MAX_CONNECTIONS) is blocked, waiting for a peer that has not "
+                              "reached the call or behind work that does not finish", g, me,
+                              comm->collTimeoutSeconds), me);
+    return;
+  }
   if (behind(mineOut)) {
     failAndRelease(comm, fail(ncclRemoteError, "direct collective #%u: the stream of rank %d has not reached it "
                               "after %.0f s (GYRE_TIMEOUT): earlier work on that stream does not finish", g, me,
@@ -301,6 +331,10 @@ ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
   }
   comm->direct = std::make_unique<DirectState>();
   comm->direct->minBytes = minBytes;
+  if (inProcess) {
+    const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    comm->direct->oneHardwareQueue = connections && std::atoi(connections) == 1;
+  }
   int64_t maxBlocks = 0;
   GYRE_CHECK(env::getInt("GYRE_DIRECT_BLOCKS", &maxBlocks));
   comm->direct->maxBlocks = static_cast<int32_t>(maxBlocks);
@@ -330,7 +364,7 @@ bool takesDirect(const DeviceRequest& c) {
   // capture alike, so they count alike.
   bool capturing = false;
   if (deviceRuntime()->isCapturing(c.stream, &capturing) != ncclSuccess) return false;
-  return !capturing || d->capturedCalls < kCapturedDirectCalls;
+  return !capturing || d->oneHardwareQueue || d->capturedCalls < kCapturedDirectCalls;
 }
 
 namespace {
@@ -430,6 +464,7 @@ bool drainDirect(DeviceComm* comm, bool abort, double seconds) {
     rt->deviceFree(d.inbox);
   }
   rt->deviceFree(d.abortWord);
+  d.flagWatch.release();
   comm->direct.reset();
   return true;
 }

@@ -55,6 +55,7 @@
 #include "src/device/stream_completions.h"
 #include "src/device/device_comm.h"
 #include "src/device/direct/direct_share.h"
+#include "src/device/spin_watch.h"
 
 
 namespace gyre {
@@ -80,8 +81,16 @@ struct DirectState {
   // memory: every block reads it, and reads over PCIe cost ~1 µs per block
   // on an H100, serialized (a 2 MiB AllReduce took 137 µs).
   uint32_t* abortWord = nullptr;
+  // Ranks of one process: what their captured calls' flag kernels watch
+  // (the abort word the host sets without a CUDA call) and where a wait
+  // that outlasts GYRE_TIMEOUT reports its peer, polled by
+  // ncclCommGetAsyncError and each launch (pollDirectTimeout).
+  SpinWatch flagWatch;
   DirectClique* clique = nullptr;    // ranks of one process: where they meet (this rank holds a reference)
   size_t minBytes = 0;               // ranks of one process: smaller calls run as kernels
+  // Ranks of one process under CUDA_DEVICE_MAX_CONNECTIONS=1: captured
+  // collectives are refused (direct_inprocess.h says why).
+  bool oneHardwareQueue = false;
   int32_t maxBlocks = 0;             // GYRE_DIRECT_BLOCKS: cap on the direct kernel's grid, 0 for its own
   // GYRE_DIRECT_LEADER (default): rank 0 runs every rank's share with the
   // whole GPU and the others only signal (for processes: one context runs
@@ -127,6 +136,11 @@ void noteDirectRun(DirectState& d, const CallInfo& info);
 // by ncclCommGetAsyncError and the cross-process watchdog (not at launch):
 // ranks of one process have no thread of their own watching.
 void checkDirectFault(DeviceComm* comm);
+
+// A captured call's flag kernel that timed out waiting for a peer fails the
+// communicator (once), naming the peer and the signal, and stops its other
+// waits. Reads mapped host memory only.
+void pollDirectTimeout(DeviceComm* comm);
 
 // Destroy/abort: waits (up to `seconds`) for the last calls, stops the
 // watchdog, unmaps the peers and frees the inbox. Without abort, the ranks

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "src/bootstrap/bootstrap.h"
+#include "src/call/coll_kind.h"
 #include "src/debug/error.h"
 #include "src/device/direct/direct_calls.h"
 #include "src/device/direct/direct_clique.h"
@@ -142,6 +143,7 @@ ncclResult_t setupInProcess(DeviceComm* comm, const Deadline& deadline) {
   GYRE_CHECK(rt->deviceAlloc(capturedBytes, &inbox));
   d.clique->capturedInboxes[comm->rank] = static_cast<uint32_t*>(inbox);
   GYRE_CHECK(rt->memsetSync(inbox, 0, capturedBytes));
+  GYRE_CHECK(d.flagWatch.allocate());
   // Every rank's events and flags exist before any rank's first call waits on them.
   GYRE_CHECK(comm->bootstrap->allGather(hellos.data(), sizeof(uint64_t), deadline, &comm->abortFlag));
   d.capturedFlags = d.clique->capturedInboxes;
@@ -157,6 +159,18 @@ ncclResult_t launchInProcess(const std::vector<const DeviceRequest*>& calls) {
     if (capturing) captured.push_back(c);
   }
   GYRE_CHECK(refuseSharedStreams(captured, "ranks of one process on one GPU, captured direct collective"));
+  // With one hardware queue every stream's commands run in one line: a
+  // rank's graph that waits for its peers (a spinning kernel, and the
+  // command after it waiting for that kernel) holds the line the peers'
+  // graphs are queued in, and a fused kernel per rank (the kernel path)
+  // deadlocks the same way on the event its launch records after it.
+  if (!captured.empty() && captured.front()->comm->direct->oneHardwareQueue) {
+    const DeviceRequest& c = *captured.front();
+    return fail(ncclInvalidUsage, "rank %d: %s captured into a CUDA graph between ranks of one process cannot run "
+                "under CUDA_DEVICE_MAX_CONNECTIONS=1: every stream shares one hardware queue, so a rank's graph "
+                "waiting for its peers holds the queue their graphs need; set it above 1, call it uncaptured, or run "
+                "each rank in a process of its own", c.comm->rank, collName(c.coll));
+  }
   // Round k: the k-th call of each communicator, in group order.
   std::vector<std::vector<const DeviceRequest*>> rounds;
   std::map<DeviceComm*, size_t> callsOf;

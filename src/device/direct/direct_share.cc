@@ -285,10 +285,17 @@ ncclResult_t enqueueCapturedCall(DeviceComm* comm, const std::vector<DirectCall>
       for (const DirectCall& call : calls) GYRE_CHECK(deviceRuntime()->launchDirect(call, stream));
     FlagOps ops;
     ops.abort = d.abortWord;
+    // The flag kernel spins on the device: it watches mapped host memory
+    // and gives up after GYRE_TIMEOUT (stream memory waits between
+    // processes are released by the watchdog instead).
+    if (runner == FlagRunner::kKernel) {
+      d.flagWatch.arm(&ops, comm->collTimeoutSeconds);
+      ops.stopOnTimeout = d.abortWord;  // the share after it skips
+    }
     for (int p = 0; p < n; ++p)
       if (p != me) ops.add(flag(p, phase, me), 1, FlagOpKind::kWrite);
     for (int p = 0; p < n; ++p)
-      if (p != me) ops.add(flag(me, phase, p), 1, FlagOpKind::kWaitAndClear);
+      if (p != me) ops.add(flag(me, phase, p), 1, FlagOpKind::kWaitAndClear, p, capturedSignalStep(slot, phase));
     GYRE_CHECK(enqueueFlagOps(ops, stream, runner));
   }
   return ncclSuccess;

@@ -87,6 +87,13 @@ size_t capturedCallFlagWords(int nranks);
 ncclResult_t enqueueCapturedCall(DeviceComm* comm, const std::vector<DirectCall>& calls, uint32_t slot,
                                  StreamHandle stream, FlagRunner runner);
 
+// What a captured call's flag wait stands for, as a timeout reports it
+// (src/kernels/flag_work.h): its capture slot and meeting (0: the peers'
+// "ready" before the share, 1: their "done" after it).
+inline uint32_t capturedSignalStep(uint32_t slot, int phase) { return slot * 2 + static_cast<uint32_t>(phase); }
+inline uint32_t capturedSignalSlot(uint32_t step) { return step / 2; }
+inline const char* capturedSignalName(uint32_t step) { return step % 2 ? "done" : "ready"; }
+
 // Every rank sees the same table, so every rank reaches the same verdict: a
 // mismatch fails the communicator naming both calls.
 ncclResult_t checkAgreement(DeviceComm* comm, const std::vector<CallInfo>& infos);

@@ -17,6 +17,7 @@ struct NetConn {
   const Network* net = nullptr;
   int dev = 0;
   int rank = -1;
+  int nranks = 0;  // the communicator's size, to check abort notices
   int peer = -1;
   bool isSend = false;
   std::string what;  // "NET/IB/0 to rank 3 (host)" for error messages
@@ -52,6 +53,7 @@ struct NetConn {
 
   std::string failure;     // a send failure, reported again on every pass
   int noticeCulprit = -1;  // recv: the culprit of the peer's abort notice
+  uint64_t noticeNamed = 0;  // recv: the rank that notice named, as it came off the wire
   bool noticeSent = false;
 };
 

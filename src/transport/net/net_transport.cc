@@ -112,7 +112,7 @@ ncclResult_t progressRecv(NetConn* c, Connection& conn, int* culprit) {
   const gyreNet_v8_t* api = c->net->api;
   if (c->noticeCulprit >= 0) {
     *culprit = c->noticeCulprit;
-    return failFromAbortNotice(c->noticeCulprit, c->rank, c->peer);
+    return failFromAbortNotice(c->noticeNamed, c->rank, c->peer, c->nranks);
   }
   if (conn.peerClosed) return ncclSuccess;
   // Complete arrived steps in order.
@@ -142,9 +142,10 @@ ncclResult_t progressRecv(NetConn* c, Connection& conn, int* culprit) {
       }
       if (!metaDone) break;
       if (c->meta[s].flags & kMetaAbort) {
-        c->noticeCulprit = culpritFromNotice(c->meta[s].count, c->peer);
+        c->noticeNamed = c->meta[s].count;
+        c->noticeCulprit = culpritFromNotice(c->noticeNamed, c->peer, c->nranks);
         *culprit = c->noticeCulprit;
-        return failFromAbortNotice(c->noticeCulprit, c->rank, c->peer);
+        return failFromAbortNotice(c->noticeNamed, c->rank, c->peer, c->nranks);
       }
     }
     ncclResult_t r = testReq(c, &c->dataReq[s], &dataDone, &size);
@@ -314,6 +315,7 @@ class NetTransport final : public Transport {
     c->dev = net_->devices > 0 ? ctx.channel % net_->devices : 0;
     if (c->dev < 0) c->dev = -c->dev;
     c->rank = ctx.rank;
+    c->nranks = ctx.bootstrap->nranks();
     c->peer = peer;
     c->isSend = isSend;
     c->deadline = ctx.deadline;

@@ -65,6 +65,7 @@ struct P2PConn {
   const std::atomic<bool>* abort = nullptr;
   size_t slotBytes = 0;
   int rank = -1;  // this side's rank, to tell a notice that blames it
+  int nranks = 0;  // the communicator's size, to check abort notices
 };
 
 void pointFifoAt(char* base, size_t slotBytes, Connection* out) {
@@ -163,8 +164,10 @@ class P2PTransport final : public Transport {
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) conn.peerClosed = true;
     if (n != static_cast<ssize_t>(sizeof(notice))) return ncclSuccess;
     (void)::recv(s->socket.fd(), &notice, sizeof(notice), MSG_DONTWAIT);
-    *culprit = notice;
-    return failFromAbortNotice(notice, s->rank, conn.peer);
+    // A negative word is no rank either: widened as is, it names none.
+    const uint64_t named = static_cast<uint64_t>(static_cast<int64_t>(notice));
+    *culprit = culpritFromNotice(named, conn.peer, s->nranks);
+    return failFromAbortNotice(named, s->rank, conn.peer, s->nranks);
   }
   bool pollRequest(const Connection&, pollfd*) const override { return false; }
   // Best effort: the peer's watchdog reads it (progress above).
@@ -195,6 +198,7 @@ class P2PTransport final : public Transport {
     s->abort = ctx.abort;
     s->slotBytes = ctx.slotBytes;
     s->rank = ctx.rank;
+    s->nranks = ctx.bootstrap->nranks();
     out->state = s;
     out->needsProgress = false;
     out->sharedCounters = false;

@@ -23,6 +23,7 @@ struct ShmConn {
   ShmMapping map;
   int sock = -1;              // the handshake socket, kept as the liveness channel
   int rank = -1;              // this rank
+  int nranks = 0;             // the communicator's size (0: unknown), to check abort notices
   ShmEndpoint self;           // this rank's listener, held while the connection lives
   bool holdsListener = false;
   uint64_t lastWoken = 0;     // this side's counter when wakePeer last looked
@@ -43,6 +44,7 @@ ShmConn* start(const ConnectContext& ctx, int peer, bool isSend, Connection* out
   s->what = std::string(isSend ? "shared memory to rank " : "shared memory from rank ") + std::to_string(peer) +
             " (" + ctx.bootstrap->peers()[peer].host + ")";
   s->rank = ctx.rank;
+  s->nranks = ctx.bootstrap->nranks();
   s->self = endpointOf(ctx.bootstrap, ctx.rank);
   return s;
 }
@@ -113,9 +115,10 @@ class ShmTransport final : public Transport {
     const ShmHeader* h = s->map.header();
     int notice = __atomic_load_n(conn.isSend ? &h->receiverAbort : &h->senderAbort, __ATOMIC_ACQUIRE);
     if (notice > 0) {
-      *culprit = notice - 1;
+      const uint64_t named = static_cast<uint64_t>(notice - 1);
+      *culprit = culpritFromNotice(named, conn.peer, s->nranks);
       // Notices travel both ways here, so the rank blamed may be this one.
-      return failFromAbortNotice(*culprit, s->rank, conn.peer);
+      return failFromAbortNotice(named, s->rank, conn.peer, s->nranks);
     }
     // A receiver that left cannot consume what is still in the FIFO. (A sender
     // that left is reported by the executor when it waits for its data: what

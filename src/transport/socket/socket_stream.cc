@@ -186,8 +186,8 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
     }
     s->incomingBytes += got;
     if (s->incomingBytes == sizeof(SlotMeta) && got > 0) {
-      const ncclResult_t r = checkIncomingHeader(s->incoming, conn.fifo.slotBytes, conn.peer, s->what,
-                                                 &s->noticeCulprit);
+      const ncclResult_t r = checkIncomingHeader(s->incoming, conn.fifo.slotBytes, conn.peer, s->nranks,
+                                                 s->what, &s->noticeCulprit);
       if (r != ncclSuccess) {
         *culprit = conn.peer;
         return r;
@@ -205,7 +205,7 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
   publishReceived(s, conn);
   if (s->noticeCulprit >= 0) {
     *culprit = s->noticeCulprit;
-    return failFromAbortNotice(s->noticeCulprit, s->rank, conn.peer);
+    return failFromAbortNotice(s->incoming.count, s->rank, conn.peer, s->nranks);  // the notice, never overwritten
   }
   return ncclSuccess;
 }

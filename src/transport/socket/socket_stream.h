@@ -49,6 +49,7 @@ struct SocketConn {
   size_t aheadPos = 0, aheadEnd = 0;
   std::string what;              // "socket to rank 3" for error messages
   int rank = -1;                 // this rank
+  int nranks = 0;                // the communicator's size (0: unknown), to check abort notices
   PayloadPointers pointers;      // Connection::pointers points here
   std::unique_ptr<DataPath> data;  // null with one socket; declared last so its helpers stop first
 

@@ -79,6 +79,7 @@ class SocketTransport final : public Transport {
     GYRE_CHECK(readCounts(&counts));
     auto* s = new SocketConn();
     s->rank = ctx.rank;
+    s->nranks = ctx.bootstrap->nranks();
     s->what = "socket to rank " + std::to_string(peer) + " (" + ctx.bootstrap->peers()[peer].host + ")";
     out->state = s;
     NetAddress addr = NetAddress::fromWire(ctx.bootstrap->peers()[peer].listen);
@@ -106,6 +107,7 @@ class SocketTransport final : public Transport {
     GYRE_CHECK(readCounts(&counts));
     auto* s = new SocketConn();
     s->rank = ctx.rank;
+    s->nranks = ctx.bootstrap->nranks();
     s->what = "socket from rank " + std::to_string(peer) + " (" + ctx.bootstrap->peers()[peer].host + ")";
     out->state = s;
     GYRE_CHECK(ctx.bootstrap->acceptor().acceptFrom(peer, transportTag(ctx.channel), ctx.deadline, ctx.abort,

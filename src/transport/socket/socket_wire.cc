@@ -35,10 +35,10 @@ ncclResult_t checkSocketParams(const SocketParams& theirs, size_t slotBytes, con
   return ncclSuccess;
 }
 
-ncclResult_t checkIncomingHeader(const SlotMeta& m, size_t slotBytes, int peer, const std::string& what,
+ncclResult_t checkIncomingHeader(const SlotMeta& m, size_t slotBytes, int peer, int nranks, const std::string& what,
                                  int* noticeCulprit) {
   if (m.flags & kMetaAbort) {
-    *noticeCulprit = culpritFromNotice(m.count, peer);
+    *noticeCulprit = culpritFromNotice(m.count, peer, nranks);
     return ncclSuccess;
   }
   if (m.bytes > slotBytes)

@@ -37,7 +37,7 @@ ncclResult_t checkSocketParams(const SocketParams& theirs, size_t slotBytes, con
 // The receiver's check of a step header that just arrived on the control
 // socket: an abort notice sets *noticeCulprit (to a rank number, whatever
 // the header says); a step larger than a slot is an error naming `peer`.
-ncclResult_t checkIncomingHeader(const SlotMeta& m, size_t slotBytes, int peer, const std::string& what,
+ncclResult_t checkIncomingHeader(const SlotMeta& m, size_t slotBytes, int peer, int nranks, const std::string& what,
                                  int* noticeCulprit);
 
 }  // namespace gyre::socket_detail

@@ -105,7 +105,7 @@ std::string FakeDevices::unreachable(int device, const DirectCall& call) {
 
 std::string FakeDevices::unreachable(int device, const FlagOps& ops) {
   const char* what = "the flag kernel";
-  std::string why = unreachable(device, ops.abort, what);
+  std::string why = firstUnreachable(this, device, what, ops.abort, ops.timedOut, ops.stopOnTimeout);
   for (int i = 0; i < ops.n && why.empty(); ++i) why = unreachable(device, ops.ops[i].flag, what);
   return why;
 }

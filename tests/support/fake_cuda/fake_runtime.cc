@@ -25,6 +25,7 @@
 #include "tests/support/fake_cuda/hardware_queues.h"
 #include "src/debug/error.h"
 #include "src/device/runtime/runtime.h"
+#include "src/kernels/pair_copy_loop.h"
 
 namespace gyre {
 namespace {
@@ -84,6 +85,9 @@ struct FakeEvent {
 
 // What fresh fake device memory holds (deviceAlloc).
 constexpr int kUninitializedByte = 0xA5;
+// Blocks of the point-to-point kernel on the fake, at least: three, so sizes
+// rarely divide evenly among them.
+constexpr int kFakePairCopyBlocks = 3;
 
 class FakeRuntime final : public DeviceRuntime {
  public:
@@ -479,9 +483,12 @@ class FakeRuntime final : public DeviceRuntime {
     if (broken_.load()) return brokenContext("point-to-point kernel launch");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "point-to-point kernel launch"));
     FakeStream& s = stream_(stream);
-    s.push([this, work, device = s.device()] {
-      if (!faulted(devices_.unreachable(device, work))) runPairCopiesOnHost(work);
-    }, CommandKind::kStarted, 1);
+    // Never fewer than kFakePairCopyBlocks blocks of two threads or more,
+    // so the tests' small copies still run the blocks' arrival count.
+    const int blocks = std::max<int>(static_cast<int>(pairCopyBlocks(work)), kFakePairCopyBlocks);
+    s.push([this, work, blocks, threads = std::max(blockThreads_, 2), device = s.device()] {
+      if (!faulted(devices_.unreachable(device, work))) runPairCopiesOnHost(work, blocks, threads);
+    }, CommandKind::kStarted, blocks);
     return ncclSuccess;
   }
   ncclResult_t launchDirect(const DirectCall& call, StreamHandle stream) override {

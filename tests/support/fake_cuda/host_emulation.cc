@@ -9,11 +9,19 @@
 #include <vector>
 
 #include "src/kernels/direct_work.h"
+#include "src/kernels/flag_loop.h"
 #include "src/kernels/lane_loop.h"
+#include "src/kernels/pair_copy_loop.h"
 #include "src/kernels/primitives/op_dispatch.h"
 
 namespace gyre {
 namespace {
+
+uint64_t steadyNowNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
 
 // Where the threads of one emulated block meet (__syncthreads, and
 // __syncthreads_and for allAgree). Blocking, not spinning: tests run many
@@ -90,11 +98,7 @@ struct HostBlock {
     int32_t expected = kDeviceOk;
     return __atomic_compare_exchange_n(error, &expected, kind, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   }
-  uint64_t nowNs() const {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now().time_since_epoch())
-                                     .count());
-  }
+  uint64_t nowNs() const { return steadyNowNs(); }
 
   template <typename T, typename Op>
   void copy(const Op& op, bool pre, bool post, const T* src, T* dst0, T* dst1, size_t total, bool) const {
@@ -162,67 +166,58 @@ ncclResult_t runDirectOnHost(const DirectCall& call) {
 
 namespace {
 
-// Until (int32_t)(*flag - value) >= 0, as the kernels wait; false when the
-// communicator was aborted first.
-bool waitFlagOnHost(const uint32_t* flag, uint32_t value, const volatile uint32_t* abort) {
-  while (!flagReached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) {
-    if (abort && *abort) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+// The flag kernel's thread (src/kernels/flag_loop.h) on a host thread: the
+// host's steady clock for %globaltimer, a short sleep for __nanosleep.
+struct HostFlagThread {
+  uint32_t load(const uint32_t* flag) const { return __atomic_load_n(flag, __ATOMIC_ACQUIRE); }
+  void store(uint32_t* flag, uint32_t value) const { __atomic_store_n(flag, value, __ATOMIC_RELEASE); }
+  void fenceSystem() const { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+  void pause() const { std::this_thread::sleep_for(std::chrono::microseconds(20)); }
+  uint64_t nowNs() const { return steadyNowNs(); }
+};
+
+// One thread of a point-to-point kernel's block (src/kernels/pair_copy_loop.h).
+struct HostPairBlock : HostFlagThread {
+  size_t blockIndex = 0, thread = 0, threads = 1;
+  uint32_t grid = 1;
+  BlockBarrier* barrier = nullptr;  // null: a block of one thread
+
+  bool leader() const { return thread == 0; }
+  size_t tid() const { return thread; }
+  size_t nthreads() const { return threads; }
+  size_t block() const { return blockIndex; }
+  uint32_t blocks() const { return grid; }
+  bool allAgree(bool ok) const { return barrier ? barrier->arrive(ok) : ok; }
+  void sync() const {
+    if (barrier) barrier->arrive(true);
   }
-  return true;
-}
+  void fence() const { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+  uint32_t arrive(uint32_t* count) const { return __atomic_fetch_add(count, 1u, __ATOMIC_ACQ_REL); }
+};
 
 }  // namespace
 
-void runFlagOpsOnHost(const FlagOps& ops) {
-  for (int i = 0; i < ops.n; ++i) {
-    const FlagOp& op = ops.ops[i];
-    if (op.kind == FlagOpKind::kWrite) {
-      __atomic_store_n(op.flag, op.value, __ATOMIC_RELEASE);
-      continue;
-    }
-    if (!waitFlagOnHost(op.flag, op.value, ops.abort)) return;
-    if (op.kind == FlagOpKind::kWaitAndClear) __atomic_store_n(op.flag, 0u, __ATOMIC_RELEASE);
-  }
-}
+void runFlagOpsOnHost(const FlagOps& ops) { runFlagOps(HostFlagThread{}, ops); }
 
-namespace {
-
-// The point-to-point kernel's wait (pair_copy_kernel.cu's waitSet): gives up
-// on abort, on an earlier timeout of the communicator, or after timeoutNs,
-// storing the peer's rank + 1 then.
-bool waitPairFlagOnHost(const uint32_t* flag, const PairCopyWork& w, int32_t peer) {
-  const auto start = std::chrono::steady_clock::now();
-  while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 0) {
-    if ((w.abort && *w.abort) || (w.timedOut && *w.timedOut)) return false;
-    const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
-    if (w.timeoutNs && static_cast<uint64_t>(waited.count()) > w.timeoutNs) {
-      if (w.timedOut) *w.timedOut = static_cast<uint32_t>(peer + 1);
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-  return true;
-}
-
-}  // namespace
-
-void runPairCopiesOnHost(const PairCopyWork& w) {
-  for (int i = 0; i < w.n; ++i)
-    if (w.pairs[i].role == PairRole::kFirst) __atomic_store_n(&w.pairs[i].flags->ready, 1u, __ATOMIC_RELEASE);
-  for (int i = 0; i < w.n; ++i) {
-    const PairCopy& p = w.pairs[i];
-    if (p.role != PairRole::kSecond) continue;
-    if (!waitPairFlagOnHost(&p.flags->ready, w, p.peer)) return;
-    if (p.bytes) memmove(p.dst, p.src, p.bytes);
-    __atomic_store_n(&p.flags->ready, 0u, __ATOMIC_RELAXED);
-    __atomic_store_n(&p.flags->done, 1u, __ATOMIC_RELEASE);
-  }
-  for (int i = 0; i < w.n; ++i) {
-    if (w.pairs[i].role != PairRole::kFirst) continue;
-    if (!waitPairFlagOnHost(&w.pairs[i].flags->done, w, w.pairs[i].peer)) return;
-    __atomic_store_n(&w.pairs[i].flags->done, 0u, __ATOMIC_RELEASE);
-  }
+void runPairCopiesOnHost(const PairCopyWork& work, int blocks, int threadsPerBlock) {
+  const uint32_t grid = blocks > 1 ? static_cast<uint32_t>(blocks) : 1;
+  const size_t threads = threadsPerBlock > 1 ? static_cast<size_t>(threadsPerBlock) : 1;
+  std::vector<std::unique_ptr<BlockBarrier>> barriers(grid);
+  if (threads > 1)
+    for (auto& barrier : barriers) barrier = std::make_unique<BlockBarrier>(threads);
+  std::vector<std::thread> running;
+  for (uint32_t b = 0; b < grid; ++b)
+    for (size_t t = 0; t < threads; ++t)
+      running.emplace_back([&, b, t] {
+        HostPairBlock ctx;
+        ctx.blockIndex = b;
+        ctx.thread = t;
+        ctx.threads = threads;
+        ctx.grid = grid;
+        ctx.barrier = barriers[b].get();
+        runPairCopyBlock(ctx, work);
+      });
+  for (std::thread& t : running) t.join();
 }
 
 }  // namespace gyre

@@ -1,7 +1,8 @@
-// The collective kernel run on host threads: each block's lanes
-// (src/kernels/lane_loop.h) on one or more host threads. The fake CUDA
-// runtime launches this in place of the kernel, so CI without a GPU runs the
-// device executor's step loop, FIFO protocol and error reporting.
+// The kernels run on host threads from their shared source: the collective
+// kernel's lanes (src/kernels/lane_loop.h), the flag kernel's operations and
+// the point-to-point kernel's blocks. The fake CUDA runtime launches these in
+// place of the kernels, so CI without a GPU runs the device executor's step
+// loop, FIFO protocol and error reporting, and the flags' counting.
 #pragma once
 
 #include "include/gyre.h"
@@ -21,11 +22,12 @@ ncclResult_t runLaunchOnHostThreads(const DeviceLaunch& launch, int threadsPerBl
 // The direct executor's kernel (src/kernels/direct_work.h) on the calling thread.
 ncclResult_t runDirectOnHost(const DirectCall& call);
 
-// The flag kernel (src/kernels/flag_work.h) on the calling thread.
+// The flag kernel (src/kernels/flag_loop.h) on the calling thread.
 void runFlagOpsOnHost(const FlagOps& ops);
 
-// The point-to-point kernel (src/kernels/pair_copy_work.h), as one block, on the
-// calling thread.
-void runPairCopiesOnHost(const PairCopyWork& work);
+// The point-to-point kernel (src/kernels/pair_copy_loop.h): `blocks` blocks of
+// `threadsPerBlock` host threads each, all running at once, so the blocks'
+// arrival count and the grid-stride copy run as on the device.
+void runPairCopiesOnHost(const PairCopyWork& work, int blocks, int threadsPerBlock);
 
 }  // namespace gyre

@@ -1,0 +1,129 @@
+#include "forged_steps.h"
+
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include "../support/fork_ranks.h"
+
+#include "src/call/coll_kind.h"
+#include "src/comm/comm.h"
+#include "src/host/wait.h"
+#include "src/transport/net/net_conn.h"
+#include "src/transport/socket/socket_stream.h"
+
+namespace gyre::test {
+namespace {
+
+// Shared memory: the header into the step's line, the payload where a step
+// of that many bytes keeps it, then the line's sequence word and tail, and
+// the peer woken if it sleeps on tail.
+std::string forgeShared(Connection& conn, const ForgedStep& step) {
+  Fifo& f = conn.fifo;
+  if (!f.hasLines()) return "the shared-memory connection has no slot lines";
+  if (step.payload.size() > f.slotBytes) return "the payload is larger than a slot";
+  memcpy(f.payload(step.lineStep, step.payload.size()), step.payload.data(), step.payload.size());
+  f.lineOf(step.lineStep).meta = step.meta;
+  storeRelease(&f.lineOf(step.lineStep).seq, step.lineSeq);
+  storeRelease(f.tail, step.lineStep + 1);
+  conn.step = step.lineStep + 1;
+  conn.transport->wakePeer(conn);
+  return "";
+}
+
+// Sockets: the header and the payload as one control message, as the
+// socket transport frames a step.
+std::string forgeSocket(Connection& conn, const ForgedStep& step) {
+  auto* s = static_cast<socket_detail::SocketConn*>(conn.state);
+  const char* header = reinterpret_cast<const char*>(&step.meta);
+  std::vector<char> frame(header, header + sizeof(SlotMeta));
+  frame.insert(frame.end(), step.payload.begin(), step.payload.end());
+  size_t done = 0;
+  while (done < frame.size()) {
+    const ssize_t n = ::send(s->socket.fd(), frame.data() + done, frame.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EAGAIN) continue;  // the socket is non-blocking; a small frame fits soon
+    if (n <= 0) return std::string("send: ") + strerror(errno);
+    done += static_cast<size_t>(n);
+  }
+  return "";
+}
+
+// A network (IB): the header and the payload as the step's two messages,
+// through the network's own isend, from the connection's registered FIFO.
+// The payload message may differ in size from what the header says.
+std::string forgeNet(Connection& conn, const ForgedStep& step) {
+  auto* c = static_cast<net_detail::NetConn*>(conn.state);
+  const gyreNet_v8_t* api = c->net->api;
+  if (!api) return "the network has no plugin interface";
+  if (step.payload.size() > c->slotBytes) return "the payload is larger than a slot";
+  const int s = static_cast<int>(c->posted % kFifoSlots);
+  c->meta[s] = step.meta;
+  memcpy(c->slots + s * c->slotBytes, step.payload.data(), step.payload.size());
+  struct Message {
+    void* data;
+    int size;
+    void* mh;
+    void* req;
+  } messages[2] = {{&c->meta[s], static_cast<int>(sizeof(SlotMeta)), c->mhMeta, nullptr},
+                   {c->slots + s * c->slotBytes, static_cast<int>(step.payload.size()), c->mhSlots, nullptr}};
+  // isend gives no request until the receiver has posted its receive; the
+  // honest rank posts them as soon as its call starts.
+  // An abort notice is a header alone, as the library sends one.
+  const int count = step.meta.flags & kMetaAbort ? 1 : 2;
+  const double until = monotonicSeconds() + 5;
+  for (int i = 0; i < count; ++i)
+    for (Message& m = messages[i]; !m.req;) {
+      if (api->isend(c->comm, m.data, m.size, 0, m.mh, &m.req) != ncclSuccess) return "isend failed";
+      if (monotonicSeconds() > until) return "the receiver never posted its receive";
+    }
+  // Sent once both complete, or the receiver failed on the header first.
+  for (int i = 0; i < count; ++i)
+    for (int done = 0, size = 0; !done && monotonicSeconds() < until;)
+      if (api->test(messages[i].req, &done, &size) != ncclSuccess) break;
+  c->posted += 1;
+  return "";
+}
+
+}  // namespace
+
+Connection* ringSendTo(ncclComm_t comm, int peer) {
+  if (comm->channels.empty()) return nullptr;
+  for (Connection* c : comm->channels[0].sendPtrs)
+    if (c->peer == peer) return c;
+  return nullptr;
+}
+
+std::string forgeStep(Connection& conn, const ForgedStep& step) {
+  if (conn.sharedCounters) return forgeShared(conn, step);
+  const std::string name = conn.transport->name();
+  if (name == "socket") return forgeSocket(conn, step);
+  if (name == "NET/IB") return forgeNet(conn, step);
+  return std::string("no forgery for transport ") + conn.transport->name();
+}
+
+std::string forgeAbortNotice(Connection& conn, uint64_t named) {
+  // Shared memory carries a notice as a word beside the FIFO, which the
+  // transport's own sendAbortNotice stores (the value is the lie).
+  if (conn.sharedCounters) {
+    conn.transport->sendAbortNotice(conn, static_cast<int>(named));
+    return "";
+  }
+  ForgedStep notice;
+  notice.meta.flags = kMetaAbort;
+  notice.meta.count = named;
+  return forgeStep(conn, notice);
+}
+
+SlotMeta honestBroadcastMeta(size_t count, int root) {
+  SlotMeta m{};
+  m.opCount = 1;  // the communicator's first collective
+  m.bytes = static_cast<uint32_t>(count * sizeof(int32_t));
+  m.count = count;
+  m.root = metaRootOf(CollKind::Broadcast, root);
+  m.coll = static_cast<uint8_t>(CollKind::Broadcast);
+  m.datatype = ncclInt32;
+  m.redop = ncclSum;
+  return m;
+}
+
+}  // namespace gyre::test

@@ -1,0 +1,49 @@
+// forged_steps.h — what a lying rank puts on the data path it shares with a
+// peer, written the way the wire is laid out (src/transport/fifo.h,
+// src/transport/socket/socket_stream.h) but with whatever values the test
+// chooses. The lying rank is a real member of the communicator: it made its
+// connections at init like any rank, and instead of running a collective it
+// writes one forged step into its ring send connection to the honest peer.
+// Nothing in the library is hooked: on shared memory the step goes into the
+// FIFO both ranks map, on sockets its bytes go straight onto the socket, on
+// IB its two messages go through the network's isend.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "include/gyre.h"
+#include "src/transport/transport.h"
+
+namespace gyre::test {
+
+struct ForgedStep {
+  SlotMeta meta{};
+  std::vector<char> payload;  // the bytes that follow the header
+  // Shared memory: the step whose line the forgery is written into, and the
+  // sequence word stored there (the library stores step + 1).
+  uint64_t lineStep = 0;
+  uint64_t lineSeq = 1;
+  int closeAfter = -1;  // a descriptor the forgery points at, open until the peer is done
+};
+
+// The connection on which `comm` sends to `peer` in its first ring channel,
+// or null.
+Connection* ringSendTo(ncclComm_t comm, int peer);
+
+// Writes `step` into `conn` as its next step: "" on success, else why not.
+std::string forgeStep(Connection& conn, const ForgedStep& step);
+
+// Sends `conn`'s peer an abort notice naming rank `named`. On sockets and
+// IB it is a step header flagged kMetaAbort, sent once the peer can take it
+// (the library's own notice is best effort, and dropped when the peer has
+// not yet posted its receives).
+std::string forgeAbortNotice(Connection& conn, uint64_t named);
+
+// What the honest receiver of a Broadcast from `root` of `count` int32
+// elements, as the first collective of the communicator in a single ring
+// step, expects in that step's header.
+SlotMeta honestBroadcastMeta(size_t count, int root);
+
+}  // namespace gyre::test
