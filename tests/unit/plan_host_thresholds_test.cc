@@ -1,0 +1,182 @@
+// The host planner's thresholds chosen from the CPU's facts: the rules for an
+// Intel Xeon with a large L3, an AMD EPYC and a small-cache machine, what the
+// planner then does with them, and environment variables winning over both.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <string>
+
+#include "src/config/env.h"
+#include "src/plan/host_thresholds.h"
+#include "src/plan/planner.h"
+
+using namespace gyre;
+
+namespace {
+
+topo::CpuFacts intelXeon() {  // a 2-vCPU Xeon VM as /proc/cpuinfo and sysfs show it
+  topo::CpuFacts f;
+  f.vendor = topo::CpuVendor::Intel;
+  f.family = 6;
+  f.model = 207;
+  f.l2Bytes = 2 << 20;
+  f.l3Bytes = size_t{260} << 20;
+  f.cores = 2;
+  f.numaNodes = 1;
+  return f;
+}
+
+topo::CpuFacts amdEpyc() {
+  topo::CpuFacts f;
+  f.vendor = topo::CpuVendor::Amd;
+  f.family = 25;
+  f.model = 1;
+  f.l2Bytes = 512 << 10;
+  f.l3Bytes = 32 << 20;
+  f.cores = 2;
+  f.numaNodes = 1;
+  return f;
+}
+
+topo::CpuFacts smallCache() {  // an embedded core: 128 KiB L2, no L3, vendor unknown
+  topo::CpuFacts f;
+  f.l2Bytes = 128 << 10;
+  f.cores = 4;
+  return f;
+}
+
+size_t valueOf(const HostThresholds& t, const char* env) {
+  for (const auto& s : hostThresholdSpecs())
+    if (std::string(s.env) == env) return t.*s.field;
+  FAIL("no threshold with variable " << env);
+  return 0;
+}
+
+// Clears every threshold variable on construction and destruction.
+struct CleanEnv {
+  CleanEnv() { clear(); }
+  ~CleanEnv() { clear(); }
+  static void clear() {
+    for (const auto& s : hostThresholdSpecs()) unsetenv(s.env);
+    env::reloadForTesting("/nonexistent");
+  }
+};
+
+PlanContext context(int ranks, const TuningTable& t) {
+  PlanContext ctx;
+  ctx.nranks = ranks;
+  ctx.ringChannels = 4;
+  ctx.slotBytes = 512 << 10;
+  ctx.meshConnections = ranks > 2;
+  ctx.singleCopy = ctx.shmRings = true;
+  ctx.tuning = &t;
+  return ctx;
+}
+
+Plan plan(const PlanContext& ctx, CollKind coll, size_t bytes) {
+  Plan p;
+  size_t count = bytes / 4;
+  if (coll == CollKind::AllGather || coll == CollKind::ReduceScatter) count /= ctx.nranks;
+  REQUIRE(planCollective(ctx, coll, count, 4, &p) == ncclSuccess);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("an AMD EPYC keeps the thresholds measured on it: mesh ReduceScatter up to 2 MiB, heap buffers never by "
+          "process_vm_readv") {
+  HostThresholds t = thresholdsForCpu(amdEpyc());
+  CHECK(t.singleCopyReduceScatterMeshMaxBytes == (2u << 20));
+  CHECK(t.singleCopyByReferenceMinBytes == kNeverBytes);
+  CHECK(t.singleCopyByValueMinBytes == kSingleCopyByValueMinBytes);
+  CHECK(t.singleCopyAllReduceMinBytes == kSingleCopyAllReduceMinBytes);
+  CHECK(t.doublingMaxBytes == kDoublingMaxBytes);
+  CHECK(t.minBytesPerChannel == kMinBytesPerChannel);
+  CHECK(t.why[2].find("L2 of 512 KiB") != std::string::npos);
+  CHECK(t.why[4].find("AMD") != std::string::npos);
+}
+
+TEST_CASE("an Intel Xeon with a large L3 reads heap Broadcast/AllGather buffers by process_vm_readv from 1 MiB "
+          "and runs mesh ReduceScatter single copy up to 4 L2s (8 MiB)") {
+  HostThresholds t = thresholdsForCpu(intelXeon());
+  CHECK(t.singleCopyByReferenceMinBytes == (1u << 20));
+  CHECK(t.singleCopyReduceScatterMeshMaxBytes == (8u << 20));
+  CHECK(t.why[4].find("Intel") != std::string::npos);
+  // Intel's L2 of 4 MiB would give 16 MiB: clamped to 8 MiB.
+  topo::CpuFacts bigL2 = intelXeon();
+  bigL2.l2Bytes = 4 << 20;
+  HostThresholds c = thresholdsForCpu(bigL2);
+  CHECK(c.singleCopyReduceScatterMeshMaxBytes == (8u << 20));
+  CHECK(c.why[2].find("clamped") != std::string::npos);
+}
+
+TEST_CASE("a small-cache machine of unknown vendor stops mesh ReduceScatter at 512 KiB and never reads heap "
+          "buffers by reference; an unknown L2 keeps the measured 2 MiB") {
+  HostThresholds t = thresholdsForCpu(smallCache());
+  CHECK(t.singleCopyReduceScatterMeshMaxBytes == (512u << 10));
+  CHECK(t.singleCopyByReferenceMinBytes == kNeverBytes);
+  HostThresholds unknown = thresholdsForCpu(topo::CpuFacts{});
+  CHECK(unknown.singleCopyReduceScatterMeshMaxBytes == kSingleCopyReduceScatterMeshMaxBytes);
+  CHECK(unknown.why[2].find("unknown") != std::string::npos);
+}
+
+TEST_CASE("the planner follows the CPU's thresholds: Intel reads 2-rank AllGather by reference from 1 MiB and "
+          "runs 4-rank ReduceScatter of 4 MiB single copy, AMD does neither") {
+  TuningTable intel, amd;
+  intel.host = thresholdsForCpu(intelXeon());
+  amd.host = thresholdsForCpu(amdEpyc());
+  for (CollKind coll : {CollKind::AllGather, CollKind::Broadcast}) {
+    INFO(collName(coll));
+    Plan small = plan(context(2, intel), coll, 512 << 10);
+    CHECK(small.singleCopy);
+    CHECK(small.singleCopyByValue);
+    Plan large = plan(context(2, intel), coll, 1 << 20);
+    CHECK(large.singleCopy);
+    CHECK_FALSE(large.singleCopyByValue);
+    CHECK(plan(context(2, amd), coll, 64 << 20).singleCopyByValue);
+  }
+  CHECK(plan(context(4, intel), CollKind::ReduceScatter, 4 << 20).singleCopy);
+  CHECK_FALSE(plan(context(4, intel), CollKind::ReduceScatter, 16 << 20).singleCopy);
+  CHECK_FALSE(plan(context(4, amd), CollKind::ReduceScatter, 4 << 20).singleCopy);
+}
+
+TEST_CASE("environment variables win over the CPU's thresholds and say so; a malformed one fails naming it") {
+  CleanEnv clean;
+  setenv("GYRE_SINGLE_COPY_MESH_MAX_BYTES", "3M", 1);
+  setenv("GYRE_SINGLE_COPY_REFERENCE_MIN_BYTES", "256K", 1);
+  setenv("GYRE_DOUBLING_MAX_BYTES", "16K", 1);
+  env::reloadForTesting("/nonexistent");
+  HostThresholds t = thresholdsForCpu(amdEpyc());
+  REQUIRE(applyThresholdOverrides(&t) == ncclSuccess);
+  CHECK(valueOf(t, "GYRE_SINGLE_COPY_MESH_MAX_BYTES") == (3u << 20));
+  CHECK(valueOf(t, "GYRE_SINGLE_COPY_REFERENCE_MIN_BYTES") == (256u << 10));
+  CHECK(valueOf(t, "GYRE_DOUBLING_MAX_BYTES") == (16u << 10));
+  CHECK(valueOf(t, "GYRE_SINGLE_COPY_MIN_BYTES") == kSingleCopyByValueMinBytes);  // not set: the rule's
+  CHECK(t.why[2] == "GYRE_SINGLE_COPY_MESH_MAX_BYTES=3M (environment)");
+  TuningTable table;
+  table.host = t;
+  CHECK_FALSE(plan(context(2, table), CollKind::AllGather, 256 << 10).singleCopyByValue);
+  CHECK_FALSE(plan(context(2, table), CollKind::AllReduce, 32 << 10).doubling);  // past 16 KiB: the ring
+
+  setenv("GYRE_TWO_CHANNEL_MIN_BYTES", "lots", 1);
+  env::reloadForTesting("/nonexistent");
+  HostThresholds bad = thresholdsForCpu(amdEpyc());
+  CHECK(applyThresholdOverrides(&bad) == ncclInvalidArgument);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("GYRE_TWO_CHANNEL_MIN_BYTES") != std::string::npos);
+}
+
+TEST_CASE("CPU facts parse from /proc/cpuinfo's first processor and sysfs cache sizes") {
+  topo::CpuFacts f;
+  topo::parseCpuInfo("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n"
+                     "model name\t: Intel(R) Xeon(R) Platinum 8581C CPU @ 2.10GHz\n\nprocessor\t: 1\n"
+                     "vendor_id\t: AuthenticAMD\n",
+                     &f);
+  CHECK(f.vendor == topo::CpuVendor::Intel);
+  CHECK(f.family == 6);
+  CHECK(f.model == 207);
+  CHECK(f.modelName == "Intel(R) Xeon(R) Platinum 8581C CPU @ 2.10GHz");
+  CHECK(topo::parseCacheSize("512K") == (512u << 10));
+  CHECK(topo::parseCacheSize("32768K") == (32u << 20));
+  CHECK(topo::parseCacheSize("2M") == (2u << 20));
+  CHECK(topo::parseCacheSize("") == 0);
+  CHECK(topo::parseCacheSize("big") == 0);
+}
