@@ -27,7 +27,8 @@ const std::vector<VarSpec>& registry() {
       {"GYRE_SINGLE_COPY", Type::Choice, "auto", "auto,off,always",
        "host collectives on one host read peers' buffers in place (one copy): auto where the owner's buffer came "
        "from gyreMemAllocHost (Broadcast/AllGather from 8 KiB, ReduceScatter from 256 KiB, 2-rank AllReduce from "
-       "1 MiB; heap buffers then go through the FIFO), always at every size and for heap buffers too "
+       "1 MiB; heap buffers then go through the FIFO, or from GYRE_SINGLE_COPY_REFERENCE_MIN_BYTES through "
+       "process_vm_readv; gyre-info shows the thresholds this CPU gets), always at every size and for heap buffers too "
        "(process_vm_readv), off never"},
       {"GYRE_SINGLE_COPY_ALLREDUCE_MIN_BYTES", Type::Bytes, "", "0..1099511627776",
        "planner threshold: 2-rank host AllReduce reduces from the peer's buffer (single copy) from this size; "
