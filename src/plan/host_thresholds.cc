@@ -68,6 +68,8 @@ HostThresholds thresholdsForCpu(const topo::CpuFacts& cpu) {
     return 0;
   };
   const std::string vendor = topo::cpuVendorName(cpu.vendor);
+  t.why[index(&HostThresholds::minBytesPerChannel)] =
+      "not fitted (calibration.h); 2 host ranks over shared memory keep one channel";
 
   const int mesh = index(&HostThresholds::singleCopyReduceScatterMeshMaxBytes);
   if (cpu.l2Bytes > 0) {
@@ -97,8 +99,11 @@ ncclResult_t applyThresholdOverrides(HostThresholds* t) {
     env::Setting set = env::lookup(s.env);
     if (set.source == env::Source::Default || set.value.empty()) continue;
     int64_t v = 0;
-    GYRE_CHECK(env::getInt(s.env, &v));
-    t->*s.field = static_cast<size_t>(v);
+    if (set.value == "never") v = -1;
+    else if (!env::parseBytes(set.value, &v) || v < 0)
+      return fail(ncclInvalidArgument, "%s=%s (%s): not a byte count (bytes, with a K, M or G suffix, or never)", s.env,
+                  set.value.c_str(), set.source == env::Source::Env ? "environment" : set.origin.c_str());
+    t->*s.field = v < 0 ? kNeverBytes : static_cast<size_t>(v);
     t->why[i] = std::string(s.env) + "=" + set.value + " (" +
                 (set.source == env::Source::Env ? std::string("environment") : set.origin) + ")";
   }

@@ -144,17 +144,19 @@ TEST_CASE("environment variables win over the CPU's thresholds and say so; a mal
   setenv("GYRE_SINGLE_COPY_MESH_MAX_BYTES", "3M", 1);
   setenv("GYRE_SINGLE_COPY_REFERENCE_MIN_BYTES", "256K", 1);
   setenv("GYRE_DOUBLING_MAX_BYTES", "16K", 1);
+  setenv("GYRE_SINGLE_COPY_MIN_BYTES", "never", 1);
   env::reloadForTesting("/nonexistent");
   HostThresholds t = thresholdsForCpu(amdEpyc());
   REQUIRE(applyThresholdOverrides(&t) == ncclSuccess);
   CHECK(valueOf(t, "GYRE_SINGLE_COPY_MESH_MAX_BYTES") == (3u << 20));
   CHECK(valueOf(t, "GYRE_SINGLE_COPY_REFERENCE_MIN_BYTES") == (256u << 10));
   CHECK(valueOf(t, "GYRE_DOUBLING_MAX_BYTES") == (16u << 10));
-  CHECK(valueOf(t, "GYRE_SINGLE_COPY_MIN_BYTES") == kSingleCopyByValueMinBytes);  // not set: the rule's
+  CHECK(valueOf(t, "GYRE_SINGLE_COPY_MIN_BYTES") == kNeverBytes);
+  CHECK(valueOf(t, "GYRE_SINGLE_COPY_ALLREDUCE_MIN_BYTES") == kSingleCopyAllReduceMinBytes);  // not set: the rule's
   CHECK(t.why[2] == "GYRE_SINGLE_COPY_MESH_MAX_BYTES=3M (environment)");
   TuningTable table;
   table.host = t;
-  CHECK_FALSE(plan(context(2, table), CollKind::AllGather, 256 << 10).singleCopyByValue);
+  CHECK_FALSE(plan(context(2, table), CollKind::AllGather, 256 << 10).singleCopy);  // single copy never
   CHECK_FALSE(plan(context(2, table), CollKind::AllReduce, 32 << 10).doubling);  // past 16 KiB: the ring
 
   setenv("GYRE_TWO_CHANNEL_MIN_BYTES", "lots", 1);
