@@ -30,8 +30,6 @@ constexpr size_t kMeshMaxCeiling = 8 << 20;
 // rule inferred from Open MPI's times, not yet from gyre's own on Intel.
 constexpr size_t kIntelByReferenceMinBytes = 1 << 20;
 
-std::string bytesText(size_t b) { return thresholdText(b); }
-
 }  // namespace
 
 std::string thresholdText(size_t bytes) { return bytes == kNeverBytes ? "never" : sizeText(bytes); }
@@ -74,9 +72,9 @@ HostThresholds thresholdsForCpu(const topo::CpuFacts& cpu) {
   const int mesh = index(&HostThresholds::singleCopyReduceScatterMeshMaxBytes);
   if (cpu.l2Bytes > 0) {
     t.singleCopyReduceScatterMeshMaxBytes = std::clamp(kMeshMaxPerL2 * cpu.l2Bytes, kMeshMaxFloor, kMeshMaxCeiling);
-    t.why[mesh] = "4 x L2 of " + bytesText(cpu.l2Bytes) + " a core (n-1 FIFOs a rank outgrow it)";
+    t.why[mesh] = "4 x L2 of " + thresholdText(cpu.l2Bytes) + " a core (n-1 FIFOs a rank outgrow it)";
     if (t.singleCopyReduceScatterMeshMaxBytes != kMeshMaxPerL2 * cpu.l2Bytes)
-      t.why[mesh] += ", clamped to " + bytesText(kMeshMaxFloor) + ".." + bytesText(kMeshMaxCeiling);
+      t.why[mesh] += ", clamped to " + thresholdText(kMeshMaxFloor) + ".." + thresholdText(kMeshMaxCeiling);
   } else {
     t.why[mesh] = "L2 size unknown: the value measured on the AMD EPYC VM (512 KiB L2)";
   }

@@ -23,11 +23,13 @@ std::string readFirstLine(const std::string& path) {
   return trim(s);
 }
 
-std::string readAll(const std::string& path) {
+// The first processor's block only: /proc/cpuinfo repeats it per CPU, which
+// on a large host is a megabyte of text.
+std::string readFirstBlock(const std::string& path) {
   std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string text;
+  for (std::string line; std::getline(in, line) && !trim(line).empty();) text += line + "\n";
+  return text;
 }
 
 // cpu0's unified/data caches by level: sysfs lists one index per cache.
@@ -101,7 +103,7 @@ void parseCpuInfo(const std::string& text, CpuFacts* out) {
 const CpuFacts& hostCpuFacts() {
   static const CpuFacts facts = [] {
     CpuFacts f;
-    parseCpuInfo(readAll("/proc/cpuinfo"), &f);
+    parseCpuInfo(readFirstBlock("/proc/cpuinfo"), &f);
     readCaches(&f);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     f.cores = n > 0 ? static_cast<int>(n) : 0;
