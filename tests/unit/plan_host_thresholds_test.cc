@@ -44,12 +44,18 @@ topo::CpuFacts smallCache() {  // an embedded core: 128 KiB L2, no L3, vendor un
   return f;
 }
 
-size_t valueOf(const HostThresholds& t, const char* env) {
-  for (const auto& s : hostThresholdSpecs())
-    if (std::string(s.env) == env) return t.*s.field;
+int indexOf(const char* env) {
+  for (int i = 0; i < HostThresholds::kCount; ++i)
+    if (std::string(hostThresholdSpecs()[i].env) == env) return i;
   FAIL("no threshold with variable " << env);
   return 0;
 }
+
+size_t valueOf(const HostThresholds& t, const char* env) { return t.*hostThresholdSpecs()[indexOf(env)].field; }
+const std::string& whyOf(const HostThresholds& t, const char* env) { return t.why[indexOf(env)]; }
+
+constexpr const char* kMesh = "GYRE_SINGLE_COPY_MESH_MAX_BYTES";
+constexpr const char* kReference = "GYRE_SINGLE_COPY_REFERENCE_MIN_BYTES";
 
 // Clears every threshold variable on construction and destruction.
 struct CleanEnv {
@@ -91,8 +97,8 @@ TEST_CASE("an AMD EPYC keeps the thresholds measured on it: mesh ReduceScatter u
   CHECK(t.singleCopyAllReduceMinBytes == kSingleCopyAllReduceMinBytes);
   CHECK(t.doublingMaxBytes == kDoublingMaxBytes);
   CHECK(t.minBytesPerChannel == kMinBytesPerChannel);
-  CHECK(t.why[2].find("L2 of 512 KiB") != std::string::npos);
-  CHECK(t.why[4].find("AMD") != std::string::npos);
+  CHECK(whyOf(t, kMesh).find("L2 of 512 KiB") != std::string::npos);
+  CHECK(whyOf(t, kReference).find("AMD") != std::string::npos);
 }
 
 TEST_CASE("an Intel Xeon with a large L3 reads heap Broadcast/AllGather buffers by process_vm_readv from 1 MiB "
@@ -100,13 +106,13 @@ TEST_CASE("an Intel Xeon with a large L3 reads heap Broadcast/AllGather buffers 
   HostThresholds t = thresholdsForCpu(intelXeon());
   CHECK(t.singleCopyByReferenceMinBytes == (1u << 20));
   CHECK(t.singleCopyReduceScatterMeshMaxBytes == (8u << 20));
-  CHECK(t.why[4].find("Intel") != std::string::npos);
+  CHECK(whyOf(t, kReference).find("Intel") != std::string::npos);
   // Intel's L2 of 4 MiB would give 16 MiB: clamped to 8 MiB.
   topo::CpuFacts bigL2 = intelXeon();
   bigL2.l2Bytes = 4 << 20;
   HostThresholds c = thresholdsForCpu(bigL2);
   CHECK(c.singleCopyReduceScatterMeshMaxBytes == (8u << 20));
-  CHECK(c.why[2].find("clamped") != std::string::npos);
+  CHECK(whyOf(c, kMesh).find("clamped") != std::string::npos);
 }
 
 TEST_CASE("a small-cache machine of unknown vendor stops mesh ReduceScatter at 512 KiB and never reads heap "
@@ -116,7 +122,7 @@ TEST_CASE("a small-cache machine of unknown vendor stops mesh ReduceScatter at 5
   CHECK(t.singleCopyByReferenceMinBytes == kNeverBytes);
   HostThresholds unknown = thresholdsForCpu(topo::CpuFacts{});
   CHECK(unknown.singleCopyReduceScatterMeshMaxBytes == kSingleCopyReduceScatterMeshMaxBytes);
-  CHECK(unknown.why[2].find("unknown") != std::string::npos);
+  CHECK(whyOf(unknown, kMesh).find("unknown") != std::string::npos);
 }
 
 TEST_CASE("the planner follows the CPU's thresholds: Intel reads 2-rank AllGather by reference from 1 MiB and "
@@ -153,7 +159,7 @@ TEST_CASE("environment variables win over the CPU's thresholds and say so; a mal
   CHECK(valueOf(t, "GYRE_DOUBLING_MAX_BYTES") == (16u << 10));
   CHECK(valueOf(t, "GYRE_SINGLE_COPY_MIN_BYTES") == kNeverBytes);
   CHECK(valueOf(t, "GYRE_SINGLE_COPY_ALLREDUCE_MIN_BYTES") == kSingleCopyAllReduceMinBytes);  // not set: the rule's
-  CHECK(t.why[2] == "GYRE_SINGLE_COPY_MESH_MAX_BYTES=3M (environment)");
+  CHECK(whyOf(t, kMesh) == "GYRE_SINGLE_COPY_MESH_MAX_BYTES=3M (environment)");
   TuningTable table;
   table.host = t;
   CHECK_FALSE(plan(context(2, table), CollKind::AllGather, 256 << 10).singleCopy);  // single copy never
