@@ -8,8 +8,11 @@
 #include "src/config/env.h"
 #include "src/plan/host_thresholds.h"
 #include "src/plan/planner.h"
+#include "tests/unit/plan_fixtures.h"
 
 using namespace gyre;
+using gyre::testing::hostContext;
+using gyre::testing::planFloats;
 
 namespace {
 
@@ -67,24 +70,7 @@ struct CleanEnv {
   }
 };
 
-PlanContext context(int ranks, const TuningTable& t) {
-  PlanContext ctx;
-  ctx.nranks = ranks;
-  ctx.ringChannels = 4;
-  ctx.slotBytes = 512 << 10;
-  ctx.meshConnections = ranks > 2;
-  ctx.singleCopy = ctx.shmRings = true;
-  ctx.tuning = &t;
-  return ctx;
-}
 
-Plan plan(const PlanContext& ctx, CollKind coll, size_t bytes) {
-  Plan p;
-  size_t count = bytes / 4;
-  if (coll == CollKind::AllGather || coll == CollKind::ReduceScatter) count /= ctx.nranks;
-  REQUIRE(planCollective(ctx, coll, count, 4, &p) == ncclSuccess);
-  return p;
-}
 
 }  // namespace
 
@@ -132,17 +118,17 @@ TEST_CASE("the planner follows the CPU's thresholds: Intel reads 2-rank AllGathe
   amd.host = thresholdsForCpu(amdEpyc());
   for (CollKind coll : {CollKind::AllGather, CollKind::Broadcast}) {
     INFO(collName(coll));
-    Plan small = plan(context(2, intel), coll, 512 << 10);
+    Plan small = planFloats(hostContext(2, intel, true), coll, 512 << 10);
     CHECK(small.singleCopy);
     CHECK(small.singleCopyByValue);
-    Plan large = plan(context(2, intel), coll, 1 << 20);
+    Plan large = planFloats(hostContext(2, intel, true), coll, 1 << 20);
     CHECK(large.singleCopy);
     CHECK_FALSE(large.singleCopyByValue);
-    CHECK(plan(context(2, amd), coll, 64 << 20).singleCopyByValue);
+    CHECK(planFloats(hostContext(2, amd, true), coll, 64 << 20).singleCopyByValue);
   }
-  CHECK(plan(context(4, intel), CollKind::ReduceScatter, 4 << 20).singleCopy);
-  CHECK_FALSE(plan(context(4, intel), CollKind::ReduceScatter, 16 << 20).singleCopy);
-  CHECK_FALSE(plan(context(4, amd), CollKind::ReduceScatter, 4 << 20).singleCopy);
+  CHECK(planFloats(hostContext(4, intel, true), CollKind::ReduceScatter, 4 << 20).singleCopy);
+  CHECK_FALSE(planFloats(hostContext(4, intel, true), CollKind::ReduceScatter, 16 << 20).singleCopy);
+  CHECK_FALSE(planFloats(hostContext(4, amd, true), CollKind::ReduceScatter, 4 << 20).singleCopy);
 }
 
 TEST_CASE("environment variables win over the CPU's thresholds and say so; a malformed one fails naming it") {
@@ -162,8 +148,8 @@ TEST_CASE("environment variables win over the CPU's thresholds and say so; a mal
   CHECK(whyOf(t, kMesh) == "GYRE_SINGLE_COPY_MESH_MAX_BYTES=3M (environment)");
   TuningTable table;
   table.host = t;
-  CHECK_FALSE(plan(context(2, table), CollKind::AllGather, 256 << 10).singleCopy);  // single copy never
-  CHECK_FALSE(plan(context(2, table), CollKind::AllReduce, 32 << 10).doubling);  // past 16 KiB: the ring
+  CHECK_FALSE(planFloats(hostContext(2, table, true), CollKind::AllGather, 256 << 10).singleCopy);  // single copy never
+  CHECK_FALSE(planFloats(hostContext(2, table, true), CollKind::AllReduce, 32 << 10).doubling);  // past 16 KiB: the ring
 
   setenv("GYRE_TWO_CHANNEL_MIN_BYTES", "lots", 1);
   env::reloadForTesting("/nonexistent");
