@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
   info::printTrees(m);
   info::printConfig();
   if (info::printPlanner(m, o.tuning) != 0) return fail("planner settings");
+  if (info::printHostThresholds() != 0) return 1;
   if (!o.tuner.empty() && info::printTunedPlanner(m, o.tuner) != 0) return 1;
 
   std::string dot = o.dot;

@@ -33,6 +33,10 @@ int printPlanner(const Model& m, size_t tuningBytes);
 // gyre's own pick and the plugin's, per collective and size. Non-zero when
 // the plugin cannot be loaded or its init fails.
 int printTunedPlanner(const Model& m, const std::string& spec);
+// This host's CPU facts and the host thresholds chosen from them, with the
+// reason for each (an environment override names its variable). Non-zero when
+// an override is malformed.
+int printHostThresholds();
 
 // gyre-info status [--counters] [--dir D] [--wait-ms N]: the live state
 // of this user's jobs on this host (info_status.cc).

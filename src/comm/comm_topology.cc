@@ -163,7 +163,15 @@ ncclResult_t planRings(ncclComm* comm, const RingOptions& opts, CommTopology* ou
   GYRE_CHECK(buildRings(out->placement, opts, &out->rings));
   if (comm->rank == 0) logRings(out->placement, out->rings);
   buildTuningTable(out->rings, comm->nranks, comm->isHost, runsKernels(comm), &out->tuning);
-  if (comm->rank == 0) logTuningTable(out->tuning);
+  GYRE_CHECK(hostThresholds(&out->tuning.host));
+  if (comm->rank == 0) {
+    logTuningTable(out->tuning);
+    for (int i = 0; i < HostThresholds::kCount; ++i) {
+      const HostThresholdSpec& s = hostThresholdSpecs()[i];
+      GYRE_INFO("TUNING", "host threshold %s: %s (%s)", s.name, thresholdText(out->tuning.host.*s.field).c_str(),
+                out->tuning.host.why[i].c_str());
+    }
+  }
   return ncclSuccess;
 }
 

@@ -27,8 +27,39 @@ const std::vector<VarSpec>& registry() {
       {"GYRE_SINGLE_COPY", Type::Choice, "auto", "auto,off,always",
        "host collectives on one host read peers' buffers in place (one copy): auto where the owner's buffer came "
        "from gyreMemAllocHost (Broadcast/AllGather from 8 KiB, ReduceScatter from 256 KiB, 2-rank AllReduce from "
-       "1 MiB; heap buffers then go through the FIFO), always at every size and for heap buffers too "
+       "1 MiB; heap buffers then go through the FIFO, or from GYRE_SINGLE_COPY_REFERENCE_MIN_BYTES through "
+       "process_vm_readv; gyre-info shows the thresholds this CPU gets), always at every size and for heap buffers too "
        "(process_vm_readv), off never"},
+      {"GYRE_SINGLE_COPY_ALLREDUCE_MIN_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       "planner threshold: 2-rank host AllReduce reduces from the peer's buffer (single copy) from this size; "
+       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
+      {"GYRE_SINGLE_COPY_REDUCE_SCATTER_MIN_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       "planner threshold: host ReduceScatter runs single copy from this size; "
+       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
+      {"GYRE_SINGLE_COPY_MESH_MAX_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       "planner threshold: host ReduceScatter on 3..8 ranks runs single copy only up to "
+       "this size (default: 4 x the CPU's L2); "
+       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
+      {"GYRE_SINGLE_COPY_MIN_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       "planner threshold: host Broadcast/AllGather run single copy from this size; "
+       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
+      {"GYRE_SINGLE_COPY_REFERENCE_MIN_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       "planner threshold: host Broadcast/AllGather of heap buffers read them with "
+       "process_vm_readv from this size instead of sending them through the FIFO (default: 1 MiB on Intel, never "
+       "elsewhere); "
+       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
+      {"GYRE_TWO_CHANNEL_MIN_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       "planner threshold: AllReduce on 3+ host ranks uses two ring channels from this size; "
+       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
+      {"GYRE_CHANNEL_MIN_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       "planner threshold: host ring collectives add one channel per this many bytes; "
+       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
+      {"GYRE_DOUBLING_MAX_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       "planner threshold: largest AllReduce run by recursive doubling; "
+       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
+      {"GYRE_ONE_SHOT_MAX_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       "planner threshold: 4 and 8 ranks: largest AllReduce run one-shot (Direct) rather than by doubling; "
+       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
       {"NCCL_PROTO", Type::String, "", "Simple,LL; ^ excludes", "force the protocol"},
       {"NCCL_MIN_NCHANNELS", Type::Int, "1", "1..64", "fewest channels the planner may use", 1, 64},
       {"NCCL_MAX_NCHANNELS", Type::Int, "32", "1..64", "most channels the planner may use", 1, 64},
@@ -108,8 +139,7 @@ const std::vector<VarSpec>& registry() {
       {"GYRE_DIRECT_MIN_BYTES", Type::Bytes, "0", "0..1099511627776",
        "ranks of one process sharing one GPU under GYRE_DEVICE_PATH=auto: collectives of at least this many bytes "
        "(the larger of a rank's input and output) run as one pass over each other's buffers instead of kernels "
-       "over FIFOs; 0 (all) measured fastest on an H100 but at 2 ranks below 8 KiB (same value on every rank)",
-       0, 1099511627776LL},
+       "over FIFOs; 0 (all) measured fastest on an H100 but at 2 ranks below 8 KiB (same value on every rank)"},
       {"GYRE_DIRECT_BLOCKS", Type::Int, "0", "0..65535",
        "the direct path's kernel: at most this many blocks of 512 threads per launch (0: every SM for the "
        "leader's launches, half the SMs per rank under GYRE_DIRECT_LEADER=0, which measured fastest on an H100 "

@@ -3,6 +3,12 @@
 // planner (planner.h) and the cost model (cost_model.cc) read them from here.
 // docs/CALIBRATION.md says how each was measured and how to refit one.
 //
+// The host thresholds below are defaults: host_thresholds.cc starts from them,
+// replaces the ones a CPU fact moves (the ReduceScatter mesh limit scales with
+// the L2; Intel reads heap Broadcast/AllGather buffers by process_vm_readv
+// from 1 MiB) and lets an environment variable per threshold win (gyre-info
+// prints each value and why).
+//
 // Machines: "2-vCPU VM" is a 2-core development VM (Debian 12); "H100" is
 // one NVIDIA H100 80GB HBM3. Ratios are time ratios of the ring (or the named
 // alternative) over the chosen path, median of interleaved runs, out of

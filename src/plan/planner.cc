@@ -63,7 +63,8 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
                 env::getString("NCCL_PROTO").c_str());
   plan->protocol = Protocol::Simple;
   // Enough bytes per channel that splitting pays for its extra steps.
-  size_t perChannel = count * typeSize / (ctx.kernels ? kMinBytesPerKernelChannel : kMinBytesPerChannel);
+  const HostThresholds& th = ctx.tuning->host;
+  size_t perChannel = count * typeSize / (ctx.kernels ? kMinBytesPerKernelChannel : std::max<size_t>(1, th.minBytesPerChannel));
   if (!ctx.kernels && ctx.shmRings && ctx.nranks == 2) perChannel = 0;
   plan->nchannels = static_cast<int>(std::clamp<size_t>(perChannel, ctx.minChannels, ctx.ringChannels));
   plan->alignElems = alignElements(typeSize);
@@ -72,7 +73,7 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
   // 3+ host ranks: a second ring lets a rank work on one channel while the
   // other waits for a peer that has no core just now.
   if (!ctx.kernels && ctx.nranks > 2 && coll == CollKind::AllReduce &&
-      bytes >= kTwoChannelAllReduceMinBytes)
+      bytes >= th.twoChannelAllReduceMinBytes)
     plan->nchannels = std::max(plan->nchannels, std::min(2, ctx.ringChannels));
   if (ctx.kernels) plan->protocol = tunedProtocol(*ctx.tuning, coll, bytes);
   // An LL slot carries half its bytes as payload (the rest are flags).
@@ -114,18 +115,19 @@ ncclResult_t planCollective(const PlanContext& ctx, CollKind coll, size_t count,
     // Like doubling, a variant of the tuner's: an NCCL_ALGO naming anything
     // but Direct runs as named.
     bool otherForced = ctx.tuning->algorithmForced && !ctx.tuning->directOnly;
-    plan->singleCopy = ctx.singleCopyAlways || (!otherForced && singleCopyPays(coll, ctx.nranks, bytes));
-    // GYRE_SINGLE_COPY=always reads by reference at every size (process_vm_readv for heap buffers).
-    plan->singleCopyByValue = plan->singleCopy && !ctx.singleCopyAlways && singleCopyByValue(coll, bytes);
+    plan->singleCopy = ctx.singleCopyAlways || (!otherForced && singleCopyPays(th, coll, ctx.nranks, bytes));
+    // GYRE_SINGLE_COPY=always reads by reference at every size (process_vm_readv for heap buffers), auto
+    // from singleCopyByReferenceMinBytes.
+    plan->singleCopyByValue = plan->singleCopy && !ctx.singleCopyAlways && singleCopyByValue(th, coll, bytes);
   }
-  if (coll == CollKind::AllReduce && bytes <= kDoublingMaxBytes) {
+  if (coll == CollKind::AllReduce && bytes <= th.doublingMaxBytes) {
     // Doubling is the tuner's own variant: an NCCL_ALGO the user set runs as named.
     if (ctx.tuning->algorithmForced) plan->doubling = false;
     else if (ctx.nranks == 2) plan->doubling = plan->algorithm == Algorithm::Ring;
     else
       plan->doubling = ctx.doublingConnections &&
                        (plan->algorithm == Algorithm::Tree ||
-                        (plan->algorithm == Algorithm::Direct && bytes > kOneShotMaxBytesOverDoubling));
+                        (plan->algorithm == Algorithm::Direct && bytes > th.oneShotMaxBytesOverDoubling));
   }
   if (plan->singleCopy || callSelected || steered) plan->doubling = false;
   if (callSelected || steered) plan->singleCopy = plan->singleCopyByValue = false;

@@ -10,7 +10,7 @@
 // (src/sched/build_direct.h) for Broadcast, AllGather, AllReduce and
 // ReduceScatter (one-shot), which the cost model picks for small messages. Small AllReduces on a power-of-two rank count use recursive
 // doubling (unless NCCL_ALGO forces an algorithm; on 2 ranks it is the ring's
-// one-step form and stays even then). Channels: one per kMinBytesPerChannel, between NCCL_MIN_NCHANNELS
+// one-step form and stays even then). Channels: one per minBytesPerChannel (host) or kMinBytesPerKernelChannel, between NCCL_MIN_NCHANNELS
 // and the rings made at init.
 #pragma once
 
@@ -20,6 +20,7 @@
 #include "src/call/coll_kind.h"
 #include "src/plan/algorithm.h"
 #include "src/plan/calibration.h"
+#include "src/plan/host_thresholds.h"
 #include "src/plan/tuning.h"
 
 namespace gyre {
@@ -47,36 +48,40 @@ struct Plan {
   bool singleCopyByValue = false;
 };
 
-// Broadcast and AllGather from kSingleCopyByValueMinBytes run single copy
+// Broadcast and AllGather from singleCopyByValueMinBytes run single copy
 // by value where the owner's buffer is private: heap buffers go through the
 // FIFO and gyreMemAllocHost buffers are read in place through the peers'
-// mappings. Heap buffers are read by reference (process_vm_readv) only under
+// mappings. Heap buffers are read by reference (process_vm_readv) from
+// singleCopyByReferenceMinBytes, and at every size under
 // GYRE_SINGLE_COPY=always: that pays only where the kernel's copy keeps up
-// with memcpy, which on some VMs it does not (docs/CALIBRATION.md).
-inline bool singleCopyByValue(CollKind coll, size_t bytes) {
-  return (coll == CollKind::AllGather || coll == CollKind::Broadcast) && bytes >= kSingleCopyByValueMinBytes;
+// with the FIFO, which on some machines it does not (host_thresholds.h,
+// docs/CALIBRATION.md).
+inline bool singleCopyByValue(const HostThresholds& t, CollKind coll, size_t bytes) {
+  return (coll == CollKind::AllGather || coll == CollKind::Broadcast) && bytes >= t.singleCopyByValueMinBytes &&
+         bytes < t.singleCopyByReferenceMinBytes;
 }
 
 // Whether GYRE_SINGLE_COPY=auto runs `coll` of `bytes` (nccl-tests bytes)
 // on `nranks` ranks as single copy.
-inline bool singleCopyPays(CollKind coll, int nranks, size_t bytes) {
+inline bool singleCopyPays(const HostThresholds& t, CollKind coll, int nranks, size_t bytes) {
   switch (coll) {
     case CollKind::Broadcast:
-    case CollKind::AllGather: return singleCopyByValue(coll, bytes);
-    case CollKind::AllReduce: return nranks == 2 && bytes >= kSingleCopyAllReduceMinBytes;
+    case CollKind::AllGather: return bytes >= t.singleCopyByValueMinBytes;
+    case CollKind::AllReduce: return nranks == 2 && bytes >= t.singleCopyAllReduceMinBytes;
     case CollKind::ReduceScatter:
-      return bytes >= kSingleCopyReduceScatterMinBytes && (nranks == 2 || bytes <= kSingleCopyReduceScatterMeshMaxBytes);
+      return bytes >= t.singleCopyReduceScatterMinBytes &&
+             (nranks == 2 || bytes <= t.singleCopyReduceScatterMeshMaxBytes);
     default: return false;
   }
 }
 
 // A host communicator of 3+ ranks runs AllReduces from
-// kTwoChannelAllReduceMinBytes on two ring channels even where the size asks
+// twoChannelAllReduceMinBytes on two ring channels even where the size asks
 // for one; shared memory and sockets keep the same channels, so a call's bits
 // do not depend on the transport. Two host ranks over shared memory keep to
 // NCCL_MIN_NCHANNELS: one thread per rank runs every channel's lane, so more
 // channels add no copying core, only FIFOs that push each other out of the
-// caches. The thresholds and where they were measured: calibration.h.
+// caches. The thresholds and where they come from: host_thresholds.h.
 
 // A call's size as nccl-tests counts it (and the cost model takes it):
 // AllGather's gathered output, ReduceScatter's input, else one rank's buffer.

@@ -13,6 +13,7 @@
 #include "src/call/coll_kind.h"
 #include "src/plan/algorithm.h"
 #include "src/plan/cost_model.h"
+#include "src/plan/host_thresholds.h"
 #include "src/plan/ring_order.h"
 
 namespace gyre {
@@ -32,6 +33,9 @@ struct TuningTable {
   // tuner plugin chooses within them).
   std::vector<Algorithm> allowedAlgos;  // empty: all
   std::vector<Protocol> allowedProtos;
+  // The host planner's size thresholds for this machine (set at init; the
+  // defaults are the measured constants of calibration.h).
+  HostThresholds host;
 };
 
 // `nranks` ranks planned on `rings`. LL is a choice only for `llAvailable`

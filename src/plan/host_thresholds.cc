@@ -1,0 +1,116 @@
+#include "src/plan/host_thresholds.h"
+
+#include <algorithm>
+
+#include "src/config/env.h"
+#include "src/debug/error.h"
+#include "src/plan/tuning.h"
+
+namespace gyre {
+namespace {
+
+constexpr const char* kMeasuredHere =
+    "measured on the 2-vCPU AMD EPYC VM (calibration.h); no CPU fact is known to move it";
+
+// The ReduceScatter mesh's n-1 FIFOs per rank stop paying where they outgrow
+// a core's private cache: on the AMD EPYC VM (512 KiB L2 a core) 4 ranks by
+// value were 1.4-1.5x the ring up to 1 MiB and 0.74-0.87x from 4 MiB, so
+// the cut sits at 4 L2s; other L2 sizes scale it, within what was measured
+// to stay sane on either side.
+constexpr size_t kMeshMaxPerL2 = 4;
+constexpr size_t kMeshMaxFloor = 512 << 10;
+constexpr size_t kMeshMaxCeiling = 8 << 20;
+
+// Heap Broadcast / AllGather buffers by reference (process_vm_readv) from
+// this size on Intel. On the AMD EPYC VM the kernel's copy lost to the FIFO
+// at every size (docs/CALIBRATION.md, bench/host/path_costs), so there it
+// stays never. On the Intel Xeon VM gyre's FIFO path reached 10-21 % of the
+// single-copy bound from 1 MiB while Open MPI, whose shared-memory transport
+// reads peers with process_vm_readv (CMA), was 1.5-2.9x faster there: a
+// rule inferred from Open MPI's times, not yet from gyre's own on Intel.
+constexpr size_t kIntelByReferenceMinBytes = 1 << 20;
+
+}  // namespace
+
+std::string thresholdText(size_t bytes) { return bytes == kNeverBytes ? "never" : sizeText(bytes); }
+
+const std::array<HostThresholdSpec, HostThresholds::kCount>& hostThresholdSpecs() {
+  static const std::array<HostThresholdSpec, HostThresholds::kCount> specs = {{
+      {"single-copy AllReduce from (2 ranks)", "GYRE_SINGLE_COPY_ALLREDUCE_MIN_BYTES",
+       &HostThresholds::singleCopyAllReduceMinBytes},
+      {"single-copy ReduceScatter from", "GYRE_SINGLE_COPY_REDUCE_SCATTER_MIN_BYTES",
+       &HostThresholds::singleCopyReduceScatterMinBytes},
+      {"single-copy ReduceScatter on 3..8 ranks up to", "GYRE_SINGLE_COPY_MESH_MAX_BYTES",
+       &HostThresholds::singleCopyReduceScatterMeshMaxBytes},
+      {"single-copy Broadcast/AllGather from", "GYRE_SINGLE_COPY_MIN_BYTES",
+       &HostThresholds::singleCopyByValueMinBytes},
+      {"heap Broadcast/AllGather by process_vm_readv from", "GYRE_SINGLE_COPY_REFERENCE_MIN_BYTES",
+       &HostThresholds::singleCopyByReferenceMinBytes},
+      {"3+ ranks: two AllReduce channels from", "GYRE_TWO_CHANNEL_MIN_BYTES",
+       &HostThresholds::twoChannelAllReduceMinBytes},
+      {"host rings: bytes per channel", "GYRE_CHANNEL_MIN_BYTES", &HostThresholds::minBytesPerChannel},
+      {"recursive doubling AllReduce up to", "GYRE_DOUBLING_MAX_BYTES", &HostThresholds::doublingMaxBytes},
+      {"one-shot over doubling (4, 8 ranks) up to", "GYRE_ONE_SHOT_MAX_BYTES",
+       &HostThresholds::oneShotMaxBytesOverDoubling},
+  }};
+  return specs;
+}
+
+HostThresholds thresholdsForCpu(const topo::CpuFacts& cpu) {
+  HostThresholds t;
+  const auto& specs = hostThresholdSpecs();
+  for (int i = 0; i < HostThresholds::kCount; ++i) t.why[i] = kMeasuredHere;
+  auto index = [&](size_t HostThresholds::*field) {
+    for (int i = 0; i < HostThresholds::kCount; ++i)
+      if (specs[i].field == field) return i;
+    return 0;
+  };
+  const std::string vendor = topo::cpuVendorName(cpu.vendor);
+  t.why[index(&HostThresholds::minBytesPerChannel)] =
+      "not fitted (calibration.h); 2 host ranks over shared memory keep one channel";
+
+  const int mesh = index(&HostThresholds::singleCopyReduceScatterMeshMaxBytes);
+  if (cpu.l2Bytes > 0) {
+    t.singleCopyReduceScatterMeshMaxBytes = std::clamp(kMeshMaxPerL2 * cpu.l2Bytes, kMeshMaxFloor, kMeshMaxCeiling);
+    t.why[mesh] = "4 x L2 of " + thresholdText(cpu.l2Bytes) + " a core (n-1 FIFOs a rank outgrow it)";
+    if (t.singleCopyReduceScatterMeshMaxBytes != kMeshMaxPerL2 * cpu.l2Bytes)
+      t.why[mesh] += ", clamped to " + thresholdText(kMeshMaxFloor) + ".." + thresholdText(kMeshMaxCeiling);
+  } else {
+    t.why[mesh] = "L2 size unknown: the value measured on the AMD EPYC VM (512 KiB L2)";
+  }
+
+  const int ref = index(&HostThresholds::singleCopyByReferenceMinBytes);
+  if (cpu.vendor == topo::CpuVendor::Intel) {
+    t.singleCopyByReferenceMinBytes = kIntelByReferenceMinBytes;
+    t.why[ref] = "Intel: Open MPI's process_vm_readv path was 1.5-2.9x gyre's FIFO from 1 MiB on an Intel Xeon "
+                 "VM (inferred, not yet measured with gyre on Intel)";
+  } else {
+    t.singleCopyByReferenceMinBytes = kNeverBytes;
+    t.why[ref] = vendor + ": the FIFO beat process_vm_readv at every size on the AMD EPYC VM";
+  }
+  return t;
+}
+
+ncclResult_t applyThresholdOverrides(HostThresholds* t) {
+  for (int i = 0; i < HostThresholds::kCount; ++i) {
+    const HostThresholdSpec& s = hostThresholdSpecs()[i];
+    env::Setting set = env::lookup(s.env);
+    if (set.source == env::Source::Default || set.value.empty()) continue;
+    int64_t v = 0;
+    if (set.value == "never") v = -1;
+    else if (!env::parseBytes(set.value, &v) || v < 0)
+      return fail(ncclInvalidArgument, "%s=%s (%s): not a byte count (bytes, with a K, M or G suffix, or never)", s.env,
+                  set.value.c_str(), set.source == env::Source::Env ? "environment" : set.origin.c_str());
+    t->*s.field = v < 0 ? kNeverBytes : static_cast<size_t>(v);
+    t->why[i] = std::string(s.env) + "=" + set.value + " (" +
+                (set.source == env::Source::Env ? std::string("environment") : set.origin) + ")";
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t hostThresholds(HostThresholds* out) {
+  *out = thresholdsForCpu(topo::hostCpuFacts());
+  return applyThresholdOverrides(out);
+}
+
+}  // namespace gyre
