@@ -45,7 +45,6 @@ struct Server {
   int wakeFds[2] = {-1, -1};  // a byte on [1] stops the thread
   std::string path;
   std::thread thread;
-  pid_t owner = 0;  // the process whose thread serves listenFd
 };
 
 Server& server() {
@@ -299,7 +298,6 @@ bool start(Server& s) {
   }
   chmod(s.path.c_str(), 0600);
   s.listenFd = fd;
-  s.owner = getpid();
   const std::string tcp = env::getString("GYRE_STATUS_ADDR");
   if (!tcp.empty()) {
     s.tcpFd = listenTcp(tcp, &s.tcpAddress);
@@ -309,24 +307,6 @@ bool start(Server& s) {
     run(listenFd, tcpFd, wakeFd);
   });
   return true;
-}
-
-// A child forked from a process with communicators inherits the server's
-// state but not its thread: it forgets both (closing only its copies of the
-// descriptors, and neither waking nor unlinking the parent's).
-void forgetInheritedServer(Server& s) {
-  if (s.listenFd < 0 || s.owner == getpid()) return;
-  close(s.listenFd);
-  if (s.tcpFd >= 0) close(s.tcpFd);
-  s.tcpFd = -1;
-  close(s.wakeFds[0]);
-  close(s.wakeFds[1]);
-  s.listenFd = -1;
-  // Not a thread of this process: keep the handle out of reach of any
-  // join or detach (leaked, a few bytes, once per fork).
-  new std::thread(std::move(s.thread));
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.comms.clear();
 }
 
 void stop(Server& s) {
@@ -394,7 +374,6 @@ void statusRegister(CommObserver* o) {
   if (!enabled()) return;
   Server& s = server();
   std::lock_guard<std::mutex> life(s.lifecycle);
-  forgetInheritedServer(s);
   if (s.listenFd < 0 && !start(s)) return;
   writeKeyFile(*o);
   std::lock_guard<std::mutex> lock(s.mu);
@@ -404,7 +383,6 @@ void statusRegister(CommObserver* o) {
 void statusUnregister(CommObserver* o) {
   Server& s = server();
   std::lock_guard<std::mutex> life(s.lifecycle);
-  forgetInheritedServer(s);
   {
     std::lock_guard<std::mutex> lock(s.mu);
     auto it = std::find(s.comms.begin(), s.comms.end(), o);

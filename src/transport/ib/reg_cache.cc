@@ -38,7 +38,6 @@ struct Region {
 struct Watch {
   int fd = -1;
   int stopFd = -1;
-  pid_t owner = 0;
   std::thread* thread = nullptr;  // never destroyed at exit (a joinable std::thread would terminate)
   bool unavailable = false;       // userfaultfd refused: regions are not shared
 };
@@ -89,14 +88,6 @@ void gone(uintptr_t start, uintptr_t end) {
 // Applies the events the kernel reported so far. [gMu]
 void drain() {
   if (gWatch.fd < 0) return;
-  if (gWatch.owner != getpid()) {
-    // A forked child shares the parent's descriptor (reading it would steal
-    // the parent's events) and its mappings are no longer watched.
-    close(gWatch.fd);
-    gWatch = Watch{};
-    for (Region& r : gRegions) r.watched = false;
-    return;
-  }
   if (!readUnmapEvents(gWatch.fd, gone)) {
     GYRE_WARN("NET/IB: the registration cache's userfaultfd failed (%s); cached regions are dropped",
               strerror(errno));
@@ -120,7 +111,7 @@ void watcherLoop(int fd, int stopFd) {
 
 // Starts the watcher if none runs; false if userfaultfd is unavailable. [gMu]
 bool ensureWatch() {
-  if (gWatch.fd >= 0 && gWatch.owner == getpid()) return true;
+  if (gWatch.fd >= 0) return true;
   if (gWatch.unavailable) return false;
   std::string why;
   const int fd = openUnmapWatch(&why);
@@ -134,14 +125,13 @@ bool ensureWatch() {
   }
   gWatch.fd = fd;
   gWatch.stopFd = stopFd;
-  gWatch.owner = getpid();
   gWatch.thread = new std::thread([hazard = ForkHazard(), fd, stopFd] { watcherLoop(fd, stopFd); });
   return true;
 }
 
 // Stops the watcher once no region is left. Called with `lock` held; releases it if so.
 void stopWatchIfIdle(std::unique_lock<std::mutex>& lock) {
-  if (!gRegions.empty() || !gWatch.thread || gWatch.owner != getpid()) return;
+  if (!gRegions.empty() || !gWatch.thread) return;
   Watch w = gWatch;
   gWatch = Watch{};
   lock.unlock();
