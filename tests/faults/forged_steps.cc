@@ -1,7 +1,9 @@
 #include "forged_steps.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "../support/fork_ranks.h"
@@ -10,18 +12,26 @@
 #include "src/comm/comm.h"
 #include "src/host/wait.h"
 #include "src/transport/net/net_conn.h"
+#include "src/transport/socket/socket_pieces.h"
 #include "src/transport/socket/socket_stream.h"
 
 namespace gyre::test {
 namespace {
 
+// How long a forger waits for the honest peer to make room or take bytes.
+constexpr double kForgeWait_s = 5;
+
 // Shared memory: the header into the step's line, the payload where a step
 // of that many bytes keeps it, then the line's sequence word and tail, and
-// the peer woken if it sleeps on tail.
+// the peer woken if it sleeps on tail. A step kFifoSlots ahead of what the
+// receiver consumed waits for it, as an honest sender would.
 std::string forgeShared(Connection& conn, const ForgedStep& step) {
   Fifo& f = conn.fifo;
   if (!f.hasLines()) return "the shared-memory connection has no slot lines";
   if (step.payload.size() > f.slotBytes) return "the payload is larger than a slot";
+  const double until = monotonicSeconds() + kForgeWait_s;
+  while (step.lineStep >= loadAcquire(f.head) + kFifoSlots)
+    if (monotonicSeconds() > until) return "the receiver never made room for step " + std::to_string(step.lineStep);
   memcpy(f.payload(step.lineStep, step.payload.size()), step.payload.data(), step.payload.size());
   f.lineOf(step.lineStep).meta = step.meta;
   storeRelease(&f.lineOf(step.lineStep).seq, step.lineSeq);
@@ -31,21 +41,41 @@ std::string forgeShared(Connection& conn, const ForgedStep& step) {
   return "";
 }
 
-// Sockets: the header and the payload as one control message, as the
-// socket transport frames a step.
-std::string forgeSocket(Connection& conn, const ForgedStep& step) {
-  auto* s = static_cast<socket_detail::SocketConn*>(conn.state);
-  const char* header = reinterpret_cast<const char*>(&step.meta);
-  std::vector<char> frame(header, header + sizeof(SlotMeta));
-  frame.insert(frame.end(), step.payload.begin(), step.payload.end());
-  size_t done = 0;
-  while (done < frame.size()) {
-    const ssize_t n = ::send(s->socket.fd(), frame.data() + done, frame.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EAGAIN) continue;  // the socket is non-blocking; a small frame fits soon
+// All of [data, data + bytes) onto the non-blocking socket `fd`, waiting in
+// poll() while the peer's receive buffer is full.
+std::string sendAll(int fd, const char* data, size_t bytes) {
+  const double until = monotonicSeconds() + kForgeWait_s;
+  for (size_t done = 0; done < bytes;) {
+    const ssize_t n = ::send(fd, data + done, bytes - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (monotonicSeconds() > until) return "the receiver took no more bytes";
+      pollfd p{fd, POLLOUT, 0};
+      (void)poll(&p, 1, 10);
+      continue;
+    }
     if (n <= 0) return std::string("send: ") + strerror(errno);
     done += static_cast<size_t>(n);
   }
   return "";
+}
+
+// Sockets: the header and the payload as one control message, as the
+// socket transport frames a step; a header of a size that the data sockets
+// carry goes alone, and the payload goes in pieces, one per data socket,
+// cut as for a payload of its own size.
+std::string forgeSocket(Connection& conn, const ForgedStep& step) {
+  auto* s = static_cast<socket_detail::SocketConn*>(conn.state);
+  const char* header = reinterpret_cast<const char*>(&step.meta);
+  std::vector<char> frame(header, header + sizeof(SlotMeta));
+  const bool pieces = s->split(step.meta.bytes);
+  if (!pieces) frame.insert(frame.end(), step.payload.begin(), step.payload.end());
+  std::string why = sendAll(s->socket.fd(), frame.data(), frame.size());
+  for (int i = 0; pieces && why.empty() && i < s->data->sockets(); ++i) {
+    size_t off = 0, len = 0;
+    socket_detail::pieceRange(static_cast<uint32_t>(step.payload.size()), s->data->sockets(), i, &off, &len);
+    why = sendAll(s->data->socket(i).fd(), step.payload.data() + off, len);
+  }
+  return why;
 }
 
 // A network (IB): the header and the payload as the step's two messages,
@@ -93,6 +123,21 @@ Connection* ringSendTo(ncclComm_t comm, int peer) {
   return nullptr;
 }
 
+Connection* ringRecvFrom(ncclComm_t comm, int peer) {
+  if (comm->channels.empty()) return nullptr;
+  for (Connection* c : comm->channels[0].recvPtrs)
+    if (c->peer == peer) return c;
+  return nullptr;
+}
+
+std::string forgeAcknowledgement(Connection& in, uint64_t head) {
+  if (!in.sharedCounters) return std::string("no acknowledgement crosses ") + in.transport->name();
+  storeRelease(in.fifo.head, head);
+  in.step = head;
+  in.transport->wakePeer(in);
+  return "";
+}
+
 std::string forgeStep(Connection& conn, const ForgedStep& step) {
   if (conn.sharedCounters) return forgeShared(conn, step);
   const std::string name = conn.transport->name();
@@ -114,10 +159,12 @@ std::string forgeAbortNotice(Connection& conn, uint64_t named) {
   return forgeStep(conn, notice);
 }
 
-SlotMeta honestBroadcastMeta(size_t count, int root) {
+SlotMeta honestBroadcastMeta(size_t count, int root, size_t stepBytes, size_t step) {
   SlotMeta m{};
   m.opCount = 1;  // the communicator's first collective
-  m.bytes = static_cast<uint32_t>(count * sizeof(int32_t));
+  const size_t bytes = count * sizeof(int32_t);
+  const size_t from = std::min(bytes, step * std::min(stepBytes, bytes));
+  m.bytes = static_cast<uint32_t>(std::min(bytes - from, stepBytes));
   m.count = count;
   m.root = metaRootOf(CollKind::Broadcast, root);
   m.coll = static_cast<uint8_t>(CollKind::Broadcast);

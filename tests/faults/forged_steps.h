@@ -3,10 +3,12 @@
 // src/transport/socket/socket_stream.h) but with whatever values the test
 // chooses. The lying rank is a real member of the communicator: it made its
 // connections at init like any rank, and instead of running a collective it
-// writes one forged step into its ring send connection to the honest peer.
+// writes forged steps into its ring send connection to the honest peer, or
+// forged acknowledgements into its ring receive connection from it.
 // Nothing in the library is hooked: on shared memory the step goes into the
-// FIFO both ranks map, on sockets its bytes go straight onto the socket, on
-// IB its two messages go through the network's isend.
+// FIFO both ranks map, on sockets its bytes go straight onto the socket (a
+// payload of a data-socket size in pieces onto the data sockets), on IB its
+// two messages go through the network's isend.
 #pragma once
 
 #include <cstdint>
@@ -28,12 +30,23 @@ struct ForgedStep {
   int closeAfter = -1;  // a descriptor the forgery points at, open until the peer is done
 };
 
-// The connection on which `comm` sends to `peer` in its first ring channel,
-// or null.
+// The connection on which `comm` sends to (receives from) `peer` in its
+// first ring channel, or null.
 Connection* ringSendTo(ncclComm_t comm, int peer);
+Connection* ringRecvFrom(ncclComm_t comm, int peer);
 
 // Writes `step` into `conn` as its next step: "" on success, else why not.
+// On a socket with data sockets, a header of a size they carry is followed
+// by the payload in pieces, cut as an honest sender cuts a payload of that
+// many bytes (socket_pieces.h): a payload longer or shorter than the header
+// says then puts more or fewer bytes on each data socket than the receiver
+// expects.
 std::string forgeStep(Connection& conn, const ForgedStep& step);
+
+// Shared memory: acknowledges `head` steps on the receive connection `in`
+// (the FIFO's head counter, which the sender takes as free slots), and wakes
+// the sender if it sleeps on it.
+std::string forgeAcknowledgement(Connection& in, uint64_t head);
 
 // Sends `conn`'s peer an abort notice naming rank `named`. On sockets and
 // IB it is a step header flagged kMetaAbort, sent once the peer can take it
@@ -42,8 +55,8 @@ std::string forgeStep(Connection& conn, const ForgedStep& step);
 std::string forgeAbortNotice(Connection& conn, uint64_t named);
 
 // What the honest receiver of a Broadcast from `root` of `count` int32
-// elements, as the first collective of the communicator in a single ring
-// step, expects in that step's header.
-SlotMeta honestBroadcastMeta(size_t count, int root);
+// elements, as the first collective of the communicator, expects in the
+// header of step `step` when the call goes in steps of `stepBytes` (a slot).
+SlotMeta honestBroadcastMeta(size_t count, int root, size_t stepBytes = SIZE_MAX, size_t step = 0);
 
 }  // namespace gyre::test

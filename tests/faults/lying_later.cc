@@ -1,0 +1,103 @@
+// A lying peer past the first step of a call, on the socket transport's data
+// sockets, and in acknowledgements (the harness: lying_run.h). Rank 1 sends
+// the first steps of the Broadcast it roots honestly and lies in a later
+// one; on sockets with data sockets (payloads of 64 KiB and up go in pieces
+// through helper threads) the lie is in the header or in the pieces; and as
+// a receiver it acknowledges steps that were never sent.
+#include <catch2/catch.hpp>
+
+#include "lying_run.h"
+
+namespace {
+
+using namespace gyre;
+using namespace gyre::test;
+
+// Steps of 1 KiB (NCCL_BUFFSIZE / 8): a call of 4, in payload blocks on
+// shared memory, whole control messages on a socket.
+const EnvList kSmallSteps = {{"NCCL_BUFFSIZE", "8192"}};
+constexpr size_t kSmallStep = 256;  // int32 elements
+
+// Steps of 128 KiB over 2 data sockets (one helper thread): each step's
+// payload goes as two 64 KiB pieces.
+const EnvList kDataSockets = {{"NCCL_BUFFSIZE", "1048576"}, {"NCCL_NSOCKS_PERTHREAD", "2"}};
+constexpr size_t kPieceStep = 32768;  // int32 elements
+constexpr uint32_t kPieceStepBytes = kPieceStep * 4;
+
+// `lie` at step `at` of a Broadcast of `steps` steps of `elements`.
+Lie later(Lie lie, const EnvList& env, size_t elements, size_t steps, size_t at) {
+  lie.env = env;
+  lie.count = elements * steps;
+  lie.atStep = at;
+  return lie;
+}
+
+// A payload of `bytes` in place of the step's.
+auto payloadBytes(size_t bytes) {
+  return [bytes](ForgedStep* s) { s->payload.resize(bytes, 7); };
+}
+
+}  // namespace
+
+TEST_CASE("honest forgeries of later steps and of data-socket pieces are taken as the Broadcast's data",
+          "[faults][lying]") {
+  runOnEveryPath({later({"the last of 4 steps, no lie", nullptr, {}}, kSmallSteps, kSmallStep, 4, 3)});
+  runLie(Path::kSocket, later({"2 steps in pieces, no lie", nullptr, {}}, kDataSockets, kPieceStep, 2, 1));
+}
+
+TEST_CASE("a later step whose header lies fails naming the sender and the lie", "[faults][lying]") {
+  runOnEveryPath({
+      later({"step 3 of 4: size past the slot", [](ForgedStep* s) { s->meta.bytes = 64 << 20; }, {"67108864"}},
+            kSmallSteps, kSmallStep, 4, 2),
+      later({"step 3 of 4: size short of the step", [](ForgedStep* s) {
+               s->meta.bytes = 512;
+               s->payload.resize(512);
+             }, {"512 bytes"}},
+            kSmallSteps, kSmallStep, 4, 2),
+      later({"step 3 of 4: call number replayed", [](ForgedStep* s) { s->meta.opCount = 0; }, {"mismatched", "#0"}},
+            kSmallSteps, kSmallStep, 4, 2),
+      later({"step 3 of 4: count past the buffer", [](ForgedStep* s) { s->meta.count = 1 << 30; },
+             {"mismatched", "1073741824"}},
+            kSmallSteps, kSmallStep, 4, 2),
+  });
+  runLie(Path::kShm, later({"step 3 of 4: sequence word far ahead", [](ForgedStep* s) { s->lineSeq = 1000; },
+                            {"step 3 ", "as step 1000"}},
+                           kSmallSteps, kSmallStep, 4, 2));
+}
+
+TEST_CASE("a step on the data sockets whose header or pieces lie fails naming the sender", "[faults][lying]") {
+  // The header is checked before any piece is awaited.
+  runLie(Path::kSocket, later({"step 2 of 2: size past the slot", [](ForgedStep* s) { s->meta.bytes = 64 << 20; },
+                               {"67108864", "131072-byte slots"}},
+                              kDataSockets, kPieceStep, 2, 1));
+  // A size that fits the slot but is not the step's: the pieces land in the
+  // slot (never in the user's buffer, which is offered for the step's own
+  // size only), and the step's check names both sizes.
+  runLie(Path::kSocket, later({"step 1 of 1: 96 KiB for a 128 KiB step", [](ForgedStep* s) {
+                                 s->meta.bytes = 96 << 10;
+                                 s->payload.resize(96 << 10);
+                               }, {"98304 bytes for a 131072-byte step"}},
+                              kDataSockets, kPieceStep, 1, 0));
+  // Pieces short of what the header says: the helpers wait for the rest.
+  Lie shortPieces = later({"step 2 of 2: pieces 8 KiB short", payloadBytes(kPieceStepBytes - (8 << 10)), {"rank 1"}},
+                          kDataSockets, kPieceStep, 2, 1);
+  shortPieces.waitsForTimeout = true;
+  runLie(Path::kSocket, shortPieces);
+}
+
+TEST_CASE("a receiver that acknowledges steps never sent fails the sender naming it", "[faults][lying]") {
+  // Rank 0 roots a Broadcast of 12 steps of 8 KiB (slots: 8 in flight) and
+  // has filled its FIFO when rank 1 lies. No acknowledgement crosses a
+  // socket (a sender's credits are its own sends) or the network (IB's
+  // receiver posts receives, which an isend matches by sequence).
+  const EnvList slots = {{"NCCL_BUFFSIZE", "65536"}};
+  Lie oneAhead{"one step more than sent", nullptr, {"acknowledged 9 steps", "sent only 8"}};
+  oneAhead.acknowledgesAhead = 1;
+  Lie fifoAhead{"a FIFO's worth more than sent", nullptr, {"acknowledged 16 steps", "sent only 8"}};
+  fifoAhead.acknowledgesAhead = kFifoSlots;
+  for (Lie* l : {&oneAhead, &fifoAhead}) {
+    l->env = slots;
+    l->count = 12 * 2048;
+    runLie(Path::kShm, *l);
+  }
+}
