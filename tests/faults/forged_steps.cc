@@ -62,7 +62,7 @@ std::string sendAll(int fd, const char* data, size_t bytes) {
 // Sockets: the header and the payload as one control message, as the
 // socket transport frames a step; a header of a size that the data sockets
 // carry goes alone, and the payload goes in pieces, one per data socket,
-// cut as for a payload of its own size.
+// cut and described as for a payload of its own size.
 std::string forgeSocket(Connection& conn, const ForgedStep& step) {
   auto* s = static_cast<socket_detail::SocketConn*>(conn.state);
   const char* header = reinterpret_cast<const char*>(&step.meta);
@@ -71,9 +71,14 @@ std::string forgeSocket(Connection& conn, const ForgedStep& step) {
   if (!pieces) frame.insert(frame.end(), step.payload.begin(), step.payload.end());
   std::string why = sendAll(s->socket.fd(), frame.data(), frame.size());
   for (int i = 0; pieces && why.empty() && i < s->data->sockets(); ++i) {
+    const auto bytes = static_cast<uint32_t>(step.payload.size());
     size_t off = 0, len = 0;
-    socket_detail::pieceRange(static_cast<uint32_t>(step.payload.size()), s->data->sockets(), i, &off, &len);
-    why = sendAll(s->data->socket(i).fd(), step.payload.data() + off, len);
+    socket_detail::pieceRange(bytes, s->data->sockets(), i, &off, &len);
+    socket_detail::PieceHeader h{static_cast<uint32_t>(step.lineStep), bytes, static_cast<uint32_t>(off),
+                                 static_cast<uint32_t>(len)};
+    if (step.lieInPiece) step.lieInPiece(i, &h);
+    why = sendAll(s->data->socket(i).fd(), reinterpret_cast<const char*>(&h), sizeof(h));
+    if (why.empty()) why = sendAll(s->data->socket(i).fd(), step.payload.data() + off, len);
   }
   return why;
 }

@@ -12,10 +12,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "include/gyre.h"
+#include "src/transport/socket/socket_pieces.h"
 #include "src/transport/transport.h"
 
 namespace gyre::test {
@@ -24,9 +26,14 @@ struct ForgedStep {
   SlotMeta meta{};
   std::vector<char> payload;  // the bytes that follow the header
   // Shared memory: the step whose line the forgery is written into, and the
-  // sequence word stored there (the library stores step + 1).
+  // sequence word stored there (the library stores step + 1). On a socket
+  // with data sockets, lineStep is the job number in the pieces' headers
+  // (every step of the tests' calls goes in pieces there).
   uint64_t lineStep = 0;
   uint64_t lineSeq = 1;
+  // Data sockets: changes the header of the piece for socket i, after it
+  // was filled in as an honest sender of this payload fills it.
+  std::function<void(int, socket_detail::PieceHeader*)> lieInPiece;
   int closeAfter = -1;  // a descriptor the forgery points at, open until the peer is done
 };
 
@@ -37,10 +44,10 @@ Connection* ringRecvFrom(ncclComm_t comm, int peer);
 
 // Writes `step` into `conn` as its next step: "" on success, else why not.
 // On a socket with data sockets, a header of a size they carry is followed
-// by the payload in pieces, cut as an honest sender cuts a payload of that
-// many bytes (socket_pieces.h): a payload longer or shorter than the header
-// says then puts more or fewer bytes on each data socket than the receiver
-// expects.
+// by the payload in pieces, each behind its PieceHeader, cut and described
+// as an honest sender cuts a payload of that many bytes (socket_pieces.h):
+// a payload longer or shorter than the header says then puts more or fewer
+// bytes on each data socket than the receiver expects.
 std::string forgeStep(Connection& conn, const ForgedStep& step);
 
 // Shared memory: acknowledges `head` steps on the receive connection `in`

@@ -78,11 +78,53 @@ TEST_CASE("a step on the data sockets whose header or pieces lie fails naming th
                                  s->payload.resize(96 << 10);
                                }, {"98304 bytes for a 131072-byte step"}},
                               kDataSockets, kPieceStep, 1, 0));
-  // Pieces short of what the header says: the helpers wait for the rest.
-  Lie shortPieces = later({"step 2 of 2: pieces 8 KiB short", payloadBytes(kPieceStepBytes - (8 << 10)), {"rank 1"}},
-                          kDataSockets, kPieceStep, 2, 1);
-  shortPieces.waitsForTimeout = true;
-  runLie(Path::kSocket, shortPieces);
+  // More or fewer bytes than the step header said, cut and described as an
+  // honest sender of that many would: the first piece header says so.
+  runLie(Path::kSocket, later({"step 1 of 2: 8 KiB more than announced", payloadBytes(kPieceStepBytes + (8 << 10)),
+                               {"a piece of 69632 bytes at offset 0 of a 139264-byte payload", "65536 bytes"}},
+                              kDataSockets, kPieceStep, 2, 0));
+  runLie(Path::kSocket, later({"step 2 of 2: 8 KiB fewer than announced", payloadBytes(kPieceStepBytes - (8 << 10)),
+                               {"a piece of 61440 bytes"}},
+                              kDataSockets, kPieceStep, 2, 1));
+}
+
+TEST_CASE("a piece on a data socket whose header lies, or that carries more or fewer bytes than its header, fails "
+          "naming the sender", "[faults][lying]") {
+  const auto headers = [](std::function<void(int, socket_detail::PieceHeader*)> lie) {
+    return [lie](ForgedStep* s) { s->lieInPiece = lie; };
+  };
+  const std::vector<Lie> lies = {
+      later({"step 2 of 2: a piece marked as job 5",
+             headers([](int, socket_detail::PieceHeader* h) { h->job = 5; }), {"(piece job 5)", "(job 1)"}},
+            kDataSockets, kPieceStep, 2, 1),
+      later({"step 2 of 2: a piece at offset 2^31",
+             headers([](int i, socket_detail::PieceHeader* h) { h->offset = i == 1 ? 1u << 31 : h->offset; }),
+             {"at offset 2147483648", "at offset 65536"}},
+            kDataSockets, kPieceStep, 2, 1),
+      later({"step 2 of 2: a piece of 64 MiB",
+             headers([](int, socket_detail::PieceHeader* h) { h->bytes = 64 << 20; }), {"a piece of 67108864 bytes"}},
+            kDataSockets, kPieceStep, 2, 1),
+  };
+  for (const Lie& lie : lies) runLie(Path::kSocket, lie);
+  // 4 KiB more on each socket behind headers that say the step's own cut:
+  // the excess is read as the next piece's header, which is not one.
+  auto hidden = [](int64_t extra) {
+    return [extra](ForgedStep* s) {
+      s->payload.resize(static_cast<size_t>(static_cast<int64_t>(kPieceStepBytes) + 2 * extra), 7);
+      s->lieInPiece = [](int i, socket_detail::PieceHeader* h) {
+        *h = {h->job, kPieceStepBytes, static_cast<uint32_t>(i) * (kPieceStepBytes / 2), kPieceStepBytes / 2};
+      };
+    };
+  };
+  Lie more = later({"step 1 of 2: more bytes than its piece header says", hidden(4096), {"(job 1)"}}, kDataSockets,
+                   kPieceStep, 2, 0);
+  more.honestAfter = 1;
+  runLie(Path::kSocket, more);
+  // Fewer: a stream cannot tell a short piece from a late one.
+  Lie fewer = later({"step 2 of 2: fewer bytes than its piece header says", hidden(-4096), {"rank 1"}}, kDataSockets,
+                    kPieceStep, 2, 1);
+  fewer.waitsForTimeout = true;
+  runLie(Path::kSocket, fewer);
 }
 
 TEST_CASE("a receiver that acknowledges steps never sent fails the sender naming it", "[faults][lying]") {

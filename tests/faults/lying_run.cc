@@ -42,7 +42,7 @@ std::string forgeInstead(ncclComm_t comm, const Lie& lie, int* closeAfter) {
   rankRecord("transport", c->transport->via(*c));
   if (lie.notice) return forgeAbortNotice(*c, 7);
   const std::vector<char> all = payloadOf(lie.count);
-  for (size_t k = 0; k <= lie.atStep; ++k) {
+  for (size_t k = 0; k <= lie.atStep + lie.honestAfter; ++k) {
     ForgedStep step;
     step.meta = honestBroadcastMeta(lie.count, kLiar, c->fifo.slotBytes, k);
     const auto from = all.begin() + static_cast<ptrdiff_t>(std::min(all.size(), k * c->fifo.slotBytes));

@@ -51,6 +51,7 @@ struct Lie {
   EnvList env = {};                        // more settings for both ranks
   size_t count = kLieCount;                // int32 elements of the Broadcast
   size_t atStep = 0;                       // the forged step; the liar sends the ones before it honestly
+  size_t honestAfter = 0;                  // and this many after it
   // The liar acknowledges, once rank 0 has filled its FIFO, the steps sent
   // plus this many more (the roles turn: see above).
   std::optional<uint64_t> acknowledgesAhead = std::nullopt;
