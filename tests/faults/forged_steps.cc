@@ -135,8 +135,13 @@ Connection* ringRecvFrom(ncclComm_t comm, int peer) {
   return nullptr;
 }
 
-std::string forgeAcknowledgement(Connection& in, uint64_t head) {
+std::string forgeAcknowledgement(Connection& in, uint64_t ahead) {
+  if (std::string(in.transport->name()) == "NET/IB") return forgeIbAcknowledgement(in, ahead);
   if (!in.sharedCounters) return std::string("no acknowledgement crosses ") + in.transport->name();
+  const double until = monotonicSeconds() + kForgeWait_s;
+  while (loadAcquire(in.fifo.tail) < kFifoSlots)
+    if (monotonicSeconds() > until) return "the sender never filled its FIFO";
+  const uint64_t head = loadAcquire(in.fifo.tail) + ahead;
   storeRelease(in.fifo.head, head);
   in.step = head;
   in.transport->wakePeer(in);

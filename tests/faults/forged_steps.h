@@ -50,10 +50,16 @@ Connection* ringRecvFrom(ncclComm_t comm, int peer);
 // bytes on each data socket than the receiver expects.
 std::string forgeStep(Connection& conn, const ForgedStep& step);
 
-// Shared memory: acknowledges `head` steps on the receive connection `in`
-// (the FIFO's head counter, which the sender takes as free slots), and wakes
-// the sender if it sleeps on it.
-std::string forgeAcknowledgement(Connection& in, uint64_t head);
+// Waits until the sender on the receive connection `in` has filled its
+// FIFO (kFifoSlots steps sent, none acknowledged), then acknowledges `ahead`
+// steps more than it sent. Shared memory: the FIFO's head counter, which
+// the sender takes as free slots, and the sender woken if it sleeps on it.
+// IB: this side takes the first kFifoSlots steps' messages (posting their
+// receives as the library does), then writes the FIFO entry of the next
+// receive with a sequence number `ahead` receives past it.
+std::string forgeAcknowledgement(Connection& in, uint64_t ahead);
+// The IB part (forged_ib_credits.cc).
+std::string forgeIbAcknowledgement(Connection& in, uint64_t ahead);
 
 // Sends `conn`'s peer an abort notice naming rank `named`. On sockets and
 // IB it is a step header flagged kMetaAbort, sent once the peer can take it

@@ -130,16 +130,21 @@ TEST_CASE("a piece on a data socket whose header lies, or that carries more or f
 TEST_CASE("a receiver that acknowledges steps never sent fails the sender naming it", "[faults][lying]") {
   // Rank 0 roots a Broadcast of 12 steps of 8 KiB (slots: 8 in flight) and
   // has filled its FIFO when rank 1 lies. No acknowledgement crosses a
-  // socket (a sender's credits are its own sends) or the network (IB's
-  // receiver posts receives, which an isend matches by sequence).
+  // socket: a sender's credits there are its own sends.
   const EnvList slots = {{"NCCL_BUFFSIZE", "65536"}};
-  Lie oneAhead{"one step more than sent", nullptr, {"acknowledged 9 steps", "sent only 8"}};
-  oneAhead.acknowledgesAhead = 1;
-  Lie fifoAhead{"a FIFO's worth more than sent", nullptr, {"acknowledged 16 steps", "sent only 8"}};
-  fifoAhead.acknowledgesAhead = kFifoSlots;
-  for (Lie* l : {&oneAhead, &fifoAhead}) {
-    l->env = slots;
-    l->count = 12 * 2048;
-    runLie(Path::kShm, *l);
-  }
+  auto acknowledging = [&](Lie lie, uint64_t ahead) {
+    lie.env = slots;
+    lie.count = 12 * 2048;
+    lie.acknowledgesAhead = ahead;
+    return lie;
+  };
+  runLie(Path::kShm, acknowledging({"one step more than sent", nullptr, {"acknowledged 9 steps", "sent only 8"}}, 1));
+  runLie(Path::kShm, acknowledging({"a FIFO's worth more than sent", nullptr, {"acknowledged 16 steps", "sent only 8"}},
+                                   kFifoSlots));
+  // IB: the receiver's FIFO entry for the sender's next message (its 17th:
+  // 8 steps of two) announces a receive 32 later, a FIFO's worth of
+  // receives (kIbSlots) ahead.
+  for (Path path : everyPath())
+    if (path == Path::kIb)
+      runLie(path, acknowledging({"a receive announced 32 ahead", nullptr, {"receive #49", "receive #17"}}, 32));
 }

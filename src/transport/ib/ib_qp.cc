@@ -137,7 +137,18 @@ ncclResult_t ibIsend(void* sendComm, void* data, int size, int, void* mhandle, v
   GYRE_CHECK(commFailure(c));
   const int slot = static_cast<int>(c->index % kIbSlots);
   FifoEntry& e = c->fifo[slot];
-  if (__atomic_load_n(&e.seq, __ATOMIC_ACQUIRE) != c->index + 1) return ncclSuccess;  // not posted yet
+  const uint64_t seq = __atomic_load_n(&e.seq, __ATOMIC_ACQUIRE);
+  if (seq != c->index + 1) {
+    // Not posted yet: the slot still holds the receive kIbSlots before (or
+    // nothing). The receiver reuses a slot only once this side's write into
+    // it has completed there, so any other value is no receive this send
+    // can match; waiting for one would last until GYRE_TIMEOUT.
+    const uint64_t previous = c->index >= kIbSlots ? c->index + 1 - kIbSlots : 0;
+    if (seq == previous) return ncclSuccess;
+    return fail(ncclRemoteError, "NET/IB %s: the receiver announced receive #%llu in the FIFO slot of receive #%llu "
+                "(receives posted out of order, or more than the FIFO's %d at once)", c->what.c_str(),
+                static_cast<unsigned long long>(seq), static_cast<unsigned long long>(c->index + 1), kIbSlots);
+  }
   if (static_cast<uint32_t>(size) > e.size)
     return fail(ncclInvalidUsage, "NET/IB %s: a %d-byte message for a %u-byte receive buffer", c->what.c_str(), size,
                 e.size);
