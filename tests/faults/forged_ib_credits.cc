@@ -8,7 +8,7 @@
 #include "../support/fork_ranks.h"
 #include "src/debug/error.h"
 #include "src/transport/ib/ib_comm.h"
-#include "src/transport/ib/verbs_api.h"
+#include "src/transport/ib/ib_qp.h"
 #include "src/transport/net/net_conn.h"
 
 namespace gyre::test {
@@ -30,20 +30,8 @@ std::string forgeIbAcknowledgement(Connection& in, uint64_t ahead) {
   e.rkey = static_cast<ib::IbMr*>(c->mhSlots)->mr->rkey;
   e.size = static_cast<uint32_t>(c->slotBytes);
   e.seq = next + 1 + ahead;
-  ibv_sge sge{};
-  sge.addr = reinterpret_cast<uintptr_t>(&e);
-  sge.length = sizeof(e);
-  sge.lkey = ib->fifoMr->lkey;
-  ibv_send_wr wr{};
-  ibv_send_wr* bad = nullptr;
-  wr.wr_id = ib::kFifoWrId;  // a completion the library's CQ drain ignores
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = ib->theirs.fifoAddr + (next % ib::kIbSlots) * sizeof(ib::FifoEntry);
-  wr.wr.rdma.rkey = ib->theirs.fifoRkey;
-  if (ib::ibPostSend(ib->qps[0], &wr, &bad) != 0) return "ibv_post_send of the FIFO entry failed";
+  if (ib::writeFifoEntry(ib, static_cast<int>(next % ib::kIbSlots)) != ncclSuccess)
+    return std::string("writing the FIFO entry: ") + lastErrorText();
   return "";
 }
 

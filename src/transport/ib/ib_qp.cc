@@ -185,20 +185,8 @@ ncclResult_t ibIsend(void* sendComm, void* data, int size, int, void* mhandle, v
   return ncclSuccess;
 }
 
-ncclResult_t ibIrecv(void* recvComm, int n, void** data, int* sizes, int*, void** mhandles, void** request) {
-  auto* c = static_cast<IbComm*>(recvComm);
-  *request = nullptr;
-  if (n != 1) return fail(ncclInvalidUsage, "NET/IB %s: grouped receives (%d) are not supported", c->what.c_str(), n);
-  GYRE_CHECK(commFailure(c));
-  const int slot = static_cast<int>(c->index % kIbSlots);
-  IbRequest& r = c->reqs[slot];
-  if (r.used) return ncclSuccess;  // every slot is posted: try again later
-  auto* m = static_cast<IbMr*>(mhandles[0]);
-  FifoEntry& e = c->fifo[slot];
-  e.addr = reinterpret_cast<uintptr_t>(data[0]);
-  e.rkey = m->mr->rkey;
-  e.size = static_cast<uint32_t>(sizes[0]);
-  e.seq = c->index + 1;
+ncclResult_t writeFifoEntry(IbComm* c, int slot) {
+  const FifoEntry& e = c->fifo[slot];
   ibv_sge sge{};
   sge.addr = reinterpret_cast<uintptr_t>(&e);
   sge.length = sizeof(e);
@@ -214,6 +202,24 @@ ncclResult_t ibIrecv(void* recvComm, int n, void** data, int* sizes, int*, void*
   wr.wr.rdma.rkey = c->theirs.fifoRkey;
   int rc = ibPostSend(c->qps[0], &wr, &bad);
   if (rc) return verbsFail(c, "ibv_post_send", rc);
+  return ncclSuccess;
+}
+
+ncclResult_t ibIrecv(void* recvComm, int n, void** data, int* sizes, int*, void** mhandles, void** request) {
+  auto* c = static_cast<IbComm*>(recvComm);
+  *request = nullptr;
+  if (n != 1) return fail(ncclInvalidUsage, "NET/IB %s: grouped receives (%d) are not supported", c->what.c_str(), n);
+  GYRE_CHECK(commFailure(c));
+  const int slot = static_cast<int>(c->index % kIbSlots);
+  IbRequest& r = c->reqs[slot];
+  if (r.used) return ncclSuccess;  // every slot is posted: try again later
+  auto* m = static_cast<IbMr*>(mhandles[0]);
+  FifoEntry& e = c->fifo[slot];
+  e.addr = reinterpret_cast<uintptr_t>(data[0]);
+  e.rkey = m->mr->rkey;
+  e.size = static_cast<uint32_t>(sizes[0]);
+  e.seq = c->index + 1;
+  GYRE_CHECK(writeFifoEntry(c, slot));
   r = IbRequest{c, true, static_cast<int>(c->qps.size()), 0};
   ++c->index;
   *request = &r;
