@@ -1,7 +1,10 @@
 #include "forged_steps.h"
 
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -10,6 +13,7 @@
 
 #include "src/call/coll_kind.h"
 #include "src/comm/comm.h"
+#include "src/host/peer_mappings.h"
 #include "src/host/wait.h"
 #include "src/transport/net/net_conn.h"
 #include "src/transport/socket/socket_pieces.h"
@@ -154,6 +158,30 @@ std::string forgeStep(Connection& conn, const ForgedStep& step) {
   if (name == "socket") return forgeSocket(conn, step);
   if (name == "NET/IB") return forgeNet(conn, step);
   return std::string("no forgery for transport ") + conn.transport->name();
+}
+
+bool announceFromMemfd(ForgedStep* step, const std::vector<char>& memory, uint64_t address, uint32_t bytes) {
+  constexpr size_t kPage = 4096;
+  const size_t pages = std::max<size_t>(1, (memory.size() + kPage - 1) / kPage);
+  if (step->closeAfter >= 0) close(step->closeAfter);  // an earlier announcement of this step's
+  const int fd = memfd_create("lying-peer", MFD_CLOEXEC);
+  struct stat st {};
+  step->closeAfter = -1;
+  if (fd < 0) return false;
+  step->closeAfter = fd;
+  if (ftruncate(fd, static_cast<off_t>(pages * kPage)) != 0 || fstat(fd, &st) != 0) return false;
+  if (!memory.empty() && pwrite(fd, memory.data(), memory.size(), 0) != static_cast<ssize_t>(memory.size()))
+    return false;
+  PeerAddress a;
+  a.fd = fd;
+  a.inode = static_cast<uint64_t>(st.st_ino);
+  a.pages = static_cast<uint32_t>(pages);
+  a.base = 0;
+  a.address = address;
+  step->meta.bytes = bytes;
+  const char* raw = reinterpret_cast<const char*>(&a);
+  step->payload.assign(raw, raw + sizeof(a));
+  return true;
 }
 
 std::string forgeAbortNotice(Connection& conn, uint64_t named) {

@@ -61,6 +61,13 @@ std::string forgeAcknowledgement(Connection& in, uint64_t ahead);
 // The IB part (forged_ib_credits.cc).
 std::string forgeIbAcknowledgement(Connection& in, uint64_t ahead);
 
+// Single copy (shared memory): makes `step` an announcement that `bytes`
+// of the liar's elements lie at `address` of a new memfd of the liar (its
+// first byte at address 0) of `memory.size()` bytes rounded up to pages,
+// holding `memory`; the memfd is step->closeAfter (one it held before is
+// closed). False if it could not be made.
+bool announceFromMemfd(ForgedStep* step, const std::vector<char>& memory, uint64_t address, uint32_t bytes);
+
 // Sends `conn`'s peer an abort notice naming rank `named`. On sockets and
 // IB it is a step header flagged kMetaAbort, sent once the peer can take it
 // (the library's own notice is best effort, and dropped when the peer has

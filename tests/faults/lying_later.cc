@@ -127,6 +127,27 @@ TEST_CASE("a piece on a data socket whose header lies, or that carries more or f
   runLie(Path::kSocket, fewer);
 }
 
+TEST_CASE("a later single-copy announcement past the liar's buffer fails naming the sender", "[faults][lying]") {
+  // GYRE_SINGLE_COPY=always with steps of 512 bytes: a piece is 8 steps,
+  // 1024 elements, and a Broadcast of 2048 two pieces. On 2 ranks rank 0
+  // reads the first 683 of each piece's elements (2732 bytes) from where
+  // the root announces them. Rank 1 announces piece 1 at the real memfd
+  // that holds the call's data, whose piece 0 rank 0 has read honestly,
+  // 4 bytes before the end of its 2 pages.
+  constexpr size_t kCount = 2048;
+  constexpr uint32_t kReadBytes = 683 * sizeof(int32_t);
+  Lie past{"piece 2 of 2 announced 4 bytes before the end of the memfd", [](ForgedStep* s) {
+             (void)announceFromMemfd(s, payloadOf(kCount), kCount * sizeof(int32_t) - 4, kReadBytes);
+           }, {"single-copy read of 2732 bytes", "from rank 1"}};
+  past.every = [](size_t k, ForgedStep* s) {
+    (void)announceFromMemfd(s, payloadOf(kCount), k * 1024 * sizeof(int32_t), kReadBytes);
+  };
+  past.env = {{"GYRE_SINGLE_COPY", "always"}, {"NCCL_BUFFSIZE", "4096"}};
+  past.count = kCount;
+  past.atStep = 1;
+  runLie(Path::kShm, past);
+}
+
 TEST_CASE("a receiver that acknowledges steps never sent fails the sender naming it", "[faults][lying]") {
   // Rank 0 roots a Broadcast of 12 steps of 8 KiB (slots: 8 in flight) and
   // has filled its FIFO when rank 1 lies. No acknowledgement crosses a

@@ -7,12 +7,7 @@
 // transport's data sockets and acknowledgements: lying_later.cc.
 #include <catch2/catch.hpp>
 
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include "lying_run.h"
-#include "src/host/peer_mappings.h"
 
 namespace {
 
@@ -96,20 +91,10 @@ TEST_CASE("a single-copy announcement whose offset wraps around 2^64 fails namin
   // rank 0 maps it, at an offset of 2^64 - 64: added to the step's size it
   // wraps to 108, which once passed as inside the one-page buffer and made
   // rank 0 read from 64 bytes before its mapping.
+  // The base of the memfd (0) is below the step's size, so that the wrapped
+  // address is not below it.
   Lie wrapped{"announced offset 2^64 - 64", [](ForgedStep* s) {
-                const int fd = memfd_create("lying-peer", MFD_CLOEXEC);
-                struct stat st {};
-                if (fd < 0 || ftruncate(fd, 4096) != 0 || fstat(fd, &st) != 0) return;
-                PeerAddress a;
-                a.fd = fd;
-                a.inode = static_cast<uint64_t>(st.st_ino);
-                a.pages = 1;
-                a.base = 0;  // below the step's size, so that the wrapped address is not below it
-                a.address = ~uint64_t{0} - 63;
-                s->meta.bytes = 43 * sizeof(int32_t);
-                const char* raw = reinterpret_cast<const char*>(&a);
-                s->payload.assign(raw, raw + sizeof(a));
-                s->closeAfter = fd;
+                announceFromMemfd(s, {}, ~uint64_t{0} - 63, 43 * sizeof(int32_t));
               }, {"single-copy read of 172 bytes", "from rank 1"}};
   wrapped.env = {{"GYRE_SINGLE_COPY", "always"}};
   runLie(Path::kShm, wrapped);

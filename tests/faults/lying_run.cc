@@ -23,9 +23,9 @@ constexpr int kHonest = 0, kLiar = 1;
 const char* nameOf(Path p) { return p == Path::kShm ? "SHM" : p == Path::kSocket ? "NET/Socket" : "NET/IB"; }
 
 // The liar's part: forged steps (or a notice, or acknowledgements) instead
-// of the call; "" or why the forging failed. *closeAfter gets a descriptor
-// a forgery points at, to keep open until rank 0 is done.
-std::string forgeInstead(ncclComm_t comm, const Lie& lie, int* closeAfter) {
+// of the call; "" or why the forging failed. *closeAfter gets the
+// descriptors the forgeries point at, to keep open until rank 0 is done.
+std::string forgeInstead(ncclComm_t comm, const Lie& lie, std::vector<int>* closeAfter) {
   if (lie.acknowledgesAhead) {
     Connection* in = ringRecvFrom(comm, kHonest);
     if (!in) return "no ring connection from rank 0";
@@ -44,8 +44,9 @@ std::string forgeInstead(ncclComm_t comm, const Lie& lie, int* closeAfter) {
     step.payload.assign(from, from + step.meta.bytes);
     step.lineStep = k;
     step.lineSeq = k + 1;
+    if (lie.every) lie.every(k, &step);
     if (k == lie.atStep && lie.forge) lie.forge(&step);
-    *closeAfter = step.closeAfter;
+    if (step.closeAfter >= 0) closeAfter->push_back(step.closeAfter);
     const std::string why = forgeStep(*c, step);
     if (!why.empty()) return "step " + std::to_string(k) + ": " + why;
   }
@@ -137,10 +138,10 @@ void runLie(Path path, const Lie& lie) {
         RANK_CHECK(gyreCommInitRankHost(&comm, n, id, rank, nullptr) == ncclSuccess, "rank %d: init: %s", rank,
                    lastError().c_str());
         if (rank == kLiar) {
-          int closeAfter = -1;
+          std::vector<int> closeAfter;
           const std::string why = forgeInstead(comm, lie, &closeAfter);
           const bool seen = flags.waitDone(kHonest, kLieTimeout_s + 8);
-          if (closeAfter >= 0) close(closeAfter);
+          for (int fd : closeAfter) close(fd);
           ncclCommAbort(comm);
           RANK_CHECK(why.empty(), "forging: %s", why.c_str());
           RANK_CHECK(seen, "rank 0 never finished its call");

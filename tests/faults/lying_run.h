@@ -52,6 +52,9 @@ struct Lie {
   size_t count = kLieCount;                // int32 elements of the Broadcast
   size_t atStep = 0;                       // the forged step; the liar sends the ones before it honestly
   size_t honestAfter = 0;                  // and this many after it
+  // What step k of this call is, for a call whose steps are not ring steps
+  // (single-copy announcements); applied to every step before `forge`.
+  std::function<void(size_t, ForgedStep*)> every = nullptr;
   // The liar acknowledges, once rank 0 has filled its FIFO, the steps sent
   // plus this many more (the roles turn: see above).
   std::optional<uint64_t> acknowledgesAhead = std::nullopt;
