@@ -1,7 +1,8 @@
 // A lying peer past the first step of a call, on the socket transport's data
 // sockets, and in acknowledgements (the harness: lying_run.h). Rank 1 sends
 // the first steps of the Broadcast it roots honestly and lies in a later
-// one; on sockets with data sockets (payloads of 64 KiB and up go in pieces
+// one (a header, or a single-copy announcement of the call's second piece);
+// on sockets with data sockets (payloads of 64 KiB and up go in pieces
 // through helper threads) the lie is in the header or in the pieces; and as
 // a receiver it acknowledges steps that were never sent.
 #include <catch2/catch.hpp>
