@@ -160,7 +160,6 @@ void runLie(Path path, const Lie& lie) {
       },
       o);
   INFO(result.describe());
-  if (getenv("SHOWERR") && !result.ranks.empty()) WARN(lie.name + " => " + result.ranks[0].records["error"]);
   CHECK(result.allOk());
   CHECK(gyreShmSegments() == shm);
   if (!result.ranks.empty() && result.ranks.size() > kLiar) {
