@@ -17,6 +17,7 @@
 #include "src/debug/thread_owned.h"
 #include "src/host/executor.h"
 #include "src/host/foreign_steps.h"
+#include "src/host/peer_credits.h"
 #include "src/host/lane_trace.h"
 
 namespace gyre {
@@ -476,9 +477,12 @@ ncclResult_t runLanes(Lanes& lanes, uint64_t lanesId) {
     }
     const int round = idle - waiter.spinsBeforeBlocking - 1;
     // Only a wait that has lasted looks for a peer's step where this call
-    // does not read (foreign_steps.h): nothing on the fast path.
-    if (round > 0 && !held.held() && std::chrono::steady_clock::now() - waiter.idleSince > kForeignStepsAfter)
+    // does not read (foreign_steps.h), or for acknowledgements of steps
+    // never sent (peer_credits.h): nothing on the fast path.
+    if (round > 0 && !held.held() && std::chrono::steady_clock::now() - waiter.idleSince > kForeignStepsAfter) {
       GYRE_CHECK(checkForeignSteps(lanes));
+      GYRE_CHECK(checkPeerCredits(lanes));
+    }
     waiter.sleep(lanes, deadline(), false, round);
   }
   // The lanes' last steps have not been announced to sleeping peers yet.

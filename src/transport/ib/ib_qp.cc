@@ -137,7 +137,18 @@ ncclResult_t ibIsend(void* sendComm, void* data, int size, int, void* mhandle, v
   GYRE_CHECK(commFailure(c));
   const int slot = static_cast<int>(c->index % kIbSlots);
   FifoEntry& e = c->fifo[slot];
-  if (__atomic_load_n(&e.seq, __ATOMIC_ACQUIRE) != c->index + 1) return ncclSuccess;  // not posted yet
+  const uint64_t seq = __atomic_load_n(&e.seq, __ATOMIC_ACQUIRE);
+  if (seq != c->index + 1) {
+    // Not posted yet: the slot still holds the receive kIbSlots before (or
+    // nothing). The receiver reuses a slot only once this side's write into
+    // it has completed there, so any other value is no receive this send
+    // can match; waiting for one would last until GYRE_TIMEOUT.
+    const uint64_t previous = c->index >= kIbSlots ? c->index + 1 - kIbSlots : 0;
+    if (seq == previous) return ncclSuccess;
+    return fail(ncclRemoteError, "NET/IB %s: the receiver announced receive #%llu in the FIFO slot of receive #%llu "
+                "(receives posted out of order, or more than the FIFO's %d at once)", c->what.c_str(),
+                static_cast<unsigned long long>(seq), static_cast<unsigned long long>(c->index + 1), kIbSlots);
+  }
   if (static_cast<uint32_t>(size) > e.size)
     return fail(ncclInvalidUsage, "NET/IB %s: a %d-byte message for a %u-byte receive buffer", c->what.c_str(), size,
                 e.size);
@@ -174,20 +185,8 @@ ncclResult_t ibIsend(void* sendComm, void* data, int size, int, void* mhandle, v
   return ncclSuccess;
 }
 
-ncclResult_t ibIrecv(void* recvComm, int n, void** data, int* sizes, int*, void** mhandles, void** request) {
-  auto* c = static_cast<IbComm*>(recvComm);
-  *request = nullptr;
-  if (n != 1) return fail(ncclInvalidUsage, "NET/IB %s: grouped receives (%d) are not supported", c->what.c_str(), n);
-  GYRE_CHECK(commFailure(c));
-  const int slot = static_cast<int>(c->index % kIbSlots);
-  IbRequest& r = c->reqs[slot];
-  if (r.used) return ncclSuccess;  // every slot is posted: try again later
-  auto* m = static_cast<IbMr*>(mhandles[0]);
-  FifoEntry& e = c->fifo[slot];
-  e.addr = reinterpret_cast<uintptr_t>(data[0]);
-  e.rkey = m->mr->rkey;
-  e.size = static_cast<uint32_t>(sizes[0]);
-  e.seq = c->index + 1;
+ncclResult_t writeFifoEntry(IbComm* c, int slot) {
+  const FifoEntry& e = c->fifo[slot];
   ibv_sge sge{};
   sge.addr = reinterpret_cast<uintptr_t>(&e);
   sge.length = sizeof(e);
@@ -203,6 +202,24 @@ ncclResult_t ibIrecv(void* recvComm, int n, void** data, int* sizes, int*, void*
   wr.wr.rdma.rkey = c->theirs.fifoRkey;
   int rc = ibPostSend(c->qps[0], &wr, &bad);
   if (rc) return verbsFail(c, "ibv_post_send", rc);
+  return ncclSuccess;
+}
+
+ncclResult_t ibIrecv(void* recvComm, int n, void** data, int* sizes, int*, void** mhandles, void** request) {
+  auto* c = static_cast<IbComm*>(recvComm);
+  *request = nullptr;
+  if (n != 1) return fail(ncclInvalidUsage, "NET/IB %s: grouped receives (%d) are not supported", c->what.c_str(), n);
+  GYRE_CHECK(commFailure(c));
+  const int slot = static_cast<int>(c->index % kIbSlots);
+  IbRequest& r = c->reqs[slot];
+  if (r.used) return ncclSuccess;  // every slot is posted: try again later
+  auto* m = static_cast<IbMr*>(mhandles[0]);
+  FifoEntry& e = c->fifo[slot];
+  e.addr = reinterpret_cast<uintptr_t>(data[0]);
+  e.rkey = m->mr->rkey;
+  e.size = static_cast<uint32_t>(sizes[0]);
+  e.seq = c->index + 1;
+  GYRE_CHECK(writeFifoEntry(c, slot));
   r = IbRequest{c, true, static_cast<int>(c->qps.size()), 0};
   ++c->index;
   *request = &r;

@@ -15,6 +15,9 @@ ncclResult_t connectQps(IbComm* c);
 ncclResult_t postReceives(IbComm* c);
 
 ncclResult_t ibIsend(void* sendComm, void* data, int size, int tag, void* mhandle, void** request);
+// Receiver: RDMA-writes its FIFO entry `slot` into the sender's FIFO (on
+// the first QP; the completion is one drainCq ignores).
+ncclResult_t writeFifoEntry(IbComm* c, int slot);
 ncclResult_t ibIrecv(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles, void** request);
 ncclResult_t ibTest(void* request, int* done, int* size);
 

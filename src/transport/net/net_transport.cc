@@ -90,8 +90,11 @@ ncclResult_t progressSend(NetConn* c, int* culprit) {
   const uint64_t tail = loadAcquire(&c->tail);
   while (c->posted < tail) {
     const int s = static_cast<int>(c->posted % kFifoSlots);
+    // A network's ncclRemoteError from isend is the receiver's doing (IB: a
+    // FIFO entry no receive of this send matches).
     if (!c->half) {
       ncclResult_t r = api->isend(c->comm, &c->meta[s], sizeof(SlotMeta), 0, c->mhMeta, &c->metaReq[s]);
+      if (r == ncclRemoteError) *culprit = c->peer;
       if (r != ncclSuccess) return fail(r, "%s: isend() failed: %s", c->what.c_str(),
                                         net_detail::netFailureText(c->net).c_str());
       if (!c->metaReq[s]) break;  // the receiver has no free slot yet
@@ -99,6 +102,7 @@ ncclResult_t progressSend(NetConn* c, int* culprit) {
     }
     ncclResult_t r = api->isend(c->comm, c->slots + s * c->slotBytes, static_cast<int>(c->meta[s].bytes), 0,
                                 c->mhSlots, &c->dataReq[s]);
+    if (r == ncclRemoteError) *culprit = c->peer;
     if (r != ncclSuccess) return fail(r, "%s: isend() failed: %s", c->what.c_str(),
                                       net_detail::netFailureText(c->net).c_str());
     if (!c->dataReq[s]) break;

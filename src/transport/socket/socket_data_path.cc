@@ -5,6 +5,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -121,26 +122,45 @@ void DataPath::run(int t) {
 bool DataPath::movePieces(int k, bool* moved, bool* blocked) {
   const size_t ks = static_cast<size_t>(k);
   const int fd = socks_[ks].fd();
+  constexpr size_t kHeader = sizeof(PieceHeader);
   for (;;) {
     const uint64_t j = done_[ks];
     if (j >= posted_.load(std::memory_order_acquire)) return true;
     const Job job = jobs_[j % kFifoSlots];
     size_t off, len;
     pieceRange(job.bytes, sockets(), k, &off, &len);
+    const PieceHeader want{static_cast<uint32_t>(j), job.bytes, static_cast<uint32_t>(off), static_cast<uint32_t>(len)};
+    if (isSend_ && partial_[ks] == 0) header_[ks] = want;
     char* base = job.payload + off;
-    while (partial_[ks] < len) {
-      ssize_t n = isSend_ ? ::send(fd, base + partial_[ks], len - partial_[ks], MSG_NOSIGNAL | MSG_DONTWAIT)
-                          : ::recv(fd, base + partial_[ks], len - partial_[ks], MSG_DONTWAIT);
+    // The header and the piece in one system call: the header's rest (if
+    // any) into or out of header_, then the piece's rest. A receiver may
+    // read piece bytes before it checks the header they follow; they land
+    // within this piece's own place, and a header that lies fails the step.
+    while (partial_[ks] < kHeader + len) {
+      const size_t was = partial_[ks];
+      iovec iov[2];
+      int iovcnt = 0;
+      if (was < kHeader) iov[iovcnt++] = {reinterpret_cast<char*>(&header_[ks]) + was, kHeader - was};
+      const size_t pieceDone = was > kHeader ? was - kHeader : 0;
+      if (len > pieceDone) iov[iovcnt++] = {base + pieceDone, len - pieceDone};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<size_t>(iovcnt);
+      ssize_t n = isSend_ ? ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recvmsg(fd, &msg, MSG_DONTWAIT);
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
         *blocked = true;
         return true;
       }
       if (n <= 0) {
-        recordError(k, n == 0 ? 0 : errno, base + partial_[ks], len - partial_[ks]);
+        recordError(k, n == 0 ? 0 : errno, base + pieceDone, len - pieceDone);
         return false;
       }
       partial_[ks] += static_cast<size_t>(n);
       *moved = true;
+      if (!isSend_ && was < kHeader && partial_[ks] >= kHeader && !(header_[ks] == want)) {
+        recordForeignPiece(k, header_[ks], want);
+        return false;
+      }
     }
     partial_[ks] = 0;
     done_[ks] = j + 1;
@@ -168,12 +188,25 @@ void DataPath::recordError(int k, int err, const char* at, size_t bytes) {
   else
     snprintf(text, sizeof(text), "%s, data socket %d: connection lost (%s): rank %d died or aborted", what_.c_str(),
              k, strerror(err), peer_);
+  recordFailure(text, badBuffer ? ncclInvalidArgument : ncclRemoteError, badBuffer ? rank_ : peer_);
+}
+
+void DataPath::recordForeignPiece(int k, const PieceHeader& got, const PieceHeader& want) {
+  char text[512];
+  snprintf(text, sizeof(text), "%s, data socket %d: rank %d sent a piece of %u bytes at offset %u of a %u-byte payload "
+           "(piece job %u) where this rank expects %u bytes at offset %u of a %u-byte payload (job %u): its pieces do "
+           "not match the step headers it sent", what_.c_str(), k, peer_, got.bytes, got.offset, got.stepBytes,
+           got.job, want.bytes, want.offset, want.stepBytes, want.job);
+  recordFailure(text, ncclRemoteError, peer_);
+}
+
+void DataPath::recordFailure(const char* text, ncclResult_t code, int culprit) {
   {
     std::lock_guard<std::mutex> lock(errorMu_);
     if (failed_.load(std::memory_order_relaxed)) return;
     error_ = text;
-    errorCode_ = badBuffer ? ncclInvalidArgument : ncclRemoteError;
-    errorCulprit_ = badBuffer ? rank_ : peer_;
+    errorCode_ = code;
+    errorCulprit_ = culprit;
     failed_.store(true, std::memory_order_release);
   }
   poke(doneEvent_);

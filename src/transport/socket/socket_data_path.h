@@ -3,9 +3,12 @@
 //
 // The executor posts one job per large slot (socket_pieces.h); every helper
 // then moves its sockets' pieces of that slot between the FIFO and the socket
-// with non-blocking send/recv, so several cores copy at once. Each data socket
-// carries its pieces in job order and both sides post jobs in step order, so
-// no per-piece header is needed. The last helper to finish a job signals an
+// with non-blocking sendmsg/recvmsg, so several cores copy at once. Each data
+// socket carries its pieces in job order and both sides post jobs in step
+// order; every piece goes behind a PieceHeader (socket_pieces.h) that the
+// receiving helper checks against its own cut, so a peer that sends more,
+// fewer or other bytes than its step header announced is named instead of
+// shifting the later pieces on that socket. The last helper to finish a job signals an
 // eventfd that the executor's poll() watches (through an epoll set that also
 // holds the control socket, since a connection offers poll() one descriptor).
 //
@@ -50,7 +53,8 @@ class DataPath {
   DataPath(bool isSend, int nthreads, int nsocks, std::string what, int rank, int peer, int helperNuma)
       : isSend_(isSend), nthreads_(nthreads), nsocks_(nsocks), what_(std::move(what)), rank_(rank), peer_(peer),
         helperNuma_(helperNuma),
-        socks_(static_cast<size_t>(nthreads * nsocks)), done_(socks_.size(), 0), partial_(socks_.size(), 0) {}
+        socks_(static_cast<size_t>(nthreads * nsocks)), done_(socks_.size(), 0), partial_(socks_.size(), 0),
+        header_(socks_.size()) {}
   DataPath(const DataPath&) = delete;
   DataPath& operator=(const DataPath&) = delete;
 
@@ -105,6 +109,10 @@ class DataPath {
   // `err` 0: the peer closed the socket in the middle of a piece; else the
   // errno of the failed send/recv of `bytes` at `at`.
   void recordError(int k, int err, const char* at, size_t bytes);
+  // The peer's header of a piece on socket k is not the piece this rank expects.
+  void recordForeignPiece(int k, const PieceHeader& got, const PieceHeader& want);
+  // Keeps the first failure for the executor and wakes it.
+  void recordFailure(const char* text, ncclResult_t code, int culprit);
 
   const bool isSend_;
   const int nthreads_, nsocks_;
@@ -120,7 +128,8 @@ class DataPath {
   std::atomic<int> remaining_[kFifoSlots]{};  // per job: sockets still moving their piece
   std::atomic<uint64_t> posted_{0};           // jobs posted by the executor
   std::vector<uint64_t> done_;                // per socket, helper-owned: jobs finished
-  std::vector<size_t> partial_;               // per socket, helper-owned: bytes of the current piece moved
+  std::vector<size_t> partial_;               // per socket, helper-owned: bytes of the current header and piece moved
+  std::vector<PieceHeader> header_;           // per socket, helper-owned: the current piece's header (sent or received)
 
   int doneEvent_ = -1;  // helpers -> executor
   int epoll_ = -1;      // doneEvent_ and, when wanted, the control socket

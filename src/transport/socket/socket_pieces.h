@@ -1,7 +1,10 @@
 // How a large slot payload is cut across a connection's data sockets. Both
 // sides compute the same cut from the slot's byte count and the socket count
-// (checked equal at connect), so only the SlotMeta header crosses the wire to
-// describe it, and each piece lands straight at its place in the slot.
+// (checked equal at connect), and each piece lands straight at its place in
+// the slot. A piece travels behind a PieceHeader saying which piece it is,
+// which the receiver compares with its own cut before it takes the next:
+// a data socket is a byte stream, and a piece longer or shorter than the
+// cut would otherwise shift every later piece on that socket without a word.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +21,20 @@ constexpr uint32_t kSplitBytes = 64 << 10;
 constexpr size_t kPieceAlign = 4096;
 // NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD may not exceed this (NCCL's limit).
 constexpr int kMaxDataSockets = 64;
+
+// What goes ahead of each piece on its data socket (empty pieces too). The
+// job number keeps its low 32 bits: jobs are matched in order, never 2^32 apart.
+struct PieceHeader {
+  uint32_t job;        // the connection's count of payloads sent in pieces before this one
+  uint32_t stepBytes;  // the whole payload's bytes (the step's SlotMeta::bytes)
+  uint32_t offset;     // where this piece starts in the payload
+  uint32_t bytes;      // this piece's bytes, which follow the header
+};
+static_assert(sizeof(PieceHeader) == 16);
+
+inline bool operator==(const PieceHeader& a, const PieceHeader& b) {
+  return a.job == b.job && a.stepBytes == b.stepBytes && a.offset == b.offset && a.bytes == b.bytes;
+}
 
 // Byte range [*off, *off + *len) of piece `i` of `n`; trailing pieces may be empty.
 inline void pieceRange(uint32_t bytes, int n, int i, size_t* off, size_t* len) {
