@@ -336,27 +336,36 @@ struct Waiter {
   }
 };
 
+// Where a lane stands: "step 3 of 24", or, once every step ran and only
+// its sends are still leaving, "after step 24 of 24".
+std::string laneProgress(const Lane& lane) {
+  const size_t next = lane.nextStep(), n = lane.spec().nsteps;
+  return next < n ? "step " + std::to_string(next + 1) + " of " + std::to_string(n)
+                  : "after step " + std::to_string(n) + " of " + std::to_string(n);
+}
+
 ncclResult_t describeStall(const Lane& lane, const Connection* conn, double seconds, bool peerClosed) {
   const LaneSpec& s = lane.spec();
+  const std::string where = laneProgress(lane);
   const PeerInfo& p = (*lane.comm()->peers)[conn->peer];
   ncclResult_t r;
   if (peerClosed && !conn->closedHow.empty())
     r = fail(ncclRemoteError,
-             "%s #%llu (channel %d, step %zu of %zu): the link from rank %d (%s pid %d) failed before the data this "
+             "%s #%llu (channel %d, %s): the link from rank %d (%s pid %d) failed before the data this "
              "rank needs arrived: %s",
-             collName(s.coll), static_cast<unsigned long long>(s.opCount), s.channel, lane.nextStep() + 1, s.nsteps,
+             collName(s.coll), static_cast<unsigned long long>(s.opCount), s.channel, where.c_str(),
              conn->peer, p.host, p.pid, conn->closedHow.c_str());
   else if (peerClosed)
     r = fail(ncclRemoteError,
-             "%s #%llu (channel %d, step %zu of %zu): rank %d (%s pid %d) closed its connection before sending the "
+             "%s #%llu (channel %d, %s): rank %d (%s pid %d) closed its connection before sending the "
              "data this rank needs; it died, aborted or left the collective",
-             collName(s.coll), static_cast<unsigned long long>(s.opCount), s.channel, lane.nextStep() + 1, s.nsteps,
+             collName(s.coll), static_cast<unsigned long long>(s.opCount), s.channel, where.c_str(),
              conn->peer, p.host, p.pid);
   else
     r = fail(ncclRemoteError,
-             "%s #%llu (channel %d, step %zu of %zu): rank %d waited %.0f s (GYRE_TIMEOUT) for %s rank %d (%s pid "
+             "%s #%llu (channel %d, %s): rank %d waited %.0f s (GYRE_TIMEOUT) for %s rank %d (%s pid "
              "%d); it is stalled, dead, or not making the matching call",
-             collName(s.coll), static_cast<unsigned long long>(s.opCount), s.channel, lane.nextStep() + 1, s.nsteps,
+             collName(s.coll), static_cast<unsigned long long>(s.opCount), s.channel, where.c_str(),
              lane.comm()->rank, seconds, conn->isSend ? "buffer space at" : "data from", conn->peer, p.host, p.pid);
   lane.comm()->markFailed(r, conn->peer);
   return r;
