@@ -20,7 +20,8 @@ int culpritFromNotice(uint64_t named, int peer, int nranks);
 // wire), received by `self`: `reporter` gave up and blames that rank, which
 // may be this rank itself (its call did not match the peer's, or it
 // stalled). A notice naming no rank of the communicator is reported as the
-// reporter's lie.
-ncclResult_t failFromAbortNotice(uint64_t named, int self, int reporter, int nranks);
+// reporter's lie. With `culprit`, also stores the rank to blame there
+// (culpritFromNotice of the notice and its reporter).
+ncclResult_t failFromAbortNotice(uint64_t named, int self, int reporter, int nranks, int* culprit = nullptr);
 
 }  // namespace gyre

@@ -147,9 +147,9 @@ ncclResult_t progressRecv(NetConn* c, Connection& conn, int* culprit) {
       if (!metaDone) break;
       if (c->meta[s].flags & kMetaAbort) {
         c->noticeNamed = c->meta[s].count;
-        c->noticeCulprit = culpritFromNotice(c->noticeNamed, c->peer, c->nranks);
-        *culprit = c->noticeCulprit;
-        return failFromAbortNotice(c->noticeNamed, c->rank, c->peer, c->nranks);
+        ncclResult_t r = failFromAbortNotice(c->noticeNamed, c->rank, c->peer, c->nranks, culprit);
+        c->noticeCulprit = *culprit;
+        return r;
       }
     }
     ncclResult_t r = testReq(c, &c->dataReq[s], &dataDone, &size);

@@ -166,8 +166,7 @@ class P2PTransport final : public Transport {
     (void)::recv(s->socket.fd(), &notice, sizeof(notice), MSG_DONTWAIT);
     // A negative word is no rank either: widened as is, it names none.
     const uint64_t named = static_cast<uint64_t>(static_cast<int64_t>(notice));
-    *culprit = culpritFromNotice(named, conn.peer, s->nranks);
-    return failFromAbortNotice(named, s->rank, conn.peer, s->nranks);
+    return failFromAbortNotice(named, s->rank, conn.peer, s->nranks, culprit);
   }
   bool pollRequest(const Connection&, pollfd*) const override { return false; }
   // Best effort: the peer's watchdog reads it (progress above).

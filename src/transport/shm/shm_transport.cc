@@ -116,9 +116,8 @@ class ShmTransport final : public Transport {
     int notice = __atomic_load_n(conn.isSend ? &h->receiverAbort : &h->senderAbort, __ATOMIC_ACQUIRE);
     if (notice > 0) {
       const uint64_t named = static_cast<uint64_t>(notice - 1);
-      *culprit = culpritFromNotice(named, conn.peer, s->nranks);
       // Notices travel both ways here, so the rank blamed may be this one.
-      return failFromAbortNotice(named, s->rank, conn.peer, s->nranks);
+      return failFromAbortNotice(named, s->rank, conn.peer, s->nranks, culprit);
     }
     // A receiver that left cannot consume what is still in the FIFO. (A sender
     // that left is reported by the executor when it waits for its data: what
