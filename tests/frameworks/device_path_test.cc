@@ -248,10 +248,7 @@ TEST_CASE("a peer that dies surfaces as an error naming the waiting rank, within
 TEST_CASE("a peer that dies after enqueueing surfaces through gyre's asynchronous error, naming the rank", "[torch][device]") {
   RunResult run = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
     FakeStreamOps ops;
-    // Declared before the communicator, so it outlives it: after the error
-    // gyre's stream may still copy into it, until releasing the communicator
-    // drains that stream (a GPU, too, finishes a stream's copies after an
-    // abort). Freed first, it was written after the free.
+    // Before the communicator, as in the case above: outlives its stream.
     std::vector<float> buf = inputOf(rank, 4099);
     auto commPtr = std::make_shared<dev::DeviceComm>(ops, rank, nranks, /*timeoutSeconds=*/3, inheritedId(id));
     dev::DeviceComm& comm = *commPtr;
