@@ -211,12 +211,16 @@ TEST_CASE("a peer that dies surfaces as an error naming the waiting rank, within
   RankOptions o = fakeOptions(/*gyreTimeout=*/3);
   RunResult run = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
     FakeStreamOps ops;
+    // Declared before the communicator, so it outlives it: after the error
+    // gyre's stream may still copy into it, until releasing the communicator
+    // drains that stream (a GPU, too, finishes a stream's copies after an
+    // abort). Freed first, it was written after the free.
+    std::vector<float> buf = inputOf(rank, 4099);
     auto commPtr = std::make_shared<dev::DeviceComm>(ops, rank, nranks, /*timeoutSeconds=*/3, inheritedId(id));
     dev::DeviceComm& comm = *commPtr;
     comm.bind(0);
     if (rank == 1) _exit(0);  // gone without joining the all-reduce
     dev::Stream caller = ops.createStream();
-    std::vector<float> buf = inputOf(rank, 4099);
     const auto t0 = std::chrono::steady_clock::now();
     std::string e = errorOf([&] {
       auto work = dev::StreamWork::launch(commPtr, 0, caller, "all_reduce", [&](ncclComm_t c, dev::Stream s) {
@@ -244,12 +248,13 @@ TEST_CASE("a peer that dies surfaces as an error naming the waiting rank, within
 TEST_CASE("a peer that dies after enqueueing surfaces through gyre's asynchronous error, naming the rank", "[torch][device]") {
   RunResult run = runRanks(2, [](int rank, int nranks, const ncclUniqueId& id) {
     FakeStreamOps ops;
+    // Before the communicator, as in the case above: outlives its stream.
+    std::vector<float> buf = inputOf(rank, 4099);
     auto commPtr = std::make_shared<dev::DeviceComm>(ops, rank, nranks, /*timeoutSeconds=*/3, inheritedId(id));
     dev::DeviceComm& comm = *commPtr;
     comm.bind(0);
     gyre::DeviceRuntime* rt = gyre::deviceRuntime();
     dev::Stream caller = ops.createStream();
-    std::vector<float> buf = inputOf(rank, 4099);
     StreamGate gate;
     RANK_CHECK(rt->hostFunc(caller, &StreamGate::wait, &gate) == ncclSuccess, "hostFunc: %s", lastError().c_str());
     auto work = dev::StreamWork::launch(commPtr, 0, caller, "all_reduce", [&](ncclComm_t c, dev::Stream s) {

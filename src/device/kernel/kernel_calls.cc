@@ -79,7 +79,10 @@ ncclResult_t uploadLanes(const DeviceRequest& c, KernelState::Lanes* out) {
       conns.push_back(s.recv[k]);
     }
     memcpy(image.data() + i * sizeof(DeviceLane), &lane, sizeof(lane));
-    memcpy(image.data() + stepAt, s.steps, s.nsteps * sizeof(Step));
+    // A lane the plan left without steps (a small call over several
+    // channels) may have no step array: memcpy may not be given NULL even
+    // for 0 bytes.
+    if (s.nsteps) memcpy(image.data() + stepAt, s.steps, s.nsteps * sizeof(Step));
     stepAt += s.nsteps * sizeof(Step);
   }
   GYRE_CHECK(rt->copySync(device, image.data(), image.size()));
