@@ -6,16 +6,18 @@
 
 namespace gyre {
 
-// Copies `bytes` from `src` to `dst`, reading every aligned 4-byte word of
-// the source whole, once, with a relaxed atomic load. A copy on one stream
-// may read words that another stream's memory operations
-// (cuStreamWriteValue32) or a kernel update meanwhile: a watchdog samples
-// flag words that way (src/device/device_words.h), and on a GPU each word
-// it reads is the old value or the new one. A plain memmove would be a data
-// race in C++'s model, which ThreadSanitizer reports; the destination is
-// written plainly, so a copy that overwrites memory some other work still
-// touches is still reported. Overlapping ranges (undefined for cudaMemcpy)
-// are copied as memmove does.
+// Copies `bytes` from `src` to `dst` as a copy engine moves memory: every
+// aligned 4-byte word of the source is read whole, once (a relaxed atomic
+// load), and written as whole words where the destination is 4-byte aligned
+// (relaxed atomic stores). A copy on one stream may read words that another
+// stream's memory operations (cuStreamWriteValue32) or a kernel update
+// meanwhile: a watchdog samples flag words that way
+// (src/device/device_words.h); and the host may poll a word a copy writes
+// into its memory. On a GPU each such word is the old value or the new one;
+// a plain memmove would be a data race in C++'s model, which
+// ThreadSanitizer reports. A copy that overlaps plain accesses (a kernel's
+// or the host's) is still reported. Overlapping ranges (undefined for
+// cudaMemcpy) are copied as memmove does.
 void copyEngineCopy(void* dst, const void* src, size_t bytes);
 
 }  // namespace gyre
