@@ -39,7 +39,7 @@ GYRE_HOST_DEVICE bool waitFlag(const Ctx& ctx, const FlagOps& ops, const FlagOp&
       if (ops.timedOut) {
         ops.timedOut->step = op.step;
         ctx.fenceSystem();  // the step before the peer, which the host polls
-        ops.timedOut->peerPlusOne = static_cast<uint32_t>(op.peer + 1);
+        storeSharedWord(&ops.timedOut->peerPlusOne, static_cast<uint32_t>(op.peer + 1));
       }
       return false;
     }

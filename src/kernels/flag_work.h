@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "src/kernels/primitives/host_device.h"
+#include "src/kernels/primitives/shared_words.h"
 
 namespace gyre {
 
@@ -67,7 +68,7 @@ GYRE_HOST_DEVICE bool flagReached(uint32_t seen, uint32_t wanted) { return stati
 
 // Whether a wait of `ops` must stop: aborted, or some wait timed out.
 GYRE_HOST_DEVICE bool flagWaitStopped(const FlagOps& ops) {
-  return (ops.abort && *ops.abort) || (ops.timedOut && ops.timedOut->peerPlusOne);
+  return (ops.abort && loadSharedWord(ops.abort)) || (ops.timedOut && loadSharedWord(&ops.timedOut->peerPlusOne));
 }
 
 }  // namespace gyre

@@ -20,6 +20,7 @@
 #include "src/kernels/device_work.h"
 #include "src/kernels/primitives/op_dispatch.h"
 #include "src/kernels/primitives/host_device.h"
+#include "src/kernels/primitives/shared_words.h"
 #include "src/kernels/primitives/reduce_copy.h"
 
 namespace gyre {
@@ -54,12 +55,12 @@ GYRE_HOST_DEVICE bool waitUntil(Ctx& ctx, const DeviceCall& call, const DeviceLa
   uint64_t start = 0;
   for (uint32_t spins = 0; !ready(); ++spins) {
     if (spins % kDeviceWaitCheckEvery != kDeviceWaitCheckEvery - 1) continue;
-    if (call.status->abort) {
+    if (loadSharedWord(&call.status->abort)) {
       reportDeviceError(ctx, call, lane, kDeviceAborted, peer, step, waitingForData, nullptr);
       return false;
     }
-    if (call.status->error != kDeviceOk) return false;  // another lane failed: the call is over
-    if (peer >= 0 && call.peerGone[peer]) {
+    if (loadSharedWord(&call.status->error) != kDeviceOk) return false;  // another lane failed: the call is over
+    if (peer >= 0 && loadSharedWord(call.peerGone + peer)) {
       reportDeviceError(ctx, call, lane, kDevicePeerGone, peer, step, waitingForData, nullptr);
       return false;
     }

@@ -17,6 +17,7 @@
 
 #include "src/kernels/pair_copy_work.h"
 #include "src/kernels/primitives/host_device.h"
+#include "src/kernels/primitives/shared_words.h"
 
 namespace gyre {
 
@@ -39,10 +40,10 @@ template <typename Ctx>
 GYRE_HOST_DEVICE bool waitPairFlag(const Ctx& ctx, const uint32_t* flag, const PairCopyWork& w, int32_t peer) {
   const uint64_t start = ctx.nowNs();
   while (ctx.load(flag) == 0) {
-    if (w.abort && *w.abort) return false;
-    if (w.timedOut && *w.timedOut) return false;
+    if (w.abort && loadSharedWord(w.abort)) return false;
+    if (w.timedOut && loadSharedWord(w.timedOut)) return false;
     if (w.timeoutNs && ctx.nowNs() - start > w.timeoutNs) {
-      if (w.timedOut) *w.timedOut = static_cast<uint32_t>(peer + 1);
+      if (w.timedOut) storeSharedWord(w.timedOut, static_cast<uint32_t>(peer + 1));
       return false;
     }
     ctx.pause();

@@ -65,7 +65,7 @@ Domain& domain() {
 
 }  // namespace
 
-int enabledState = 0;
+std::atomic<int> enabledState{0};
 
 bool decideEnabled() {
   static const bool on = [] {
@@ -74,7 +74,7 @@ bool decideEnabled() {
     Domain& d = domain();
     return d.handle != nullptr || d.group != nullptr;
   }();
-  enabledState = on ? 1 : 2;
+  enabledState.store(on ? 1 : 2, std::memory_order_relaxed);
   return on;
 }
 
@@ -126,7 +126,7 @@ void pop() { nvtxDomainRangePop(domain().handle); }
 
 #else
 
-int enabledState = 2;
+std::atomic<int> enabledState{2};
 bool decideEnabled() { return false; }
 
 void pushCall(ApiFunc, const CollCall&, uint64_t, int, int) {}

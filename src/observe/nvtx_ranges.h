@@ -9,6 +9,7 @@
 // pointers stay at no-ops).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "src/call/call.h"
@@ -21,8 +22,13 @@ namespace gyre::nvtx {
 // payload would still cost each call). Decided at the first call: NVTX
 // loads its tool only when first used, so none can attach later.
 bool decideEnabled();
-extern int enabledState;  // 0: not decided yet, 1: on, 2: off
-inline bool enabled() { return enabledState == 1 || (enabledState == 0 && decideEnabled()); }
+// 0: not decided yet, 1: on, 2: off. Atomic: every thread that makes a call
+// reads it, and the first ones may decide at once.
+extern std::atomic<int> enabledState;
+inline bool enabled() {
+  const int state = enabledState.load(std::memory_order_relaxed);
+  return state == 1 || (state == 0 && decideEnabled());
+}
 
 void pushCall(ApiFunc func, const CollCall& call, uint64_t commId, int rank, int nranks);
 void pushGroup();

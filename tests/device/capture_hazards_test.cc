@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,7 +91,7 @@ int capturedBesideOtherThreads(int rank, int n, const ncclUniqueId& id) {
   RANK_CHECK(ncclCommInitRank(&other, n, ids[1], rank) == ncclSuccess, "init: %s", lastError().c_str());
   (void)id;
   const size_t count = 4099;
-  DeviceBuffer in(count * 4), out(count * 4), otherIn(count * 4), otherOut(count * 4);
+  DeviceBuffer in(count * 4), out(count * 4), otherOut(count * 4);
   const cudaStream_t s = fakeStream(900), otherStream = fakeStream(901);
   // The first call of the communicator is the captured one: whatever it
   // sets up (its peers' buffers opened by CUDA IPC) it sets up while the
@@ -100,6 +101,10 @@ int capturedBesideOtherThreads(int rank, int n, const ncclUniqueId& id) {
   RANK_CHECK(replayAllReduce(captured, rank, n, in, out, count, s, first, 2, 0) == 0, "first graph");
   // Now the watchdog has events to query while the next capture is open.
   const int otherCalls = 5;
+  // An input per call: a call may still read its input (on the peer's side
+  // too, by IPC) while the driver fills the next one.
+  std::vector<std::unique_ptr<DeviceBuffer>> otherIns;
+  for (int k = 0; k < otherCalls; ++k) otherIns.push_back(std::make_unique<DeviceBuffer>(count * 4));
   gyre::FakeGraph second;
   std::atomic<bool> capturing{true};
   std::atomic<int> asyncErrors{0};
@@ -116,6 +121,7 @@ int capturedBesideOtherThreads(int rank, int n, const ncclUniqueId& id) {
     });
     driver = std::thread([&] {
       for (int k = 0; k < otherCalls; ++k) {
+        DeviceBuffer& otherIn = *otherIns[k];
         for (size_t i = 0; i < count; ++i) otherIn.ints()[i] = value(rank, 50 + k, i);
         if (ncclAllReduce(otherIn.p, otherOut.p, count, ncclInt32, ncclSum, other, otherStream) != ncclSuccess) {
           driverFailed = 1;

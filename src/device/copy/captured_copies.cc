@@ -190,7 +190,7 @@ ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& call
 
 void abortCapturedCopies(CapturedCopies* c) {
   std::lock_guard<std::mutex> lock(c->mutex);
-  if (c->abortHost) *c->abortHost = 1;
+  if (c->abortHost) __atomic_store_n(c->abortHost, 1u, __ATOMIC_RELEASE);
 }
 
 void pollCapturedCopies(DeviceComm* comm) {
@@ -199,9 +199,11 @@ void pollCapturedCopies(DeviceComm* comm) {
   int peer = -1;
   {
     std::lock_guard<std::mutex> lock(c.mutex);
-    if (!c.timedOutHost || *c.timedOutHost == 0 || c.timeoutReported) return;
+    // The kernels store it while this looks.
+    const uint32_t timedOut = c.timedOutHost ? __atomic_load_n(c.timedOutHost, __ATOMIC_ACQUIRE) : 0;
+    if (timedOut == 0 || c.timeoutReported) return;
     c.timeoutReported = true;
-    peer = static_cast<int>(*c.timedOutHost) - 1;
+    peer = static_cast<int>(timedOut) - 1;
   }
   ncclResult_t r = fail(ncclRemoteError, "rank %d: the point-to-point kernel of a captured send/recv waited %.0f s "
                         "(GYRE_TIMEOUT) for rank %d's side of the pair; its kernel never ran (a stream that shares "

@@ -484,7 +484,8 @@ ncclResult_t pollKernelStatus(DeviceComm* comm, bool queryStreams) {
 
 void abortKernels(DeviceComm* comm) {
   if (!comm->kernels) return;
-  comm->kernels->statusHost->abort = 1;
+  // Atomic: the watchdog thread reads and sets the word too.
+  __atomic_store_n(&comm->kernels->statusHost->abort, 1u, __ATOMIC_RELEASE);
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 

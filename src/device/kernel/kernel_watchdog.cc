@@ -30,7 +30,7 @@ void abortFor(DeviceComm* comm, int culprit, int reporter) {
   st->deadPeer = culprit + 1;
   st->noticeFrom = reporter + 1;
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  st->abort = 1;
+  __atomic_store_n(&st->abort, 1u, __ATOMIC_RELEASE);  // abortKernels may set it at the same time
 }
 
 }  // namespace
@@ -94,7 +94,7 @@ void KernelWatchdog::run(DeviceComm* comm) {
     DeviceStatus* st = comm->kernels->statusHost;
     checkDeviceFault(comm);
     announceKernelFailure(comm);
-    if (st->abort) continue;
+    if (__atomic_load_n(&st->abort, __ATOMIC_ACQUIRE)) continue;
     anyP2P(comm, [&](Connection* c) {
       int culprit = -1;
       if (c->transport->progress(*c, &culprit) != ncclSuccess) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "tests/support/fake_cuda/capture_rules.h"
+#include "tests/support/fake_cuda/copy_engine.h"
 #include "tests/support/fake_cuda/host_emulation.h"
 #include "tests/support/fake_cuda/fake_cuda.h"
 #include "tests/support/fake_cuda/fake_devices.h"
@@ -193,7 +194,7 @@ class FakeRuntime final : public DeviceRuntime {
   ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
     if (broken_.load()) return brokenContext("cudaMemcpyAsync");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "cudaMemcpyAsync"));
-    stream_(stream).push([=] { memmove(dst, src, bytes); });
+    stream_(stream).push([=] { copyEngineCopy(dst, src, bytes); });
     return ncclSuccess;
   }
   ncclResult_t copy2DAsync(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width, size_t rows,
@@ -202,7 +203,7 @@ class FakeRuntime final : public DeviceRuntime {
     GYRE_CHECK(allowed(capture_.enqueue(stream), "cudaMemcpy2DAsync"));
     stream_(stream).push([=] {
       for (size_t r = 0; r < rows; ++r)
-        memmove(static_cast<char*>(dst) + r * dstPitch, static_cast<const char*>(src) + r * srcPitch, width);
+        copyEngineCopy(static_cast<char*>(dst) + r * dstPitch, static_cast<const char*>(src) + r * srcPitch, width);
     });
     return ncclSuccess;
   }
@@ -331,7 +332,7 @@ class FakeRuntime final : public DeviceRuntime {
   // As the real adapter does: on a private stream of the current device,
   // which shares a hardware queue with other streams like any stream.
   ncclResult_t copySync(void* dst, const void* src, size_t bytes) override {
-    return onPrivateStream("cudaMemcpyAsync", [=] { memmove(dst, src, bytes); });
+    return onPrivateStream("cudaMemcpyAsync", [=] { copyEngineCopy(dst, src, bytes); });
   }
   ncclResult_t memsetSync(void* dst, int value, size_t bytes) override {
     return onPrivateStream("cudaMemsetAsync", [=] { memset(dst, value, bytes); });

@@ -154,7 +154,9 @@ ncclResult_t runLaunchOnHostThreads(const DeviceLaunch& launch, int threadsPerBl
 namespace gyre {
 
 ncclResult_t runDirectOnHost(const DirectCall& call) {
-  if (call.abort && *call.abort) return ncclSuccess;
+  // postWords stores the abort word from another thread: an atomic load, as
+  // the GPU's volatile one is to the device.
+  if (call.abort && __atomic_load_n(call.abort, __ATOMIC_ACQUIRE)) return ncclSuccess;
   return visitCallOp(call, [&](auto op) {
     using Op = decltype(op);
     SourceScalars scalars;
