@@ -36,7 +36,10 @@ std::string forgeShared(Connection& conn, const ForgedStep& step) {
   const double until = monotonicSeconds() + kForgeWait_s;
   while (step.lineStep >= loadAcquire(f.head) + kFifoSlots)
     if (monotonicSeconds() > until) return "the receiver never made room for step " + std::to_string(step.lineStep);
-  memcpy(f.payload(step.lineStep, step.payload.size()), step.payload.data(), step.payload.size());
+  // An abort notice carries no payload, and memcpy may not be given an empty
+  // vector's NULL data even for 0 bytes.
+  if (!step.payload.empty())
+    memcpy(f.payload(step.lineStep, step.payload.size()), step.payload.data(), step.payload.size());
   f.lineOf(step.lineStep).meta = step.meta;
   storeRelease(&f.lineOf(step.lineStep).seq, step.lineSeq);
   storeRelease(f.tail, step.lineStep + 1);
@@ -97,7 +100,7 @@ std::string forgeNet(Connection& conn, const ForgedStep& step) {
   if (step.payload.size() > c->slotBytes) return "the payload is larger than a slot";
   const int s = static_cast<int>(c->posted % kFifoSlots);
   c->meta[s] = step.meta;
-  memcpy(c->slots + s * c->slotBytes, step.payload.data(), step.payload.size());
+  if (!step.payload.empty()) memcpy(c->slots + s * c->slotBytes, step.payload.data(), step.payload.size());
   struct Message {
     void* data;
     int size;
