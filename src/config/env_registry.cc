@@ -3,6 +3,13 @@
 
 namespace gyre::env {
 
+// Every host planner threshold (GYRE_*_BYTES below) takes the same values
+// and, unset, falls back the same way; a macro so that the sentence joins
+// each description's literal.
+#define GYRE_THRESHOLD_UNSET \
+  "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"
+constexpr const char* kThresholdValues = "bytes (K, M, G suffixes), or never (a size no call reaches)";
+
 const std::vector<VarSpec>& registry() {
   static const std::vector<VarSpec> vars = {
       {"NCCL_DEBUG", Type::Choice, "", "VERSION,WARN,INFO,TRACE",
@@ -30,36 +37,36 @@ const std::vector<VarSpec>& registry() {
        "1 MiB; heap buffers then go through the FIFO, or from GYRE_SINGLE_COPY_REFERENCE_MIN_BYTES through "
        "process_vm_readv; gyre-info shows the thresholds this CPU gets), always at every size and for heap buffers too "
        "(process_vm_readv), off never"},
-      {"GYRE_SINGLE_COPY_ALLREDUCE_MIN_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+      {"GYRE_SINGLE_COPY_ALLREDUCE_MIN_BYTES", Type::String, "", kThresholdValues,
        "planner threshold: 2-rank host AllReduce reduces from the peer's buffer (single copy) from this size; "
-       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
-      {"GYRE_SINGLE_COPY_REDUCE_SCATTER_MIN_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       GYRE_THRESHOLD_UNSET},
+      {"GYRE_SINGLE_COPY_REDUCE_SCATTER_MIN_BYTES", Type::String, "", kThresholdValues,
        "planner threshold: host ReduceScatter runs single copy from this size; "
-       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
-      {"GYRE_SINGLE_COPY_MESH_MAX_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       GYRE_THRESHOLD_UNSET},
+      {"GYRE_SINGLE_COPY_MESH_MAX_BYTES", Type::String, "", kThresholdValues,
        "planner threshold: host ReduceScatter on 3..8 ranks runs single copy only up to "
        "this size (default: 4 x the CPU's L2); "
-       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
-      {"GYRE_SINGLE_COPY_MIN_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       GYRE_THRESHOLD_UNSET},
+      {"GYRE_SINGLE_COPY_MIN_BYTES", Type::String, "", kThresholdValues,
        "planner threshold: host Broadcast/AllGather run single copy from this size; "
-       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
-      {"GYRE_SINGLE_COPY_REFERENCE_MIN_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       GYRE_THRESHOLD_UNSET},
+      {"GYRE_SINGLE_COPY_REFERENCE_MIN_BYTES", Type::String, "", kThresholdValues,
        "planner threshold: host Broadcast/AllGather of heap buffers read them with "
        "process_vm_readv from this size instead of sending them through the FIFO (default: 1 MiB on Intel, never "
        "elsewhere); "
-       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
-      {"GYRE_TWO_CHANNEL_MIN_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       GYRE_THRESHOLD_UNSET},
+      {"GYRE_TWO_CHANNEL_MIN_BYTES", Type::String, "", kThresholdValues,
        "planner threshold: AllReduce on 3+ host ranks uses two ring channels from this size; "
-       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
-      {"GYRE_CHANNEL_MIN_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       GYRE_THRESHOLD_UNSET},
+      {"GYRE_CHANNEL_MIN_BYTES", Type::String, "", kThresholdValues,
        "planner threshold: host ring collectives add one channel per this many bytes; "
-       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
-      {"GYRE_DOUBLING_MAX_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       GYRE_THRESHOLD_UNSET},
+      {"GYRE_DOUBLING_MAX_BYTES", Type::String, "", kThresholdValues,
        "planner threshold: largest AllReduce run by recursive doubling; "
-       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
-      {"GYRE_ONE_SHOT_MAX_BYTES", Type::String, "", "bytes (K, M, G suffixes), or never (a size no call reaches)",
+       GYRE_THRESHOLD_UNSET},
+      {"GYRE_ONE_SHOT_MAX_BYTES", Type::String, "", kThresholdValues,
        "planner threshold: 4 and 8 ranks: largest AllReduce run one-shot (Direct) rather than by doubling; "
-       "unset: chosen from the CPU or measured (gyre-info shows the value and why; same value on every rank)"},
+       GYRE_THRESHOLD_UNSET},
       {"NCCL_PROTO", Type::String, "", "Simple,LL; ^ excludes", "force the protocol"},
       {"NCCL_MIN_NCHANNELS", Type::Int, "1", "1..64", "fewest channels the planner may use", 1, 64},
       {"NCCL_MAX_NCHANNELS", Type::Int, "32", "1..64", "most channels the planner may use", 1, 64},
