@@ -9,7 +9,8 @@
 //
 // Columns, GB/s (1e9 B/s) of the reader's copy, median over the iterations:
 //   memcpy      the reader's own warm buffers (the ceiling of any copy)
-//   memcpy-nt   the same with non-temporal (streaming) stores
+//   memcpy-nt   the same with non-temporal (streaming) stores: the library's
+//               copyStreaming (src/host/streaming_copy.h)
 //   first-touch memcpy into freshly mapped pages: the page faults a never
 //               reused destination pays
 //   mapped      memcpy from the owner's shared mapping (single copy of a
@@ -35,9 +36,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+
+#include "src/host/streaming_copy.h"
 
 namespace {
 
@@ -84,25 +84,6 @@ void waitFor(Pred pred, const char* what) {
     }
     sched_yield();
   }
-}
-
-void copyNonTemporal(char* dst, const char* src, size_t n) {
-#if defined(__x86_64__)
-  size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
-  head = std::min(head, n);
-  memcpy(dst, src, head);
-  size_t i = head;
-  for (; i + 64 <= n; i += 64) {
-    for (int k = 0; k < 4; ++k) {
-      __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16 * k));
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16 * k), v);
-    }
-  }
-  memcpy(dst + i, src + i, n - i);
-  _mm_sfence();
-#else
-  memcpy(dst, src, n);
-#endif
 }
 
 void* mapBytes(size_t n, bool shared) {
@@ -271,7 +252,7 @@ int main(int argc, char** argv) {
       memcpy(r.dst, r.own, n);
       t[0].push_back(now() - t0);
       t0 = now();
-      copyNonTemporal(r.dst, r.own, n);
+      gyre::copyStreaming(r.dst, r.own, n);
       t[1].push_back(now() - t0);
       char* fresh = static_cast<char*>(mapBytes(n, false));
       t0 = now();

@@ -67,6 +67,10 @@ const std::vector<VarSpec>& registry() {
       {"GYRE_ONE_SHOT_MAX_BYTES", Type::String, "", kThresholdValues,
        "planner threshold: 4 and 8 ranks: largest AllReduce run one-shot (Direct) rather than by doubling; "
        GYRE_THRESHOLD_UNSET},
+      {"GYRE_STREAMING_STORES_MIN_BYTES", Type::String, "", kThresholdValues,
+       "host collectives copy received elements into the output with streaming (non-temporal) stores, which skip "
+       "the caches, from this call size (x86-64; the output is then not left in the caches); "
+       GYRE_THRESHOLD_UNSET},
       {"NCCL_PROTO", Type::String, "", "Simple,LL; ^ excludes", "force the protocol"},
       {"NCCL_MIN_NCHANNELS", Type::Int, "1", "1..64", "fewest channels the planner may use", 1, 64},
       {"NCCL_MAX_NCHANNELS", Type::Int, "32", "1..64", "most channels the planner may use", 1, 64},

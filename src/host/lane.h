@@ -21,6 +21,7 @@
 #include "src/host/outbox.h"
 #include "src/host/peer_read.h"
 #include "src/host/shareable_memory.h"
+#include "src/host/streaming_copy.h"
 #include "src/host/user_payloads.h"
 #include "src/host/wait.h"
 #include "src/sched/lane_spec.h"
@@ -204,11 +205,28 @@ class TypedLane final : public Lane {
     }
     if (out) outgoing = outgoingSlot(out, bytes);
     switch (s.kind) {
-      case StepKind::Copy: loops_.copyInto(pre, post, src, dst, s.count); break;
+      case StepKind::Copy:
+        if (pre || post) loops_.copyInto(pre, post, src, dst, s.count);
+        else copyToOutput(src, dst, s.count);
+        break;
       case StepKind::Send: loops_.copyToSlot(pre, post, src, outgoing, s.count); break;
-      case StepKind::CopySend: loops_.copyAndSend(pre, post, src, dst, outgoing, s.count); break;
-      case StepKind::Recv: loops_.copyInto(false, false, received, dst, s.count); break;
-      case StepKind::RecvCopySend: loops_.copyAndSend(false, false, received, dst, outgoing, s.count); break;
+      case StepKind::CopySend:
+        if (pre || post || !streams(src, dst, s.count)) {
+          loops_.copyAndSend(pre, post, src, dst, outgoing, s.count);
+        } else {
+          loops_.copyToSlot(false, false, src, outgoing, s.count);
+          copyStreaming(dst, src, bytes);
+        }
+        break;
+      case StepKind::Recv: copyToOutput(received, dst, s.count); break;
+      case StepKind::RecvCopySend:
+        if (!streams(received, dst, s.count)) {
+          loops_.copyAndSend(false, false, received, dst, outgoing, s.count);
+        } else {
+          loops_.copyToSlot(false, false, received, outgoing, s.count);
+          copyStreaming(dst, received, bytes);
+        }
+        break;
       case StepKind::RecvReduceSend: loops_.reduceToSlot(pre, post, received, src, outgoing, s.count); break;
       case StepKind::RecvReduceCopySend: loops_.reduce(pre, post, received, src, dst, outgoing, s.count); break;
       case StepKind::RecvReduceCopy:
@@ -217,6 +235,20 @@ class TypedLane final : public Lane {
         break;
     }
     return publishStep(bytes, in, out);
+  }
+
+  // Whether copying n elements from src into dst takes streaming stores:
+  // the lane's call is large (its output would not stay in the caches) and
+  // the two do not overlap (an in-place step moves elements within dst).
+  bool streams(const T* src, const T* dst, size_t n) const {
+    return spec_.streamingStores && n && (dst + n <= src || src + n <= dst);
+  }
+
+  // n plain elements into the output; a sending step's slot, which the peer
+  // reads next, never gets streaming stores (they would send it to memory).
+  void copyToOutput(const T* src, T* dst, size_t n) const {
+    if (streams(src, dst, n)) copyStreaming(dst, src, n * sizeof(T));
+    else loops_.copyInto(false, false, src, dst, n);
   }
 
   ncclResult_t publishStep(uint32_t bytes, Connection* in, Connection* out) {
@@ -235,10 +267,10 @@ class TypedLane final : public Lane {
   void runStepSendingFromUser(const Step& s, bool pre, bool post, const T* received, const T* src, T* dst) {
     switch (s.kind) {
       case StepKind::CopySend:
-        if (dst != src) loops_.copyInto(false, false, src, dst, s.count);
+        if (dst != src) copyToOutput(src, dst, s.count);
         break;
       case StepKind::RecvCopySend:
-        if (dst != received) loops_.copyInto(false, false, received, dst, s.count);
+        if (dst != received) copyToOutput(received, dst, s.count);
         break;
       case StepKind::RecvReduceCopySend: loops_.reduce(pre, post, received, src, dst, nullptr, s.count); break;
       default: break;  // Send: nothing to copy at all
@@ -356,7 +388,8 @@ class TypedLane final : public Lane {
           memcpy(mapped, src, bytes);
         else GYRE_CHECK(writePeer(spec_, comm_, in->peer, where.address, src, bytes));
       } else if (const void* there = announcedElements(comm_, *in, bytes, byValue, &remote, &byReference)) {
-        memcpy(dst, there, bytes);
+        if (streams(static_cast<const T*>(there), dst, step.count)) copyStreaming(dst, there, bytes);
+        else memcpy(dst, there, bytes);
       } else {
         GYRE_CHECK(readPeer(spec_, comm_, in->peer, remote, dst, bytes));
       }

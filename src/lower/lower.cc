@@ -211,6 +211,9 @@ LaneSpec baseSpec(const Wiring& w, const CollCall& c, bool withScalar) {
   spec.root = metaRootOf(c.coll, c.root);
   spec.buffers[kInputBuffer] = const_cast<void*>(c.input);
   spec.buffers[kOutputBuffer] = c.output;
+  if (w.tuning)
+    spec.streamingStores = collectiveBytes(c.coll, c.count, datatypeSize(c.datatype), w.nranks) >=
+                           w.tuning->host.streamingStoresMinBytes;
   if (withScalar && c.scalar.present) {
     spec.hasScalar = true;
     const void* scalar = c.stagedScalar ? c.stagedScalar : c.scalar.devicePtr ? c.scalar.devicePtr : c.scalar.value;

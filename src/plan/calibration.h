@@ -23,6 +23,8 @@
 //                                                                                              0.74-0.87x from 4 MiB
 //   kSingleCopyByValueMinBytes         8 KiB    Broadcast/AllGather single copy (heap buffers  2-vCPU VM: 2 ranks even at 8-32 KiB; 4-rank AllGather
 //                                               by value, shareable ones in place)             0.87-1.15x Direct; in place 2.6x (2 ranks, 8 KiB)
+//   kStreamingStoresMinBytes           16 MiB   host copies into a call's output use streaming 2-vCPU VM (32 MiB L3): 2-rank AllGather 1.2-1.3x at
+//                                               stores from this size (half the L3 if known)   16-64 MiB out of place, 0.75-0.9x at 1-4 MiB
 //   kTwoChannelAllReduceMinBytes       256 KiB  3+ host ranks use two ring channels            2-vCPU VM: 4 ranks shm 1.5x at 256 KiB, 2.1x at 512 KiB;
 //                                                                                              sockets 1.6-2.0x at 256 KiB
 //   kDoublingMaxBytes                  64 KiB   largest AllReduce by recursive doubling        2-vCPU VM, 2 ranks: even at 64 KiB, ring ahead from 128 KiB
@@ -53,6 +55,11 @@ constexpr size_t kSingleCopyReduceScatterMinBytes = 256 << 10;
 // Past this, n-1 FIFOs per rank outgrow the caches on 3..8 ranks.
 constexpr size_t kSingleCopyReduceScatterMeshMaxBytes = 2 << 20;
 constexpr size_t kSingleCopyByValueMinBytes = 8 << 10;
+
+// Host lanes copy into the call's output with streaming stores from this call
+// size (src/host/streaming_copy.h) where the L3 size is unknown; with it
+// known, host_thresholds.cc takes half the L3.
+constexpr size_t kStreamingStoresMinBytes = 16 << 20;
 
 // Channels of host rings.
 constexpr size_t kTwoChannelAllReduceMinBytes = 256 << 10;

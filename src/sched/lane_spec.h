@@ -27,6 +27,9 @@ struct LaneSpec {
   uint64_t opCount = 0;     // the call's sequence number (per connection for send/recv)
   int32_t root = -1;        // metaRootOf(coll, the call's root), stamped into SlotMeta
   int channel = 0;
+  // Host lanes: copies into the output use streaming stores (a large call,
+  // whose output would not stay in the caches; streaming_copy.h).
+  bool streamingStores = false;
   const Step* steps = nullptr;
   size_t nsteps = 0;
   Connection* const* send = nullptr;  // indexed by Step::sendConn

@@ -131,6 +131,23 @@ TEST_CASE("the planner follows the CPU's thresholds: Intel reads 2-rank AllGathe
   CHECK_FALSE(planFloats(hostContext(4, amd, true), CollKind::ReduceScatter, 4 << 20).singleCopy);
 }
 
+TEST_CASE("streaming stores into the output start at half the L3: 16 MiB on the AMD EPYC, clamped to 64 MiB on "
+          "the Intel Xeon's 260 MiB, the measured 16 MiB where no L3 is known") {
+  constexpr const char* kStreaming = "GYRE_STREAMING_STORES_MIN_BYTES";
+  HostThresholds amd = thresholdsForCpu(amdEpyc());
+  CHECK(amd.streamingStoresMinBytes == (16u << 20));
+  CHECK(whyOf(amd, kStreaming).find("half the L3 of 32 MiB") != std::string::npos);
+  HostThresholds intel = thresholdsForCpu(intelXeon());
+  CHECK(intel.streamingStoresMinBytes == (64u << 20));
+  CHECK(whyOf(intel, kStreaming).find("clamped") != std::string::npos);
+  topo::CpuFacts smallL3 = amdEpyc();
+  smallL3.l3Bytes = 4 << 20;
+  CHECK(thresholdsForCpu(smallL3).streamingStoresMinBytes == (4u << 20));  // the floor, not 2 MiB
+  HostThresholds none = thresholdsForCpu(smallCache());
+  CHECK(none.streamingStoresMinBytes == kStreamingStoresMinBytes);
+  CHECK(whyOf(none, kStreaming).find("unknown") != std::string::npos);
+}
+
 TEST_CASE("environment variables win over the CPU's thresholds and say so; a malformed one fails naming it") {
   CleanEnv clean;
   setenv("GYRE_SINGLE_COPY_MESH_MAX_BYTES", "3M", 1);
