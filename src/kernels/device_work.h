@@ -48,7 +48,8 @@ struct DeviceStatus {
   volatile uint32_t abort;
   int32_t deadPeer;    // rank + 1 of the rank a peer's abort notice blames (the abort's reason), else 0
   int32_t noticeFrom;  // rank + 1 of the peer that sent the notice
-  int32_t error;     // DeviceErrorKind
+  int32_t error;     // DeviceErrorKind, set once the fields below are written
+  int32_t reporter;  // the DeviceErrorKind of the lane that claimed the report (it writes the fields, then error)
   int32_t peer;
   int32_t channel;
   uint64_t opCount;

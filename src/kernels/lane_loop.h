@@ -32,7 +32,10 @@ template <typename Ctx>
 GYRE_HOST_DEVICE void reportDeviceError(Ctx& ctx, const DeviceCall& call, const DeviceLane& lane, int32_t kind,
                                         int32_t peer, uint32_t step, bool waitingForData, const SlotMeta* seen) {
   DeviceStatus* st = call.status;
-  if (!ctx.claimError(&st->error, kind)) return;  // the first failing lane tells the story
+  // The first failing lane tells the story. It claims the report, fills it
+  // in and publishes the error word last: the host and the other lanes poll
+  // that word and read the fields as soon as they see it.
+  if (!ctx.claimError(&st->reporter, kind)) return;
   st->peer = peer;
   st->channel = lane.channel;
   st->opCount = call.opCount;
@@ -45,6 +48,7 @@ GYRE_HOST_DEVICE void reportDeviceError(Ctx& ctx, const DeviceCall& call, const 
   st->root = call.root;
   if (seen) st->seen = *seen;
   ctx.fenceSystem();
+  storeSharedWord(&st->error, kind);
 }
 
 // Spins until ready() or the call is aborted / timed out (then reports and
