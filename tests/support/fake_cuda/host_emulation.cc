@@ -17,6 +17,29 @@
 namespace gyre {
 namespace {
 
+// ThreadSanitizer sees one process. A kernel's lanes also order each other
+// through peers in other processes: a tree leaf's up lane sends its input to
+// the parent, the parent's result comes back to the leaf's down lane, and
+// only then does that lane write over the input (in place). Each link is a
+// release and an acquire on a FIFO word, but the middle ones happen in the
+// peer, so TSan sees the two lanes touch the element unordered and reports
+// a race that cannot happen. Every FIFO publish is therefore also a release,
+// and every acquire of one an acquire, of one clock standing in for all
+// other processes. The price: two lanes of this process ordered only by
+// words of different connections look ordered too, so a race between them
+// can go unreported; races within a block, and with the host's threads,
+// are seen as before.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+char peersClock;
+void releaseToPeers() { __tsan_release(&peersClock); }
+void acquireFromPeers() { __tsan_acquire(&peersClock); }
+#else
+void releaseToPeers() {}
+void acquireFromPeers() {}
+#endif
+
 uint64_t steadyNowNs() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -73,6 +96,7 @@ struct HostBlock {
   }
   // An LL unit as two 8-byte words {data, flag}, each stored and loaded whole.
   void llStore(char* unit, uint64_t payload, uint32_t flag) const {
+    releaseToPeers();
     auto* w = reinterpret_cast<uint64_t*>(unit);
     __atomic_store_n(&w[0], (uint64_t{flag} << 32) | (payload & 0xffffffffu), __ATOMIC_RELAXED);
     __atomic_store_n(&w[1], (uint64_t{flag} << 32) | (payload >> 32), __ATOMIC_RELAXED);
@@ -81,6 +105,7 @@ struct HostBlock {
     auto* w = reinterpret_cast<const uint64_t*>(unit);
     uint64_t lo = __atomic_load_n(&w[0], __ATOMIC_RELAXED), hi = __atomic_load_n(&w[1], __ATOMIC_RELAXED);
     if ((lo >> 32) != flag || (hi >> 32) != flag) return false;
+    acquireFromPeers();
     *payload = (hi << 32) | (lo & 0xffffffffu);
     return true;
   }
@@ -89,8 +114,15 @@ struct HostBlock {
     if (barrier) barrier->arrive(true);
   }
   void pause() const { std::this_thread::yield(); }
-  uint64_t loadAcquire(const uint64_t* p) const { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-  void publish(uint64_t* p, uint64_t v) const { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+  uint64_t loadAcquire(const uint64_t* p) const {
+    const uint64_t v = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    acquireFromPeers();
+    return v;
+  }
+  void publish(uint64_t* p, uint64_t v) const {
+    releaseToPeers();
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+  }
   void fenceSystem() const { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
   SlotMeta loadMeta(const SlotMeta* m) const { return *m; }  // ordered by the acquire of tail
   void storeMeta(SlotMeta* m, const SlotMeta& v) const { *m = v; }  // ordered by the release of tail
