@@ -52,8 +52,11 @@ ncclResult_t probeSingleCopy(ncclComm* comm, const Deadline& deadline) {
     return ncclSuccess;
   }
   int n = comm->nranks;
-  static uint64_t probeWord;  // distinct per process: the pid and the rank
-  probeWord = (static_cast<uint64_t>(getpid()) << 32) | static_cast<uint32_t>(comm->rank);
+  // The word the next rank reads, distinct per rank (the pid and the rank).
+  // One per call, on this thread's stack, where it lives until every rank
+  // has read (the second gather): communicators that ncclCommInitAll makes
+  // in one process probe at once and must not overwrite each other's.
+  uint64_t probeWord = (static_cast<uint64_t>(getpid()) << 32) | static_cast<uint32_t>(comm->rank);
   std::vector<ProbeFacts> facts(n);
   facts[comm->rank] = {reinterpret_cast<uint64_t>(&probeWord), probeWord, 0, 0};
   GYRE_CHECK(comm->bootstrap->allGather(facts.data(), sizeof(ProbeFacts), deadline, &comm->abortFlag));

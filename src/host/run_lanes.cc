@@ -376,7 +376,7 @@ ncclResult_t describeStall(const Lane& lane, const Connection* conn, double seco
 const Lane* laneOnClosedPeer(const Lanes& lanes) {
   for (const auto& l : lanes) {
     const Connection* c = l->blockingConnection();
-    if (c && !c->isSend && c->peerClosed) return l.get();
+    if (c && !c->isSend && peerClosedOf(*c)) return l.get();
   }
   return nullptr;
 }

@@ -69,7 +69,10 @@ struct Connection {
   // Set by the transport when the peer closed its end. Not an error by itself:
   // a peer that finished the collective may close before this rank has
   // consumed the last data it sent. It becomes one when this rank waits for
-  // data that can no longer arrive.
+  // data that can no longer arrive. Read and set through peerClosedOf and
+  // markPeerClosed: a device communicator's p2p connections are progressed
+  // by two threads (its kernel watchdog and the host executor of its staged
+  // calls).
   bool peerClosed = false;
   // How the transport learned of the close when that says more than a closed
   // socket (a network's completion error on the link); empty otherwise. A
@@ -85,6 +88,10 @@ struct Connection {
   // PayloadPointers); null for the others.
   PayloadPointers* pointers = nullptr;
 };
+
+// Connection::peerClosed as an atomic (see there).
+inline bool peerClosedOf(const Connection& c) { return __atomic_load_n(&c.peerClosed, __ATOMIC_ACQUIRE); }
+inline void markPeerClosed(Connection& c) { __atomic_store_n(&c.peerClosed, true, __ATOMIC_RELEASE); }
 
 // Where a rank waiting on a sharedCounters connection can sleep: the FIFO
 // counter its peer advances (tail for a receiver, head for a sender; a futex

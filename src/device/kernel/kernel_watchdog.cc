@@ -104,7 +104,7 @@ void KernelWatchdog::run(DeviceComm* comm) {
       }
       // Gone is not failed: a peer may leave once its part is done. Only a
       // lane that still waits on it stops (DeviceCall::peerGone).
-      if (c->peerClosed && !comm->kernels->peerGoneHost[c->peer]) {
+      if (peerClosedOf(*c) && !comm->kernels->peerGoneHost[c->peer]) {
         GYRE_INFO("COLL", "rank %d closed its p2p connection; kernels that wait on it stop", c->peer);
         __atomic_store_n(&comm->kernels->peerGoneHost[c->peer], 1u, __ATOMIC_RELEASE);
       }

@@ -118,7 +118,7 @@ ncclResult_t progressRecv(NetConn* c, Connection& conn, int* culprit) {
     *culprit = c->noticeCulprit;
     return failFromAbortNotice(c->noticeNamed, c->rank, c->peer, c->nranks);
   }
-  if (conn.peerClosed) return ncclSuccess;
+  if (peerClosedOf(conn)) return ncclSuccess;
   // Complete arrived steps in order.
   while (c->tail < c->posted) {
     const int s = static_cast<int>(c->tail % kFifoSlots);
@@ -141,7 +141,7 @@ ncclResult_t progressRecv(NetConn* c, Connection& conn, int* culprit) {
         conn.closedHow = c->what + ": " + net_detail::netFailureText(c->net);
         GYRE_INFO("NET", "%s: receive failed before step %llu arrived; the peer is taken to have closed",
                   conn.closedHow.c_str(), static_cast<unsigned long long>(c->tail + 1));
-        conn.peerClosed = true;
+        markPeerClosed(conn);
         return ncclSuccess;
       }
       if (!metaDone) break;

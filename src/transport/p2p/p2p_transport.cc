@@ -158,10 +158,10 @@ class P2PTransport final : public Transport {
   // away (EOF) or gave up (an abort notice: the rank it blames).
   ncclResult_t progress(Connection& conn, int* culprit) override {
     auto* s = static_cast<P2PConn*>(conn.state);
-    if (conn.peerClosed || s->socket.fd() < 0) return ncclSuccess;
+    if (peerClosedOf(conn) || s->socket.fd() < 0) return ncclSuccess;
     int32_t notice = -1;
     ssize_t n = recv(s->socket.fd(), &notice, sizeof(notice), MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) conn.peerClosed = true;
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) markPeerClosed(conn);
     if (n != static_cast<ssize_t>(sizeof(notice))) return ncclSuccess;
     (void)::recv(s->socket.fd(), &notice, sizeof(notice), MSG_DONTWAIT);
     // A negative word is no rank either: widened as is, it names none.

@@ -106,10 +106,10 @@ class ShmTransport final : public Transport {
   // Runs only when the executor is about to sleep: the data path needs no help.
   ncclResult_t progress(Connection& conn, int* culprit) override {
     auto* s = static_cast<ShmConn*>(conn.state);
-    if (!conn.peerClosed) {
+    if (!peerClosedOf(conn)) {
       char byte;
       ssize_t n = recv(s->sock, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) conn.peerClosed = true;
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) markPeerClosed(conn);
     }
     // Read after the liveness check: a peer writes its notice before it exits.
     const ShmHeader* h = s->map.header();
@@ -122,7 +122,7 @@ class ShmTransport final : public Transport {
     // A receiver that left cannot consume what is still in the FIFO. (A sender
     // that left is reported by the executor when it waits for its data: what
     // it sent before leaving is still valid.)
-    if (conn.isSend && conn.peerClosed && loadAcquire(conn.fifo.head) != conn.step) {
+    if (conn.isSend && peerClosedOf(conn) && loadAcquire(conn.fifo.head) != conn.step) {
       *culprit = conn.peer;
       const uint64_t left = conn.step - loadAcquire(conn.fifo.head);
       return fail(ncclRemoteError, "%s: rank %d closed its connection with %llu step%s unconsumed; it died, "
@@ -136,7 +136,7 @@ class ShmTransport final : public Transport {
   // means the peer closed or died.
   bool pollRequest(const Connection& conn, pollfd* out) const override {
     auto* s = static_cast<ShmConn*>(conn.state);
-    if (conn.peerClosed) return false;
+    if (peerClosedOf(conn)) return false;
     out->fd = s->sock;
     out->events = POLLIN;
     out->revents = 0;

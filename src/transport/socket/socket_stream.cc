@@ -91,7 +91,7 @@ void publishReceived(SocketConn* s, Connection& conn) {
   while (tail < s->recvd && s->stepDone(tail)) ++tail;
   if (tail != s->tail) storeRelease(&s->tail, tail);
   // Data still on its way through the data sockets is not lost yet.
-  if (s->controlClosed && tail == s->recvd) conn.peerClosed = true;
+  if (s->controlClosed && tail == s->recvd) markPeerClosed(conn);
 }
 
 // Claims the next slot for the message whose header is in s->incoming. A
