@@ -205,28 +205,11 @@ class TypedLane final : public Lane {
     }
     if (out) outgoing = outgoingSlot(out, bytes);
     switch (s.kind) {
-      case StepKind::Copy:
-        if (pre || post) loops_.copyInto(pre, post, src, dst, s.count);
-        else copyToOutput(src, dst, s.count);
-        break;
+      case StepKind::Copy: copyToOutput(pre, post, src, dst, s.count); break;
       case StepKind::Send: loops_.copyToSlot(pre, post, src, outgoing, s.count); break;
-      case StepKind::CopySend:
-        if (pre || post || !streams(src, dst, s.count)) {
-          loops_.copyAndSend(pre, post, src, dst, outgoing, s.count);
-        } else {
-          loops_.copyToSlot(false, false, src, outgoing, s.count);
-          copyStreaming(dst, src, bytes);
-        }
-        break;
-      case StepKind::Recv: copyToOutput(received, dst, s.count); break;
-      case StepKind::RecvCopySend:
-        if (!streams(received, dst, s.count)) {
-          loops_.copyAndSend(false, false, received, dst, outgoing, s.count);
-        } else {
-          loops_.copyToSlot(false, false, received, outgoing, s.count);
-          copyStreaming(dst, received, bytes);
-        }
-        break;
+      case StepKind::CopySend: copyToOutputAndSlot(pre, post, src, dst, outgoing, s.count); break;
+      case StepKind::Recv: copyToOutput(false, false, received, dst, s.count); break;
+      case StepKind::RecvCopySend: copyToOutputAndSlot(false, false, received, dst, outgoing, s.count); break;
       case StepKind::RecvReduceSend: loops_.reduceToSlot(pre, post, received, src, outgoing, s.count); break;
       case StepKind::RecvReduceCopySend: loops_.reduce(pre, post, received, src, dst, outgoing, s.count); break;
       case StepKind::RecvReduceCopy:
@@ -244,11 +227,23 @@ class TypedLane final : public Lane {
     return spec_.streamingStores && n && (dst + n <= src || src + n <= dst);
   }
 
-  // n plain elements into the output; a sending step's slot, which the peer
-  // reads next, never gets streaming stores (they would send it to memory).
-  void copyToOutput(const T* src, T* dst, size_t n) const {
-    if (streams(src, dst, n)) copyStreaming(dst, src, n * sizeof(T));
-    else loops_.copyInto(false, false, src, dst, n);
+  // n elements into the output; plain ones (no pre- or post-op) of a large
+  // call with streaming stores.
+  void copyToOutput(bool pre, bool post, const T* src, T* dst, size_t n) const {
+    if (!pre && !post && streams(src, dst, n)) copyStreaming(dst, src, n * sizeof(T));
+    else loops_.copyInto(pre, post, src, dst, n);
+  }
+
+  // n elements into the output and into the slot a peer reads next. The
+  // slot never gets streaming stores (they would send it to memory), so a
+  // streamed copy fills it from src instead of from dst.
+  void copyToOutputAndSlot(bool pre, bool post, const T* src, T* dst, T* slot, size_t n) const {
+    if (pre || post || !streams(src, dst, n)) {
+      loops_.copyAndSend(pre, post, src, dst, slot, n);
+      return;
+    }
+    loops_.copyToSlot(false, false, src, slot, n);
+    copyStreaming(dst, src, n * sizeof(T));
   }
 
   ncclResult_t publishStep(uint32_t bytes, Connection* in, Connection* out) {
@@ -267,10 +262,10 @@ class TypedLane final : public Lane {
   void runStepSendingFromUser(const Step& s, bool pre, bool post, const T* received, const T* src, T* dst) {
     switch (s.kind) {
       case StepKind::CopySend:
-        if (dst != src) copyToOutput(src, dst, s.count);
+        if (dst != src) copyToOutput(false, false, src, dst, s.count);
         break;
       case StepKind::RecvCopySend:
-        if (dst != received) copyToOutput(received, dst, s.count);
+        if (dst != received) copyToOutput(false, false, received, dst, s.count);
         break;
       case StepKind::RecvReduceCopySend: loops_.reduce(pre, post, received, src, dst, nullptr, s.count); break;
       default: break;  // Send: nothing to copy at all
@@ -388,8 +383,7 @@ class TypedLane final : public Lane {
           memcpy(mapped, src, bytes);
         else GYRE_CHECK(writePeer(spec_, comm_, in->peer, where.address, src, bytes));
       } else if (const void* there = announcedElements(comm_, *in, bytes, byValue, &remote, &byReference)) {
-        if (streams(static_cast<const T*>(there), dst, step.count)) copyStreaming(dst, there, bytes);
-        else memcpy(dst, there, bytes);
+        copyToOutput(false, false, static_cast<const T*>(there), dst, step.count);
       } else {
         GYRE_CHECK(readPeer(spec_, comm_, in->peer, remote, dst, bytes));
       }

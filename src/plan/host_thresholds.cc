@@ -1,6 +1,7 @@
 #include "src/plan/host_thresholds.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "src/config/env.h"
 #include "src/debug/error.h"
@@ -38,6 +39,15 @@ constexpr size_t kIntelByReferenceMinBytes = 1 << 20;
 // within what stays sane on either side.
 constexpr size_t kStreamingFloor = 4 << 20;
 constexpr size_t kStreamingCeiling = 64 << 20;
+
+// `value` kept within [floor, ceiling]; *why is `rule`, and says so where
+// the bounds moved it.
+size_t withinBounds(size_t value, size_t floor, size_t ceiling, std::string rule, std::string* why) {
+  const size_t kept = std::clamp(value, floor, ceiling);
+  *why = std::move(rule);
+  if (kept != value) *why += ", clamped to " + thresholdText(floor) + ".." + thresholdText(ceiling);
+  return kept;
+}
 
 }  // namespace
 
@@ -82,20 +92,19 @@ HostThresholds thresholdsForCpu(const topo::CpuFacts& cpu) {
 
   const int mesh = index(&HostThresholds::singleCopyReduceScatterMeshMaxBytes);
   if (cpu.l2Bytes > 0) {
-    t.singleCopyReduceScatterMeshMaxBytes = std::clamp(kMeshMaxPerL2 * cpu.l2Bytes, kMeshMaxFloor, kMeshMaxCeiling);
-    t.why[mesh] = "4 x L2 of " + thresholdText(cpu.l2Bytes) + " a core (n-1 FIFOs a rank outgrow it)";
-    if (t.singleCopyReduceScatterMeshMaxBytes != kMeshMaxPerL2 * cpu.l2Bytes)
-      t.why[mesh] += ", clamped to " + thresholdText(kMeshMaxFloor) + ".." + thresholdText(kMeshMaxCeiling);
+    t.singleCopyReduceScatterMeshMaxBytes =
+        withinBounds(kMeshMaxPerL2 * cpu.l2Bytes, kMeshMaxFloor, kMeshMaxCeiling,
+                     "4 x L2 of " + thresholdText(cpu.l2Bytes) + " a core (n-1 FIFOs a rank outgrow it)", &t.why[mesh]);
   } else {
     t.why[mesh] = "L2 size unknown: the value measured on the AMD EPYC VM (512 KiB L2)";
   }
 
   const int streaming = index(&HostThresholds::streamingStoresMinBytes);
   if (cpu.l3Bytes > 0) {
-    t.streamingStoresMinBytes = std::clamp(cpu.l3Bytes / 2, kStreamingFloor, kStreamingCeiling);
-    t.why[streaming] = "half the L3 of " + thresholdText(cpu.l3Bytes) + " (the call's buffers outgrow it)";
-    if (t.streamingStoresMinBytes != cpu.l3Bytes / 2)
-      t.why[streaming] += ", clamped to " + thresholdText(kStreamingFloor) + ".." + thresholdText(kStreamingCeiling);
+    t.streamingStoresMinBytes =
+        withinBounds(cpu.l3Bytes / 2, kStreamingFloor, kStreamingCeiling,
+                     "half the L3 of " + thresholdText(cpu.l3Bytes) + " (the call's buffers outgrow it)",
+                     &t.why[streaming]);
   } else {
     t.why[streaming] = "L3 size unknown: the value measured on the AMD EPYC VM (32 MiB L3)";
   }
