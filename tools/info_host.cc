@@ -2,6 +2,7 @@
 // they led to (src/plan/host_thresholds.h), each with its reason.
 #include <cstdio>
 
+#include "src/config/env.h"
 #include "src/plan/host_thresholds.h"
 #include "tools/info.h"
 
@@ -23,6 +24,18 @@ int printHostThresholds() {
     const HostThresholdSpec& s = hostThresholdSpecs()[i];
     printf("  %-50s %-9s %s [%s]\n", s.name, thresholdText(t.*s.field).c_str(), t.why[i].c_str(), s.env);
   }
+  // Not a threshold but chosen the same way: a host communicator's FIFOs.
+  std::string why;
+  size_t fifo = hostFifoBytesForCpu(cpu, 3, &why);  // the rule's case; a pair keeps NCCL's default
+  why += "; 2 ranks keep 4 MiB; ranks on different CPUs take the smallest";
+  const env::Setting set = env::lookup("NCCL_BUFFSIZE");
+  int64_t setBytes = 0;
+  if (set.source != env::Source::Default && !set.value.empty() && env::parseBytes(set.value, &setBytes)) {
+    fifo = static_cast<size_t>(setBytes);
+    why = "NCCL_BUFFSIZE=" + set.value + " (" + (set.source == env::Source::Env ? std::string("environment") : set.origin) + ")";
+  }
+  printf("  %-50s %-9s %s [NCCL_BUFFSIZE]\n",
+         "host communicators: FIFO bytes a connection", thresholdText(fifo).c_str(), why.c_str());
   return 0;
 }
 

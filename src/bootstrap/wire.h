@@ -17,9 +17,12 @@ struct PeerInfo {
   char host[64];
   int32_t cudaDev;       // -1 for host-memory communicators
   int32_t isHostComm;
-  int64_t buffSize;      // NCCL_BUFFSIZE; must agree across ranks
+  int64_t buffSize;      // NCCL_BUFFSIZE (its default where not set)
   int32_t numaNode;      // NUMA node of the rank's CPU affinity (-1: several or unknown)
-  int32_t pad;
+  // 1: NCCL_BUFFSIZE was not set, so a host-memory communicator's FIFOs
+  // follow each rank's CPU (l2Bytes) and the ranks take the smallest.
+  int32_t buffSizeDefault;
+  int64_t l2Bytes;       // one core's L2 (0: unknown)
   // The GPU's PCI address (domain << 32 | bus << 16 | device << 8 | function),
   // which names one GPU in every process (ordinals depend on
   // CUDA_VISIBLE_DEVICES); -1 for host-memory communicators.

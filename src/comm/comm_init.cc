@@ -14,6 +14,7 @@
 #include "src/comm/config_read.h"
 #include "src/comm/connect_channels.h"
 #include "src/comm/net_gpu_direct.h"
+#include "src/comm/peer_settings.h"
 #include "src/comm/single_copy.h"
 #include "src/comm/cuda_device.h"
 #include "src/comm/executor_binding.h"
@@ -24,8 +25,10 @@
 #include "src/debug/error.h"
 #include "src/debug/fork_guard.h"
 #include "src/debug/log.h"
+#include "src/plan/host_thresholds.h"
 #include "src/plan/planner.h"
 #include "src/topology/affinity.h"
+#include "src/topology/cpu_facts.h"
 
 namespace gyre {
 namespace {
@@ -52,20 +55,26 @@ uint64_t hostHash(const char* host) {
   return fnv1a(id.data(), id.size());
 }
 
-// Settings every rank must share; a mismatch is reported identically everywhere.
-ncclResult_t checkPeersAgree(const ncclComm* comm) {
-  const auto& peers = comm->bootstrap->peers();
-  for (int r = 1; r < comm->nranks; ++r) {
-    if (peers[r].isHostComm != peers[0].isHostComm)
-      return fail(ncclInvalidUsage, "rank %d created a %s communicator but rank 0 a %s one", r,
-                  peers[r].isHostComm ? "host-memory" : "device", peers[0].isHostComm ? "host-memory" : "device");
-    if (peers[r].buffSize != peers[0].buffSize)
-      return fail(ncclInvalidUsage, "NCCL_BUFFSIZE differs between ranks: rank 0 has %lld, rank %d has %lld",
-                  static_cast<long long>(peers[0].buffSize), r, static_cast<long long>(peers[r].buffSize));
-  }
+// Settings every rank must share (peer_settings.h), and the FIFO size they agree on.
+ncclResult_t agreeWithPeers(ncclComm* comm) {
+  bool allDefault = false;
+  int64_t buffSize = 0;
+  GYRE_CHECK(agreeOnPeerSettings(comm->bootstrap->peers(), &buffSize, &allDefault));
+  comm->slotBytes = static_cast<size_t>(buffSize) / kFifoSlots;
+  if (comm->rank == 0 && comm->isHost)
+    GYRE_INFO("TUNING", "FIFO bytes a connection: %s (%s)", thresholdText(static_cast<size_t>(buffSize)).c_str(),
+              allDefault ? "NCCL_BUFFSIZE unset: from the ranks' CPUs, the smallest" : "NCCL_BUFFSIZE");
   return ncclSuccess;
 }
 
+// NCCL_BUFFSIZE, and whether it was left unset (peer_settings.h then picks
+// a host-memory communicator's FIFOs from the ranks' CPUs).
+ncclResult_t localBuffSize(int64_t* bytes, bool* isDefault) {
+  GYRE_CHECK(env::getInt("NCCL_BUFFSIZE", bytes));
+  const env::Setting set = env::lookup("NCCL_BUFFSIZE");
+  *isDefault = set.source == env::Source::Default || set.value.empty();
+  return ncclSuccess;
+}
 
 // The ids' contents; several must be distinct ncclGetUniqueId ids (an
 // NCCL_COMM_ID root lives in rank 0, and the roots must be different ones).
@@ -88,7 +97,8 @@ ncclResult_t buildComm(ncclComm* comm, const std::vector<ncclUniqueId>& ids, std
   int64_t buffSize = 0, initTimeout = 0, collTimeout = 0;
   GYRE_CHECK(env::validateAll());
   GYRE_CHECK(validateAlgorithmSettings());
-  GYRE_CHECK(env::getInt("NCCL_BUFFSIZE", &buffSize));
+  bool buffSizeDefault = false;
+  GYRE_CHECK(localBuffSize(&buffSize, &buffSizeDefault));
   GYRE_CHECK(env::getInt("GYRE_INIT_TIMEOUT", &initTimeout));
   GYRE_CHECK(env::getInt("GYRE_TIMEOUT", &collTimeout));
   comm->slotBytes = static_cast<size_t>(buffSize) / kFifoSlots;
@@ -108,6 +118,8 @@ ncclResult_t buildComm(ncclComm* comm, const std::vector<ncclUniqueId>& ids, std
   if (!comm->isHost) GYRE_CHECK(deviceRuntime()->busIdOf(comm->cudaDev, &self.busId));
   self.isHostComm = comm->isHost ? 1 : 0;
   self.buffSize = buffSize;
+  self.buffSizeDefault = buffSizeDefault ? 1 : 0;
+  self.l2Bytes = static_cast<int64_t>(topo::hostCpuFacts().l2Bytes);
   self.numaNode = topo::processNumaNode();
   Deadline connectDeadline = Deadline::afterSeconds(static_cast<double>(initTimeout));
   // Several roots: root 0 waits a little longer for the others (root_gather.h).
@@ -115,7 +127,7 @@ ncclResult_t buildComm(ncclComm* comm, const std::vector<ncclUniqueId>& ids, std
   Deadline deadline = Deadline::afterSeconds(static_cast<double>(initTimeout) + grace);
   GYRE_CHECK(Bootstrap::create(contents, comm->rank, comm->nranks, self, connectDeadline, deadline,
                                &comm->abortFlag, &comm->bootstrap));
-  GYRE_CHECK(checkPeersAgree(comm));
+  GYRE_CHECK(agreeWithPeers(comm));
   GYRE_CHECK(enablePeerAccessInProcess(comm));
   int ranksOnHost = 0;
   for (const PeerInfo& p : comm->bootstrap->peers()) ranksOnHost += p.hostHash == self.hostHash ? 1 : 0;

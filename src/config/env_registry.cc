@@ -27,7 +27,8 @@ const std::vector<VarSpec>& registry() {
       {"NCCL_SOCKET_FAMILY", Type::Choice, "", "AF_INET,AF_INET6",
        "restrict interface selection to IPv4 or IPv6"},
       {"NCCL_BUFFSIZE", Type::Bytes, "4194304", "4096..1073741824",
-       "bytes of buffering per connection; one pipeline step is BUFFSIZE/8", 4096, int64_t{1} << 30},
+       "bytes of buffering per connection; one pipeline step is BUFFSIZE/8. Unset: 4 MiB, but a host-memory "
+       "communicator with 3+ ranks on a host takes 2 x the CPU's L2 within 1..4 MiB (gyre-info shows it)", 4096, int64_t{1} << 30},
       {"NCCL_ALGO", Type::String, "", "Ring,Tree,Direct; ^ excludes",
        "restrict the algorithms the cost model may pick (Tree applies to AllReduce; Direct to Broadcast, "
        "AllGather, AllReduce and ReduceScatter on 3..8 host ranks of one host)"},

@@ -40,6 +40,22 @@ constexpr size_t kIntelByReferenceMinBytes = 1 << 20;
 constexpr size_t kStreamingFloor = 4 << 20;
 constexpr size_t kStreamingCeiling = 64 << 20;
 
+// A host connection's FIFO (8 slots) is written by one core and read by
+// another, call after call; with 3+ ranks on a host each rank drives
+// several connections at once (two ring channels, the mesh), and their
+// FIFOs crowd the call's buffers out of the caches. On the AMD EPYC VM (512
+// KiB L2 a core, 32 MiB L3), 4 ranks on 1 MiB FIFOs against NCCL's 4 MiB:
+// AllReduce, Broadcast and ReduceScatter of 2-32 MiB 1.3-1.7x faster,
+// AllGather even; 256 and 512 KiB slowed AllGather by up to 2x (more steps,
+// each a wait between oversubscribed ranks). Two ranks showed no clear
+// side (AllGather 1.3x faster at 8 MiB, in-place Broadcast 0.5x), so a
+// pair keeps NCCL's default. Two L2s for 3+ ranks, within those bounds; an
+// unknown L2 keeps NCCL's default.
+constexpr size_t kHostFifoPerL2 = 2;
+constexpr size_t kHostFifoFloor = 1 << 20;
+constexpr size_t kHostFifoCeiling = 4 << 20;
+constexpr size_t kHostFifoGranule = 64 << 10;  // slots stay whole pages
+
 // `value` kept within [floor, ceiling]; *why is `rule`, and says so where
 // the bounds moved it.
 size_t withinBounds(size_t value, size_t floor, size_t ceiling, std::string rule, std::string* why) {
@@ -119,6 +135,22 @@ HostThresholds thresholdsForCpu(const topo::CpuFacts& cpu) {
     t.why[ref] = vendor + ": the FIFO beat process_vm_readv at every size on the AMD EPYC VM";
   }
   return t;
+}
+
+size_t hostFifoBytesForCpu(const topo::CpuFacts& cpu, int ranksOnHost, std::string* why) {
+  std::string reason;
+  size_t bytes = kHostFifoCeiling;
+  if (ranksOnHost <= 2) {
+    reason = "NCCL's default: at most 2 ranks on the host";
+  } else if (cpu.l2Bytes > 0) {
+    bytes = withinBounds(kHostFifoPerL2 * cpu.l2Bytes / kHostFifoGranule * kHostFifoGranule, kHostFifoFloor,
+                         kHostFifoCeiling, "2 x L2 of " + thresholdText(cpu.l2Bytes) + " a core (3+ ranks on the host)",
+                         &reason);
+  } else {
+    reason = "L2 size unknown: NCCL's default";
+  }
+  if (why) *why = std::move(reason);
+  return bytes;
 }
 
 ncclResult_t applyThresholdOverrides(HostThresholds* t) {

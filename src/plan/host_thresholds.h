@@ -60,6 +60,15 @@ ncclResult_t applyThresholdOverrides(HostThresholds* t);
 // This host's thresholds: thresholdsForCpu(hostCpuFacts()) with overrides.
 ncclResult_t hostThresholds(HostThresholds* out);
 
+// A host-memory communicator's bytes of buffering per connection when
+// NCCL_BUFFSIZE is not set (device communicators keep NCCL's 4 MiB), for a
+// rank on a host with `ranksOnHost` ranks of the communicator: the FIFOs of
+// its connections compete with the call's buffers for the CPU's caches.
+// *why says which fact chose it. Every rank computes this for every rank
+// and all take the smallest (src/comm/peer_settings.h), so the two ends of
+// a connection agree.
+size_t hostFifoBytesForCpu(const topo::CpuFacts& cpu, int ranksOnHost, std::string* why);
+
 // "1 MiB", "never".
 std::string thresholdText(size_t bytes);
 

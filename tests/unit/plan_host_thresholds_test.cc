@@ -148,6 +148,26 @@ TEST_CASE("streaming stores into the output start at half the L3: 16 MiB on the 
   CHECK(whyOf(none, kStreaming).find("unknown") != std::string::npos);
 }
 
+TEST_CASE("with 3+ ranks on a host a host communicator's FIFO is two L2s within 1..4 MiB: 1 MiB on the AMD "
+          "EPYC, 4 MiB on the Intel Xeon, the floor on a small cache; a pair or an unknown L2 keeps NCCL's 4 MiB") {
+  std::string why;
+  CHECK(hostFifoBytesForCpu(amdEpyc(), 4, &why) == (1u << 20));
+  CHECK(why == "2 x L2 of 512 KiB a core (3+ ranks on the host)");
+  CHECK(hostFifoBytesForCpu(amdEpyc(), 2, &why) == (4u << 20));
+  CHECK(why.find("at most 2 ranks") != std::string::npos);
+  CHECK(hostFifoBytesForCpu(amdEpyc(), 1, nullptr) == (4u << 20));
+  CHECK(hostFifoBytesForCpu(intelXeon(), 3, &why) == (4u << 20));
+  CHECK(hostFifoBytesForCpu(smallCache(), 8, &why) == (1u << 20));
+  CHECK(why.find("clamped to 1 MiB..4 MiB") != std::string::npos);
+  topo::CpuFacts iceLake = intelXeon();
+  iceLake.l2Bytes = 1280 << 10;  // 2.5 MiB: whole 64 KiB granules, so every slot is whole pages
+  CHECK(hostFifoBytesForCpu(iceLake, 4, nullptr) == (2560u << 10));
+  CHECK((hostFifoBytesForCpu(iceLake, 4, nullptr) / 8) % 4096 == 0);
+  topo::CpuFacts unknown;
+  CHECK(hostFifoBytesForCpu(unknown, 4, &why) == (4u << 20));
+  CHECK(why.find("unknown") != std::string::npos);
+}
+
 TEST_CASE("environment variables win over the CPU's thresholds and say so; a malformed one fails naming it") {
   CleanEnv clean;
   setenv("GYRE_SINGLE_COPY_MESH_MAX_BYTES", "3M", 1);
