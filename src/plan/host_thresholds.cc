@@ -45,9 +45,10 @@ constexpr size_t kStreamingCeiling = 64 << 20;
 // several connections at once (two ring channels, the mesh), and their
 // FIFOs crowd the call's buffers out of the caches. On the AMD EPYC VM (512
 // KiB L2 a core, 32 MiB L3), 4 ranks on 1 MiB FIFOs against NCCL's 4 MiB:
-// AllReduce, Broadcast and ReduceScatter of 2-32 MiB 1.3-1.7x faster,
-// AllGather even; 256 and 512 KiB slowed AllGather by up to 2x (more steps,
-// each a wait between oversubscribed ranks). Two ranks showed no clear
+// AllReduce 1.2-1.6x faster at 2-32 MiB, Broadcast 1.1-1.9x at 512 KiB-32
+// MiB, ReduceScatter 1.1-1.4x at 2-32 MiB, AllGather with no consistent
+// side; 256 and 512 KiB slowed AllGather by up to 2.5x (more steps, each a
+// wait between oversubscribed ranks). Two ranks showed no clear
 // side (AllGather 1.3x faster at 8 MiB, in-place Broadcast 0.5x), so a
 // pair keeps NCCL's default. Two L2s for 3+ ranks, within those bounds; an
 // unknown L2 keeps NCCL's default.
