@@ -140,6 +140,8 @@ ncclResult_t addSingleCopyCollective(const Wiring& w, const CollCall& c, const P
   // By value, a piece must fit one FIFO slot.
   const bool oneSlot = reduces || plan.singleCopyByValue;
   size_t pieceElems = plan.chunkElems * (oneSlot ? kSingleCopyReduceStepsPerPiece : kSingleCopyStepsPerPiece);
+  if (plan.singleCopyByValue && c.coll == CollKind::AllGather && w.nranks == 2)
+    pieceElems = std::max(plan.alignElems, roundUp(pieceElems / kPairAllGatherPiecesPerSlot, plan.alignElems));
   DirectShape shape{w.rank, w.nranks, c.count, pieceElems, c.root, isInPlace(c, w.rank)};
   shape.byValueIfPrivate = plan.singleCopyByValue;
   if (c.coll == CollKind::Broadcast) buildSingleCopyBroadcast(shape, sched);

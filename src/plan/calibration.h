@@ -25,6 +25,8 @@
 //                                               by value, shareable ones in place)             0.87-1.15x Direct; in place 2.6x (2 ranks, 8 KiB)
 //   kStreamingStoresMinBytes           16 MiB   host copies into a call's output use streaming 2-vCPU VM (32 MiB L3): 2-rank AllGather 1.2-1.3x at
 //                                               stores from this size (half the L3 if known)   16-64 MiB out of place, 0.75-0.9x at 1-4 MiB
+//   kPairAllGatherPiecesPerSlot        4        2-rank AllGather by value sends pieces of a    2-vCPU VM: a quarter slot 1.1-1.3x at 8-32 MiB out
+//                                               quarter slot (the FIFO cycles through 1 MiB)   of place against whole slots (STAT=min)
 //   kTwoChannelAllReduceMinBytes       256 KiB  3+ host ranks use two ring channels            2-vCPU VM: 4 ranks shm 1.5x at 256 KiB, 2.1x at 512 KiB;
 //                                                                                              sockets 1.6-2.0x at 256 KiB
 //   kDoublingMaxBytes                  64 KiB   largest AllReduce by recursive doubling        2-vCPU VM, 2 ranks: even at 64 KiB, ring ahead from 128 KiB
@@ -55,6 +57,14 @@ constexpr size_t kSingleCopyReduceScatterMinBytes = 256 << 10;
 // Past this, n-1 FIFOs per rank outgrow the caches on 3..8 ranks.
 constexpr size_t kSingleCopyReduceScatterMeshMaxBytes = 2 << 20;
 constexpr size_t kSingleCopyByValueMinBytes = 8 << 10;
+
+// A 2-rank AllGather by value moves each piece through the FIFO twice (into
+// the slot, out of it) while both ranks also write an output of the call's
+// size: pieces of a quarter slot keep the FIFO's share of the caches to a
+// quarter. Only AllGather: in-place Broadcast at 8 MiB ran 1.5x slower with
+// quarter-slot steps, and 4-rank AllGathers wait once per piece on
+// oversubscribed ranks. Every rank derives it from the agreed slot size.
+constexpr size_t kPairAllGatherPiecesPerSlot = 4;
 
 // Host lanes copy into the call's output with streaming stores from this call
 // size (src/host/streaming_copy.h) where the L3 size is unknown; with it
