@@ -30,9 +30,9 @@ int printHostThresholds() {
   why += "; 2 ranks keep 4 MiB; ranks on different CPUs take the smallest";
   const env::Setting set = env::lookup("NCCL_BUFFSIZE");
   int64_t setBytes = 0;
-  if (set.source != env::Source::Default && !set.value.empty() && env::parseBytes(set.value, &setBytes)) {
+  if (env::isSet(set) && env::parseBytes(set.value, &setBytes)) {
     fifo = static_cast<size_t>(setBytes);
-    why = "NCCL_BUFFSIZE=" + set.value + " (" + (set.source == env::Source::Env ? std::string("environment") : set.origin) + ")";
+    why = "NCCL_BUFFSIZE=" + set.value + " (" + env::originOf(set) + ")";
   }
   printf("  %-50s %-9s %s [NCCL_BUFFSIZE]\n",
          "host communicators: FIFO bytes a connection", thresholdText(fifo).c_str(), why.c_str());

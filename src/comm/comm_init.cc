@@ -71,8 +71,7 @@ ncclResult_t agreeWithPeers(ncclComm* comm) {
 // a host-memory communicator's FIFOs from the ranks' CPUs).
 ncclResult_t localBuffSize(int64_t* bytes, bool* isDefault) {
   GYRE_CHECK(env::getInt("NCCL_BUFFSIZE", bytes));
-  const env::Setting set = env::lookup("NCCL_BUFFSIZE");
-  *isDefault = set.source == env::Source::Default || set.value.empty();
+  *isDefault = !env::isSet(env::lookup("NCCL_BUFFSIZE"));
   return ncclSuccess;
 }
 
@@ -101,7 +100,6 @@ ncclResult_t buildComm(ncclComm* comm, const std::vector<ncclUniqueId>& ids, std
   GYRE_CHECK(localBuffSize(&buffSize, &buffSizeDefault));
   GYRE_CHECK(env::getInt("GYRE_INIT_TIMEOUT", &initTimeout));
   GYRE_CHECK(env::getInt("GYRE_TIMEOUT", &collTimeout));
-  comm->slotBytes = static_cast<size_t>(buffSize) / kFifoSlots;
   comm->collTimeoutSeconds = static_cast<double>(collTimeout);
 
   std::vector<UniqueIdContents> contents;

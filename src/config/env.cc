@@ -174,6 +174,10 @@ Setting lookup(const char* name) {
   return Setting{spec ? spec->defaultValue : "", Source::Default, ""};
 }
 
+bool isSet(const Setting& s) { return s.source != Source::Default && !s.value.empty(); }
+
+std::string originOf(const Setting& s) { return s.source == Source::Env ? "environment" : s.origin; }
+
 std::string getString(const char* name) { return lookup(name).value; }
 
 std::vector<std::string> configFilesRead() { return snapshot().files; }

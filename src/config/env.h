@@ -46,6 +46,10 @@ struct Setting {
 
 // The effective value of a declared variable and where it came from.
 Setting lookup(const char* name);
+// Set by the environment or a config file to something (not left at its default).
+bool isSet(const Setting& s);
+// Where a set value came from, for messages: "environment" or "FILE:LINE".
+std::string originOf(const Setting& s);
 
 // Config files that existed and were read, lowest precedence first.
 std::vector<std::string> configFilesRead();

@@ -25,8 +25,8 @@
 //                                               by value, shareable ones in place)             0.87-1.15x Direct; in place 2.6x (2 ranks, 8 KiB)
 //   kStreamingStoresMinBytes           16 MiB   host copies into a call's output use streaming 2-vCPU VM (32 MiB L3): 2-rank AllGather 1.2-1.3x at
 //                                               stores from this size (half the L3 if known)   16-64 MiB out of place, 0.75-0.9x at 1-4 MiB
-//   kPairAllGatherPiecesPerSlot        4        2-rank AllGather by value sends pieces of a    2-vCPU VM: a quarter slot 1.1-1.3x at 8-32 MiB out
-//                                               quarter slot (the FIFO cycles through 1 MiB)   of place against whole slots (STAT=min)
+//   kPairAllGatherPiecesPerSlot        4        2-rank AllGather by value sends pieces of a    2-vCPU VM: heap buffers 1.1-1.6x at 512 KiB-32 MiB
+//                                               quarter slot (the FIFO cycles through 1 MiB)   against whole slots; gyreMemAllocHost ones 0.8-1.0x
 //   kTwoChannelAllReduceMinBytes       256 KiB  3+ host ranks use two ring channels            2-vCPU VM: 4 ranks shm 1.5x at 256 KiB, 2.1x at 512 KiB;
 //                                                                                              sockets 1.6-2.0x at 256 KiB
 //   kDoublingMaxBytes                  64 KiB   largest AllReduce by recursive doubling        2-vCPU VM, 2 ranks: even at 64 KiB, ring ahead from 128 KiB

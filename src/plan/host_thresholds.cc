@@ -158,15 +158,14 @@ ncclResult_t applyThresholdOverrides(HostThresholds* t) {
   for (int i = 0; i < HostThresholds::kCount; ++i) {
     const HostThresholdSpec& s = hostThresholdSpecs()[i];
     env::Setting set = env::lookup(s.env);
-    if (set.source == env::Source::Default || set.value.empty()) continue;
+    if (!env::isSet(set)) continue;
     int64_t v = 0;
     if (set.value == "never") v = -1;
     else if (!env::parseBytes(set.value, &v) || v < 0)
       return fail(ncclInvalidArgument, "%s=%s (%s): not a byte count (bytes, with a K, M or G suffix, or never)", s.env,
-                  set.value.c_str(), set.source == env::Source::Env ? "environment" : set.origin.c_str());
+                  set.value.c_str(), env::originOf(set).c_str());
     t->*s.field = v < 0 ? kNeverBytes : static_cast<size_t>(v);
-    t->why[i] = std::string(s.env) + "=" + set.value + " (" +
-                (set.source == env::Source::Env ? std::string("environment") : set.origin) + ")";
+    t->why[i] = std::string(s.env) + "=" + set.value + " (" + env::originOf(set) + ")";
   }
   return ncclSuccess;
 }
