@@ -250,7 +250,10 @@ TEST_CASE("gyre-info status asks ranks' status ports with the communicator's sec
   REQUIRE(mkdtemp(keyPattern));
   const std::string sockDir = sockPattern, keyDir = keyPattern;
   const std::string doneFile = keyDir + "/done";
-  const int basePort = 20000 + static_cast<int>(getpid() % 20000);
+  // Below Linux's ephemeral range (32768 up): a port there can already be
+  // a concurrently running test's connection, and the status server's bind
+  // then fails.
+  const int basePort = 20000 + static_cast<int>(getpid() % 12000);
   RankOptions options;
   options.timeout_s = 60;
   options.env = {{"GYRE_STATUS_DIR", sockDir},
