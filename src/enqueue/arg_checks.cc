@@ -41,7 +41,10 @@ ncclResult_t checkRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t typ
 }
 
 ncclResult_t checkCount(size_t count, size_t elementSize, const char* caller) {
-  if (elementSize && count > SIZE_MAX / elementSize)
+  // A multiplication that reports overflow, not SIZE_MAX / elementSize: a
+  // 64-bit division is tens of cycles on every call.
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(count, elementSize, &bytes))
     return fail(ncclInvalidArgument, "%s: count %zu of %zu-byte elements overflows the address space", caller, count,
                 elementSize);
   return ncclSuccess;
@@ -60,7 +63,11 @@ ncclResult_t checkBuffer(const ncclComm* comm, const void* ptr, const char* name
   if (count == 0) return ncclSuccess;
   if (!ptr) return fail(ncclInvalidArgument, "%s: %s is NULL (count %zu)", caller, name, count);
   if (argumentChecksDisabled()) return ncclSuccess;
-  if (reinterpret_cast<uintptr_t>(ptr) % elementSize != 0)
+  // Element sizes are powers of two: a mask, not a division per buffer.
+  const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
+  const bool misaligned = (elementSize & (elementSize - 1)) == 0 ? (address & (elementSize - 1)) != 0
+                                                                  : address % elementSize != 0;
+  if (misaligned)
     return fail(ncclInvalidArgument, "%s: %s %p is not aligned to its %zu-byte element size", caller, name, ptr,
                 elementSize);
   // Device communicators check unless NCCL_CHECK_POINTERS=0. Host ones only

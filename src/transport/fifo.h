@@ -98,6 +98,7 @@ constexpr int kLineSlots = 64;
 constexpr int kLinePayloadSlots = 16;
 constexpr size_t kLinePayloadBytes = 2048;
 static_assert(kLineSlots % kLinePayloadSlots == 0 && kLinePayloadSlots % kFifoSlots == 0);
+static_assert((kLineSlots & (kLineSlots - 1)) == 0 && (kFifoSlots & (kFifoSlots - 1)) == 0, "Fifo::metaOf masks");
 
 struct Fifo {
   char* slots = nullptr;     // kFifoSlots * slotBytes
@@ -117,9 +118,12 @@ struct Fifo {
   GYRE_HOST_DEVICE bool hasLines() const { return metaStride == sizeof(SlotLine); }
   GYRE_HOST_DEVICE char* slot(uint64_t step) const { return slots + (step % kFifoSlots) * slotBytes; }
   GYRE_HOST_DEVICE char* llSlot(uint64_t step) const { return llSlots + (step % kFifoSlots) * llSlotBytes; }
+  // Both depths are powers of two, so the entry is a mask: `step % entries`
+  // with an entry count chosen at run time compiled to a 64-bit division on
+  // every step of every connection, sender and receiver alike.
   GYRE_HOST_DEVICE SlotMeta& metaOf(uint64_t step) const {
     const uint64_t entries = hasLines() ? kLineSlots : kFifoSlots;
-    return *reinterpret_cast<SlotMeta*>(reinterpret_cast<char*>(meta) + (step % entries) * metaStride);
+    return *reinterpret_cast<SlotMeta*>(reinterpret_cast<char*>(meta) + (step & (entries - 1)) * metaStride);
   }
   // Only where hasLines().
   GYRE_HOST_DEVICE SlotLine& lineOf(uint64_t step) const { return reinterpret_cast<SlotLine&>(metaOf(step)); }
