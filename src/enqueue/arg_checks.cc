@@ -63,11 +63,9 @@ ncclResult_t checkBuffer(const ncclComm* comm, const void* ptr, const char* name
   if (count == 0) return ncclSuccess;
   if (!ptr) return fail(ncclInvalidArgument, "%s: %s is NULL (count %zu)", caller, name, count);
   if (argumentChecksDisabled()) return ncclSuccess;
-  // Element sizes are powers of two: a mask, not a division per buffer.
-  const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
-  const bool misaligned = (elementSize & (elementSize - 1)) == 0 ? (address & (elementSize - 1)) != 0
-                                                                  : address % elementSize != 0;
-  if (misaligned)
+  // A mask, not a division per buffer: element sizes are datatypeSize's
+  // powers of two (the datatype was checked before).
+  if ((reinterpret_cast<uintptr_t>(ptr) & (elementSize - 1)) != 0)
     return fail(ncclInvalidArgument, "%s: %s %p is not aligned to its %zu-byte element size", caller, name, ptr,
                 elementSize);
   // Device communicators check unless NCCL_CHECK_POINTERS=0. Host ones only
