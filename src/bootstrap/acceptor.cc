@@ -77,12 +77,14 @@ ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadlin
     NetAddress from;
     bool sliceEnded = false;
     ncclResult_t r;
-    {
-      QuietFailures quiet(untilProbe);
-      r = acceptAround(listener_, !pending_.empty(), untilProbe ? probeAt : deadline, abort, what, &s, &from,
-                       &sliceEnded);
+    if (untilProbe) {
+      TentativeFailures attempt;  // waking for the next probe is no failure
+      r = acceptAround(listener_, !pending_.empty(), probeAt, abort, what, &s, &from, &sliceEnded);
+      if (r != ncclSuccess && !(abort && abort->load())) continue;
+      attempt.keep();
+    } else {
+      r = acceptAround(listener_, !pending_.empty(), deadline, abort, what, &s, &from, &sliceEnded);
     }
-    if (r != ncclSuccess && untilProbe && !(abort && abort->load())) continue;
     GYRE_CHECK(r);
     if (!sliceEnded) pending_.add(std::move(s), from, kHelloSeconds);
   }
@@ -98,7 +100,7 @@ ncclResult_t Acceptor::probe(int rank, const Deadline& deadline, const std::atom
   const Deadline now = Deadline::afterSeconds(0);  // one attempt: it listened before
   ncclResult_t r;
   {
-    QuietFailures quiet(true);
+    TentativeFailures tentative;  // a refusal is reported below; a slow peer is the deadline's to judge
     Deadline attempt = Deadline::afterMs(std::min(200, deadline.remainingMs()));
     r = Socket::connectTo(addr, attempt, abort, &s, what, &now, &refused);
   }
@@ -107,7 +109,7 @@ ncclResult_t Acceptor::probe(int rank, const Deadline& deadline, const std::atom
                 "%s: rank %d (%s pid %d) is gone: its listener at %s refuses connections, so it failed or exited "
                 "during init", what, rank, p.host, p.pid, addr.toString().c_str());
   if (r != ncclSuccess) return ncclSuccess;  // slow or unreachable: the deadline decides
-  QuietFailures quiet(true);
+  TentativeFailures tentative;  // the probe only wakes the peer's accept; its fate does not matter
   (void)sendHello(s, secret_, myRank_, kTagProbe, Deadline::afterMs(100), abort, what);
   return ncclSuccess;
 }

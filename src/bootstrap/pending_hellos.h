@@ -38,7 +38,7 @@ class PendingHellos {
       size_t got = 0;
       ncclResult_t r;
       {
-        QuietFailures quiet(true);
+        TentativeFailures attempt;  // a caller that closes early is done() with complete = false
         r = p.socket.tryRecv(reinterpret_cast<char*>(&p.hello) + p.got, sizeof(Hello) - p.got, &got, "hello");
       }
       p.got += got;
@@ -72,15 +72,16 @@ inline ncclResult_t acceptAround(const Socket& listener, bool pending, const Dea
                                  bool* sliceEnded) {
   *sliceEnded = false;
   const bool slicing = pending && !deadline.expired();
-  ncclResult_t r;
-  {
-    QuietFailures quiet(slicing);
-    r = listener.acceptOne(out, from, slicing ? Deadline::afterMs(kPendingSliceMs) : deadline, abort, what);
-  }
-  if (r != ncclSuccess && slicing && !(abort && abort->load())) {
+  if (!slicing) return listener.acceptOne(out, from, deadline, abort, what);
+  // A slice that ends with no caller is no failure: it must not reach the
+  // log or another thread's ncclGetLastError.
+  TentativeFailures attempt;
+  const ncclResult_t r = listener.acceptOne(out, from, Deadline::afterMs(kPendingSliceMs), abort, what);
+  if (r != ncclSuccess && !(abort && abort->load())) {
     *sliceEnded = true;
     return ncclSuccess;
   }
+  attempt.keep();
   return r;
 }
 

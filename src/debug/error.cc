@@ -14,6 +14,7 @@ thread_local char tlsText[kMaxText];
 char processText[kMaxText];
 std::mutex processMutex;
 thread_local bool tlsQuiet = false;
+thread_local int tlsTentative = 0;  // open TentativeFailures scopes on this thread
 
 void record(const char* text) {
   if (text != tlsText) snprintf(tlsText, kMaxText, "%s", text);
@@ -28,6 +29,7 @@ ncclResult_t fail(ncclResult_t code, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(tlsText, kMaxText, fmt, ap);
   va_end(ap);
+  if (tlsTentative > 0) return code;
   record(tlsText);
   if (!tlsQuiet) logLine(LogLevel::Warn, "", "%s", tlsText);
   return code;
@@ -56,6 +58,19 @@ QuietFailures::QuietFailures(bool on) : on_(on) {
 
 QuietFailures::~QuietFailures() {
   if (on_) tlsQuiet = wasQuiet_;
+}
+
+TentativeFailures::TentativeFailures() : saved_(tlsText) { ++tlsTentative; }
+
+TentativeFailures::~TentativeFailures() {
+  --tlsTentative;
+  if (!kept_) {
+    snprintf(tlsText, kMaxText, "%s", saved_.c_str());
+    return;
+  }
+  if (tlsTentative > 0 || !tlsText[0]) return;  // an outer scope decides
+  record(tlsText);
+  if (!tlsQuiet) logLine(LogLevel::Warn, "", "%s", tlsText);
 }
 
 const char* lastErrorText() {

@@ -3,6 +3,8 @@
 // propagate the ncclResult_t.
 #pragma once
 
+#include <string>
+
 #include "include/gyre.h"
 
 namespace gyre {
@@ -37,6 +39,26 @@ class QuietFailures {
  private:
   bool on_;  // touches no thread-local state when off: it sits on the polling path
   bool wasQuiet_ = false;
+};
+
+// While one is alive, fail() on this thread reports the outcome of an attempt
+// that may fail as a matter of course (a short accept slice while hellos are
+// pending, a probe of a peer's listener, a non-blocking read): the text is
+// neither logged nor seen by ncclGetLastError on other threads, and when the
+// scope ends the thread's earlier text comes back. keep() makes the failure
+// an error after all: it is then recorded and logged as fail() would have.
+// Scopes nest; only the outermost one records what was kept.
+class TentativeFailures {
+ public:
+  TentativeFailures();
+  ~TentativeFailures();
+  TentativeFailures(const TentativeFailures&) = delete;
+  TentativeFailures& operator=(const TentativeFailures&) = delete;
+  void keep() { kept_ = true; }
+
+ private:
+  std::string saved_;
+  bool kept_ = false;
 };
 
 // Forgets this thread's last error (used at the start of API calls that succeed
