@@ -1,10 +1,11 @@
 // External NCCL net plugins: the test plugin (test_net_plugin.cc, path in
-// NETTEST_PLUGIN; builds exporting fewer tables in NETTEST_PLUGIN_V9/_V8/_V11)
-// carries every collective between 2 and 3 ranks with shared memory off,
-// through the newest ncclNet_vN table it exports; its call counters prove
-// the data went through it, and every comm it opened is closed after
-// ncclCommDestroy. A plugin exporting only an unknown version fails init
-// naming the file and the versions gyre looked for. A plugin that is
+// NETTEST_PLUGIN, exporting ncclNetPlugin_v8 to _v12 as real plugins do;
+// builds exporting fewer tables in NETTEST_PLUGIN_V10/_V9/_V8/_V13) carries
+// every collective between 2 and 3 ranks with shared memory off, through
+// the newest table it exports; its call counters prove the data went
+// through it, and after ncclCommDestroy every comm it opened is closed with
+// no request in flight. A plugin exporting only an unknown version fails
+// init naming the file and the symbols gyre looked for. A plugin that is
 // missing, fails init, or a NCCL_NET naming no network fails init with an
 // error naming the variable and what exists. NCCL_DEBUG=INFO names the
 // network of each connection.
@@ -12,6 +13,9 @@
 
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
 
 #include <string>
 
@@ -28,8 +32,13 @@ std::string pluginPath(const char* var = "NETTEST_PLUGIN") {
 
 using CountsFn = void (*)(long*, long*, long*, long*, long*, long*);
 using VersionFn = void (*)(int*, int*, int*);
+using CloseFaultsFn = void (*)(long*, long*);
 
-// `plugin` exports ncclNet_v8 up to ncclNet_v<newest>; gyre must use v<newest>.
+// NCCL's lookup order for net plugins, newest first (NCCL_NET_PLUGIN_SYMBOL of each version).
+constexpr const char* kLookedFor =
+    "looked for ncclNetPlugin_v12, ncclNetPlugin_v11, ncclNetPlugin_v10, ncclNetPlugin_v9, ncclNetPlugin_v8";
+
+// `plugin` exports ncclNetPlugin_v8 up to _v<newest>; gyre must use v<newest>.
 void expectCollectivesThroughPlugin(int nranks, const std::string& plugin, int newest) {
   REQUIRE(!plugin.empty());
   const std::string logDir = "/tmp/gyre_net_plugin_" + std::to_string(getpid());
@@ -61,11 +70,14 @@ void expectCollectivesThroughPlugin(int nranks, const std::string& plugin, int n
         version(&used, &sawProfiler, &trafficClass);
         RANK_CHECK(used == newest, "rank %d: gyre initialized ncclNet_v%d of a plugin exporting up to v%d", rank,
                    used, newest);
-        if (newest == 10) {
-          RANK_CHECK(sawProfiler, "rank %d: v10 init() got no profiler callback", rank);
-          RANK_CHECK(trafficClass == -1, "rank %d: v10 connect() got trafficClass %d, not undefined (-1)", rank,
+        if (newest >= 10) {
+          RANK_CHECK(sawProfiler, "rank %d: v%d init() got no profiler callback", rank, newest);
+          RANK_CHECK(trafficClass == -1, "rank %d: v%d got trafficClass %d, not undefined (-1)", rank, newest,
                      trafficClass);
         }
+        auto closeFaults = reinterpret_cast<CloseFaultsFn>(dlsym(lib, "gyretest_close_faults"));
+        RANK_CHECK(closeFaults != nullptr, "no gyretest_close_faults");
+        long inflightAtClose = 0, contextErrors = 0;
         long isends, irecvs, tests, open, regs, deregs;
         counts(&isends, &irecvs, &tests, &open, &regs, &deregs);
         // Two messages per step and at least one step per collective call.
@@ -76,6 +88,11 @@ void expectCollectivesThroughPlugin(int nranks, const std::string& plugin, int n
         counts(&isends, &irecvs, &tests, &open, &regs, &deregs);
         RANK_CHECK(open == 0, "rank %d: %ld plugin comms or listeners still open after destroy", rank, open);
         RANK_CHECK(regs == deregs && regs > 0, "rank %d: %ld regMr, %ld deregMr", rank, regs, deregs);
+        closeFaults(&inflightAtClose, &contextErrors);
+        RANK_CHECK(inflightAtClose == 0, "rank %d: the plugin closed comms with %ld request(s) still in flight",
+                   rank, inflightAtClose);
+        RANK_CHECK(contextErrors == 0, "rank %d: %ld listen()/connect() calls without init()'s context", rank,
+                   contextErrors);
         dlclose(lib);
         return 0;
       },
@@ -89,7 +106,8 @@ void expectCollectivesThroughPlugin(int nranks, const std::string& plugin, int n
   CHECK(all.find("via NET/GyreTest/0") != std::string::npos);
   CHECK(all.find("via NET/GyreTest/1") != std::string::npos);  // channel 1 on the plugin's second device
   CHECK(all.find("via NET/Socket") == std::string::npos);
-  CHECK(all.find("(ncclNet_v" + std::to_string(newest) + ",") != std::string::npos);  // the loader's INFO line
+  CHECK(all.find("(ncclNetPlugin_v" + std::to_string(newest) + ",") != std::string::npos);  // the loader's INFO line
+  CHECK(all.find("in flight") == std::string::npos);  // neither gyre nor the plugin saw a request left at close
   if (all.find("via NET/GyreTest/0") != std::string::npos) (void)system(("rm -rf " + logDir).c_str());
 }
 
@@ -117,23 +135,77 @@ std::string initError(const std::vector<std::pair<std::string, std::optional<std
 
 }  // namespace
 
-TEST_CASE("every collective over 2 ranks runs through the ncclNet_v10 table of a plugin exporting v8, v9 and v10",
+TEST_CASE("every collective over 2 ranks runs through the ncclNetPlugin_v12 table of a plugin exporting v8 to v12",
           "[plugin]") {
-  expectCollectivesThroughPlugin(2, pluginPath(), 10);
+  expectCollectivesThroughPlugin(2, pluginPath(), 12);
 }
 
-TEST_CASE("every collective over 3 ranks runs through an external ncclNet_v10 plugin and closes what it opened",
+TEST_CASE("every collective over 3 ranks runs through an external ncclNetPlugin_v12 plugin and closes what it opened",
           "[plugin]") {
-  expectCollectivesThroughPlugin(3, pluginPath(), 10);
+  expectCollectivesThroughPlugin(3, pluginPath(), 12);
 }
 
-TEST_CASE("every collective over 2 ranks runs through the ncclNet_v9 table of a plugin exporting v8 and v9",
+TEST_CASE("every collective over 2 ranks runs through the ncclNetPlugin_v10 table of a plugin exporting v8 to v10",
+          "[plugin]") {
+  expectCollectivesThroughPlugin(2, pluginPath("NETTEST_PLUGIN_V10"), 10);
+}
+
+TEST_CASE("every collective over 2 ranks runs through the ncclNetPlugin_v9 table of a plugin exporting v8 and v9",
           "[plugin]") {
   expectCollectivesThroughPlugin(2, pluginPath("NETTEST_PLUGIN_V9"), 9);
 }
 
-TEST_CASE("every collective over 2 ranks runs through a plugin exporting only ncclNet_v8", "[plugin]") {
+TEST_CASE("every collective over 2 ranks runs through a plugin exporting only ncclNetPlugin_v8", "[plugin]") {
   expectCollectivesThroughPlugin(2, pluginPath("NETTEST_PLUGIN_V8"), 8);
+}
+
+TEST_CASE("NCCL_NET_PLUGIN=NAME loads libnccl-net-NAME.so from the library path, as NCCL does", "[plugin]") {
+  const std::string plugin = pluginPath();
+  REQUIRE(plugin.size() > std::string("/libnccl-net-gyretest.so").size());
+  const std::string dir = plugin.substr(0, plugin.rfind('/'));
+  const char* old = getenv("LD_LIBRARY_PATH");
+  std::string path = dir;
+  if (old) path.append(":").append(old);
+  CHECK(initError({{"NCCL_NET_PLUGIN", "gyretest"}, {"NCCL_NET", "GyreTest"}, {"LD_LIBRARY_PATH", path}}) == "");
+}
+
+TEST_CASE("after ncclCommAbort with a dead peer the plugin holds no request of gyre's at close", "[plugin]") {
+  const std::string plugin = pluginPath();
+  RankOptions options;
+  options.timeout_s = 60;
+  options.env = {{"NCCL_SHM_DISABLE", "1"}, {"NCCL_NET_PLUGIN", plugin}, {"GYRE_TIMEOUT", "20"},
+                 {"GYRE_INIT_TIMEOUT", "20"}, {"NCCL_BUFFSIZE", "262144"}};
+  RunResult result = runRanks(
+      2,
+      [&](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        ncclResult_t r = gyreCommInitRankHost(&comm, n, id, rank, nullptr);
+        RANK_CHECK(r == ncclSuccess, "rank %d: init returned %d: %s", rank, int(r), lastError().c_str());
+        if (!checkEveryCollective(comm, rank, n, 1000)) return 1;
+        if (rank == 1) _exit(0);  // dies with its receives posted and its connections open
+        sleep(1);
+        const auto start = std::chrono::steady_clock::now();
+        r = ncclCommAbort(comm);
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        RANK_CHECK(r == ncclSuccess, "abort returned %d: %s", int(r), lastError().c_str());
+        RANK_CHECK(seconds < 20, "abort took %.1f s, not within GYRE_TIMEOUT (20 s)", seconds);
+        void* lib = dlopen(plugin.c_str(), RTLD_NOW | RTLD_NOLOAD);
+        RANK_CHECK(lib != nullptr, "the plugin was not loaded");
+        auto closeFaults = reinterpret_cast<CloseFaultsFn>(dlsym(lib, "gyretest_close_faults"));
+        auto counts = reinterpret_cast<CountsFn>(dlsym(lib, "gyretest_counts"));
+        RANK_CHECK(closeFaults && counts, "the plugin's test entry points are missing");
+        long inflightAtClose = 0, contextErrors = 0, isends, irecvs, tests, open, regs, deregs;
+        closeFaults(&inflightAtClose, &contextErrors);
+        counts(&isends, &irecvs, &tests, &open, &regs, &deregs);
+        RANK_CHECK(inflightAtClose == 0, "the plugin closed comms with %ld request(s) in flight", inflightAtClose);
+        RANK_CHECK(open == 0, "%ld plugin comms or listeners still open after abort", open);
+        dlclose(lib);
+        return 0;
+      },
+      options);
+  INFO(result.describe());
+  CHECK(result.ranks[0].ok());
 }
 
 TEST_CASE("NCCL_NET naming no network fails init listing the networks that exist", "[plugin]") {
@@ -168,19 +240,19 @@ TEST_CASE("a library that exports no ncclNet table fails init naming the version
   const std::string e = initError({{"NCCL_NET_PLUGIN", std::string(self)}});
   INFO(e);
   CHECK(e.find("exports no ncclNet version gyre supports") != std::string::npos);
-  CHECK(e.find("looked for ncclNet_v10, ncclNet_v9, ncclNet_v8") != std::string::npos);
-  CHECK(e.find("it exports no ncclNet_vN") != std::string::npos);
+  CHECK(e.find(kLookedFor) != std::string::npos);
+  CHECK(e.find("it exports no ncclNetPlugin_vN") != std::string::npos);
 }
 
 TEST_CASE("a plugin exporting only an unknown ncclNet version fails init naming it and the versions looked for",
           "[plugin]") {
-  const std::string plugin = pluginPath("NETTEST_PLUGIN_V11");
+  const std::string plugin = pluginPath("NETTEST_PLUGIN_V13");
   REQUIRE(!plugin.empty());
   const std::string e = initError({{"NCCL_NET_PLUGIN", plugin}});
   INFO(e);
   CHECK(e.find("NCCL_NET_PLUGIN=" + plugin) != std::string::npos);
-  CHECK(e.find("looked for ncclNet_v10, ncclNet_v9, ncclNet_v8") != std::string::npos);
-  CHECK(e.find("it exports ncclNet_v11") != std::string::npos);
+  CHECK(e.find(kLookedFor) != std::string::npos);
+  CHECK(e.find("it exports ncclNetPlugin_v13") != std::string::npos);
 }
 
 TEST_CASE("NCCL_NET=Socket carries every collective over 3 ranks and the log names NET/Socket/0 per connection",

@@ -22,7 +22,8 @@ struct NetConn {
   bool isSend = false;
   std::string what;  // "NET/IB/0 to rank 3 (host)" for error messages
 
-  // Set-up: the receiver's listen handle travels over `control`.
+  // Set-up: the receiver's listen handle travels over `control`; it stays
+  // open for the final handshake of close (net_close.cc).
   Socket control;
   char handle[GYRE_NET_HANDLE_MAXSIZE]{};
   size_t handleBytes = 0;  // send: bytes of the handle received so far
@@ -55,6 +56,19 @@ struct NetConn {
   int noticeCulprit = -1;  // recv: the culprit of the peer's abort notice
   uint64_t noticeNamed = 0;  // recv: the rank that notice named, as it came off the wire
   bool noticeSent = false;
+
+  // Close: the receiver tells the sender how many messages it has receives
+  // posted for; the sender sends empty ones up to that count, so neither end
+  // hands the network a comm with requests in flight.
+  bool closing = false;
+  uint64_t peerMessages = 0;      // send: the receiver's count, once it arrived
+  size_t peerMessagesBytes = 0;   // send: bytes of that count received so far
+  bool peerGone = false;          // send: the control socket closed; nothing more can match
+  bool networkFailed = false;     // a request failed: the peer can complete nothing more
+  Deadline closeDeadline = Deadline::afterSeconds(0);
+
+  // Messages handed to the network: two per step, one more while half sent.
+  uint64_t messagesPosted() const { return 2 * posted + (half ? 1 : 0); }
 };
 
 // One non-blocking step of `c`'s handshake; sets c->ready when it is done.
@@ -65,6 +79,13 @@ void addPending(NetConn* c);
 void removePending(NetConn* c);
 // Drives every pending handshake one step; failures stay with their connection.
 void drivePending();
+
+// Close (net_close.cc). beginClose() does what needs no peer: the receiver
+// sends its count of posted receives. finishClose() then drives every
+// closing connection of the process until `c`'s requests are all done or
+// GYRE_TIMEOUT passes, and returns whether they were.
+void beginClose(NetConn* c);
+bool finishClose(NetConn* c);
 
 // The text of the network's last failure: gyre's own message for a built-in
 // network, the plugin's last WARN line for an external one.

@@ -33,6 +33,11 @@ constexpr size_t kSlotAlign = 4096;
 int controlTag(int channel) { return kTagTransportBase + channel; }
 
 ncclResult_t allocFifo(NetConn* c, size_t slotBytes, Connection* out) {
+  if (c->net->maxMessageBytes != 0 && slotBytes > c->net->maxMessageBytes)
+    return fail(ncclInvalidUsage,
+                "%s: steps of %zu bytes (NCCL_BUFFSIZE) exceed the %zu bytes the network takes in one message "
+                "(its maxP2pBytes)",
+                c->what.c_str(), slotBytes, c->net->maxMessageBytes);
   void* p = nullptr;
   if (posix_memalign(&p, kSlotAlign, kFifoSlots * slotBytes) != 0)
     return fail(ncclSystemError, "%s: could not allocate %zu bytes of FIFO", c->what.c_str(), kFifoSlots * slotBytes);
@@ -58,7 +63,10 @@ ncclResult_t testReq(NetConn* c, void** req, bool* done, int* size) {
     return ncclSuccess;
   }
   ncclResult_t r = c->net->api->test(*req, &d, size);
-  if (r != ncclSuccess) return r;
+  if (r != ncclSuccess) {
+    *req = nullptr;  // a failed request has ended: it is not tested again, at close either
+    return r;
+  }
   if (d) {
     *req = nullptr;
     *done = true;
@@ -295,10 +303,20 @@ class NetTransport final : public Transport {
     }
   }
 
+  void beginClose(Connection& conn) override {
+    auto* c = static_cast<NetConn*>(conn.state);
+    if (!c) return;
+    net_detail::removePending(c);
+    net_detail::beginClose(c);
+  }
+
+  // Completes every posted request first (net_close.cc), so the network
+  // holds none into the FIFO when it is deregistered and freed.
   void close(Connection& conn) override {
     auto* c = static_cast<NetConn*>(conn.state);
     if (!c) return;
     net_detail::removePending(c);
+    (void)net_detail::finishClose(c);
     const gyreNet_v8_t* api = net_->api;
     if (c->comm) {
       if (c->mhSlots) (void)api->deregMr(c->comm, c->mhSlots);
