@@ -233,6 +233,27 @@ TEST_CASE("a plugin whose init fails fails init with the plugin's own warning", 
   CHECK(e.find("init refused") != std::string::npos);
 }
 
+TEST_CASE("a plugin's TRACE lines reach the log at NCCL_DEBUG=TRACE only, its WARN lines at every level",
+          "[plugin]") {
+  const std::string logDir = "/tmp/gyre_net_plugin_log_" + std::to_string(getpid());
+  auto logAt = [&](const char* level, bool failInit) {
+    REQUIRE(system(("rm -rf " + logDir + " && mkdir -p " + logDir).c_str()) == 0);
+    (void)initError({{"NCCL_NET_PLUGIN", pluginPath()}, {"NCCL_DEBUG", level}, {"NCCL_DEBUG_SUBSYS", "NET"},
+                     {"TESTNET_FAIL_INIT", failInit ? "1" : "0"}, {"NCCL_DEBUG_FILE", logDir + "/log.%p"}});
+    std::string all;
+    for (const std::string& f : filesIn(logDir)) all += readFile(f);
+    return all;
+  };
+  const std::string trace = logAt("TRACE", false);
+  CHECK(trace.find("gyretest: init traced") != std::string::npos);
+  const std::string info = logAt("INFO", false);
+  CHECK(info.find("net plugin") != std::string::npos);  // the INFO lines are there
+  CHECK(info.find("gyretest: init traced") == std::string::npos);
+  const std::string warn = logAt("WARN", true);
+  CHECK(warn.find("gyretest: init refused") != std::string::npos);
+  (void)system(("rm -rf " + logDir).c_str());
+}
+
 TEST_CASE("a library that exports no ncclNet table fails init naming the versions gyre looked for", "[plugin]") {
   // libgyre itself exports no ncclNet_vN.
   const char* self = getenv("NETTEST_LIBGYRE");

@@ -99,6 +99,7 @@ bool drive(Comm* c) {
 
 ncclResult_t init(gyreNetLogger_t log) {
   gLog = log;
+  if (gLog) gLog(kNetLogTrace, 0, __FILE__, __LINE__, "gyretest: init traced");
   if (!gVersion) gVersion = 8;
   const char* f = getenv("TESTNET_FAIL_INIT");
   if (f && *f == '1') {

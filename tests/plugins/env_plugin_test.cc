@@ -85,3 +85,40 @@ TEST_CASE("NCCL_ENV_PLUGIN=none or a library that is no env plugin leaves the se
   REQUIRE(gyre::env::getInt("GYRE_TIMEOUT", &timeout) == ncclSuccess);
   CHECK(timeout == 77);
 }
+
+namespace {
+
+// Runs the settings check that logs unknown names, and returns the log it wrote (NCCL_DEBUG_FILE).
+std::string validationLog() {
+  const char* file = getenv("NCCL_DEBUG_FILE");
+  REQUIRE(file != nullptr);
+  std::remove(file);
+  (void)gyre::env::validateAll();
+  std::string text;
+  if (FILE* f = fopen(file, "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+    fclose(f);
+  }
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("with a tuner plugin asked for, NCCL settings gyre does not read are noted at INFO as the plugin's, not "
+          "warned about as ignored",
+          "[plugin-vars]") {
+  const std::string log = validationLog();
+  INFO(log);
+  CHECK(log.find("does not implement and ignores") == std::string::npos);
+  CHECK(log.find("left to the plugins it loads (NCCL_TUNER_PLUGIN=") != std::string::npos);
+  CHECK(log.find("NCCL_TUNER_CONFIG_FILE") != std::string::npos);
+}
+
+TEST_CASE("with no plugin asked for, NCCL settings gyre does not read are warned about as ignored",
+          "[no-plugin-vars]") {
+  const std::string log = validationLog();
+  INFO(log);
+  CHECK(log.find("does not implement and ignores: NCCL_TUNER_CONFIG_FILE") != std::string::npos);
+}
