@@ -120,7 +120,8 @@ const std::vector<VarSpec>& registry() {
        "1: no NVTX ranges for API calls (they are emitted when gyre was built with NVTX; docs/OBSERVABILITY.md)",
        0, 1},
       {"NCCL_NET_PLUGIN", Type::String, "", "NAME (loads NAME, then libnccl-net-NAME.so), a path, or none",
-       "external NCCL net plugin to load (its newest table gyre supports: ncclNetPlugin_v12 down to _v8)"},
+       "external NCCL net plugin to load (its newest table gyre supports: ncclNetPlugin_v12 down to _v8); unset: "
+       "libnccl-net.so if it can be loaded and works"},
       {"NCCL_ENV_PLUGIN", Type::String, "", "NAME (loads NAME, then libnccl-env-NAME.so), a path, or none",
        "NCCL env plugin (ncclEnvPlugin_v2 or _v1) whose getEnv answers every NCCL_* and GYRE_* setting in place "
        "of the environment; unset: libnccl-env.so if it can be loaded"},

@@ -159,14 +159,56 @@ TEST_CASE("every collective over 2 ranks runs through a plugin exporting only nc
   expectCollectivesThroughPlugin(2, pluginPath("NETTEST_PLUGIN_V8"), 8);
 }
 
-TEST_CASE("NCCL_NET_PLUGIN=NAME loads libnccl-net-NAME.so from the library path, as NCCL does", "[plugin]") {
-  const std::string plugin = pluginPath();
-  REQUIRE(plugin.size() > std::string("/libnccl-net-gyretest.so").size());
-  const std::string dir = plugin.substr(0, plugin.rfind('/'));
+// The dynamic loader reads LD_LIBRARY_PATH when a process starts, so the
+// cases that need a library on the path run this binary again with `dir`
+// on it, selecting one hidden test case by its tag; true if that passed.
+bool passesWithLibraryPath(const std::string& dir, const std::string& tag) {
   const char* old = getenv("LD_LIBRARY_PATH");
   std::string path = dir;
   if (old) path.append(":").append(old);
-  CHECK(initError({{"NCCL_NET_PLUGIN", "gyretest"}, {"NCCL_NET", "GyreTest"}, {"LD_LIBRARY_PATH", path}}) == "");
+  // -w NoTests: a tag that selects nothing fails instead of passing.
+  const std::string cmd =
+      "LD_LIBRARY_PATH='" + path + "' /proc/" + std::to_string(getpid()) + "/exe -w NoTests '" + tag + "'";
+  return system(cmd.c_str()) == 0;
+}
+
+// A folder holding only `link` -> the test plugin.
+std::string folderWithPlugin(const std::string& link) {
+  const std::string dir = "/tmp/gyre_net_path_" + std::to_string(getpid());
+  REQUIRE(system(("rm -rf " + dir + " && mkdir -p " + dir + " && ln -s " + pluginPath() + " " + dir + "/" + link)
+                     .c_str()) == 0);
+  return dir;
+}
+
+TEST_CASE("run with libnccl-net-gyretestpath.so on the library path", "[.plugin-by-name]") {
+  CHECK(initError({{"NCCL_NET_PLUGIN", "gyretestpath"}, {"NCCL_NET", "GyreTest"}}) == "");
+}
+
+TEST_CASE("run with libnccl-net.so on the library path", "[.default-plugin]") {
+  CHECK(initError({{"NCCL_NET_PLUGIN", std::nullopt}, {"NCCL_NET", "GyreTest"}}) == "");
+}
+
+TEST_CASE("NCCL_NET_PLUGIN=NAME loads libnccl-net-NAME.so from the library path, as NCCL does", "[plugin]") {
+  const std::string dir = folderWithPlugin("libnccl-net-gyretestpath.so");
+  CHECK(passesWithLibraryPath(dir, "[.plugin-by-name]"));
+  (void)system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("with NCCL_NET_PLUGIN unset, libnccl-net.so on the library path is loaded, as NCCL does", "[plugin]") {
+  const std::string dir = folderWithPlugin("libnccl-net.so");
+  CHECK(passesWithLibraryPath(dir, "[.default-plugin]"));
+  (void)system(("rm -rf " + dir).c_str());
+  // Without one on the path there is no plugin network, and no error either.
+  const std::string e = initError({{"NCCL_NET_PLUGIN", std::nullopt}, {"NCCL_NET", "GyreTest"}});
+  CHECK(e.find("NCCL_NET=GyreTest: no such network") != std::string::npos);
+  CHECK(initError({{"NCCL_NET_PLUGIN", std::nullopt}}) == "");
+}
+
+TEST_CASE("a step larger than a v12 plugin's maxP2pBytes fails init naming the limit", "[plugin]") {
+  const std::string e =
+      initError({{"NCCL_NET_PLUGIN", pluginPath()}, {"NCCL_BUFFSIZE", "262144"}, {"TESTNET_MAX_P2P", "4096"}});
+  INFO(e);
+  CHECK(e.find("exceed the 4096 bytes the network takes in one message (its maxP2pBytes)") != std::string::npos);
 }
 
 TEST_CASE("after ncclCommAbort with a dead peer the plugin holds no request of gyre's at close", "[plugin]") {

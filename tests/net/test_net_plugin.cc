@@ -340,7 +340,8 @@ template <int Version>
 template <typename Props>
 [[maybe_unused]] ncclResult_t propertiesV11(int dev, Props* p) {
   getProperties(dev, p);
-  p->maxP2pBytes = size_t{1} << 30;
+  const char* limit = getenv("TESTNET_MAX_P2P");  // to test that gyre honours the limit
+  p->maxP2pBytes = limit ? strtoull(limit, nullptr, 10) : size_t{1} << 30;
   p->maxCollBytes = size_t{1} << 30;
   p->maxMultiRequestSize = 1;
   return ncclSuccess;

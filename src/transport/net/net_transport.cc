@@ -32,12 +32,17 @@ constexpr size_t kSlotAlign = 4096;
 
 int controlTag(int channel) { return kTagTransportBase + channel; }
 
-ncclResult_t allocFifo(NetConn* c, size_t slotBytes, Connection* out) {
+// Checked before anything is connected, so both ends fail alike.
+ncclResult_t checkStepSize(const NetConn* c, size_t slotBytes) {
   if (c->net->maxMessageBytes != 0 && slotBytes > c->net->maxMessageBytes)
     return fail(ncclInvalidUsage,
                 "%s: steps of %zu bytes (NCCL_BUFFSIZE) exceed the %zu bytes the network takes in one message "
                 "(its maxP2pBytes)",
                 c->what.c_str(), slotBytes, c->net->maxMessageBytes);
+  return ncclSuccess;
+}
+
+ncclResult_t allocFifo(NetConn* c, size_t slotBytes, Connection* out) {
   void* p = nullptr;
   if (posix_memalign(&p, kSlotAlign, kFifoSlots * slotBytes) != 0)
     return fail(ncclSystemError, "%s: could not allocate %zu bytes of FIFO", c->what.c_str(), kFifoSlots * slotBytes);
@@ -219,6 +224,7 @@ class NetTransport final : public Transport {
   // waits for the receiver (every rank connects its sends before accepting).
   ncclResult_t connectSend(const ConnectContext& ctx, int peer, Connection* out) override {
     NetConn* c = newConn(ctx, peer, true, out);
+    GYRE_CHECK(checkStepSize(c, ctx.slotBytes));
     NetAddress addr = NetAddress::fromWire(ctx.bootstrap->peers()[peer].listen);
     GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->secret(), ctx.rank, controlTag(ctx.channel), ctx.deadline,
                              ctx.abort, &c->control, c->what.c_str()));
@@ -231,6 +237,7 @@ class NetTransport final : public Transport {
 
   ncclResult_t connectRecv(const ConnectContext& ctx, int peer, Connection* out) override {
     NetConn* c = newConn(ctx, peer, false, out);
+    GYRE_CHECK(checkStepSize(c, ctx.slotBytes));
     GYRE_CHECK(ctx.bootstrap->acceptor().acceptFrom(peer, controlTag(ctx.channel), ctx.deadline, ctx.abort,
                                                     &c->control));
     NetParams params{};

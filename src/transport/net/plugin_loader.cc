@@ -105,6 +105,25 @@ std::string lastPluginWarning(const std::string& name) {
   return gLastWarn;
 }
 
+bool loadDefaultNetPlugin(Network* out) {
+  void* lib = dlopen("libnccl-net.so", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    GYRE_INFO("NET", "no default net plugin (%s)", dlerror());
+    return false;
+  }
+  // A default plugin that does not work is not an error, as in NCCL: the
+  // built-in networks carry the traffic and INFO says why.
+  ncclResult_t r;
+  {
+    QuietFailures quiet(true);
+    r = loadNetPlugin("libnccl-net.so", out);
+  }
+  if (r == ncclSuccess) return true;
+  GYRE_INFO("NET", "default net plugin libnccl-net.so not used: %s", lastErrorText());
+  clearThreadError();
+  return false;
+}
+
 ncclResult_t loadNetPlugin(const std::string& spec, Network* out) {
   // The handle is kept for the life of the process, as plugins expect.
   void* lib = nullptr;

@@ -18,6 +18,10 @@ namespace gyre {
 // Loads, init()s and counts the devices of the plugin named by `spec`.
 ncclResult_t loadNetPlugin(const std::string& spec, Network* out);
 
+// With NCCL_NET_PLUGIN unset: loads libnccl-net.so if the library path has
+// it and it works; false (with an INFO line saying why) otherwise.
+bool loadDefaultNetPlugin(Network* out);
+
 // The symbols a net plugin's table is looked up by, in the order tried.
 std::vector<std::string> netPluginSymbols();
 
