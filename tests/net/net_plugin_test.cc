@@ -211,6 +211,64 @@ TEST_CASE("a step larger than a v12 plugin's maxP2pBytes fails init naming the l
   CHECK(e.find("exceed the 4096 bytes the network takes in one message (its maxP2pBytes)") != std::string::npos);
 }
 
+TEST_CASE("ncclCommDestroy stays local while the peer still runs collectives, and its connections close clean later",
+          "[plugin]") {
+  const std::string plugin = pluginPath();
+  RankOptions options;
+  options.timeout_s = 60;
+  options.idCount = 2;
+  options.env = {{"NCCL_SHM_DISABLE", "1"}, {"NCCL_NET_PLUGIN", plugin}, {"GYRE_TIMEOUT", "20"},
+                 {"GYRE_INIT_TIMEOUT", "20"}, {"NCCL_BUFFSIZE", "262144"}};
+  RunResult result = runRanks(
+      2,
+      [&](int rank, int n, const ncclUniqueId&) {
+        ncclComm_t first = nullptr, second = nullptr;
+        RANK_CHECK(gyreCommInitRankHost(&first, n, rankIds()[0], rank, nullptr) == ncclSuccess, "init: %s",
+                   lastError().c_str());
+        RANK_CHECK(gyreCommInitRankHost(&second, n, rankIds()[1], rank, nullptr) == ncclSuccess, "init: %s",
+                   lastError().c_str());
+        if (!checkEveryCollective(first, rank, n, 1000)) return 1;
+        // Rank 0 destroys `first` before an AllReduce on `second`, rank 1
+        // after it: a destroy that waited for the peer's would stall both.
+        std::vector<float> v(1000, 1.0f);
+        const auto start = std::chrono::steady_clock::now();
+        auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+        if (rank == 0) RANK_CHECK(ncclCommDestroy(first) == ncclSuccess, "destroy: %s", lastError().c_str());
+        rankRecord("destroyed first", std::to_string(since()));
+        RANK_CHECK(ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat, ncclSum, second, nullptr) == ncclSuccess,
+                   "allreduce: %s", lastError().c_str());
+        rankRecord("allreduce done", std::to_string(since()));
+        RANK_CHECK(v[0] == 2.0f, "allreduce gave %f", v[0]);
+        if (rank == 1) RANK_CHECK(ncclCommDestroy(first) == ncclSuccess, "destroy: %s", lastError().c_str());
+        const double seconds = since();
+        RANK_CHECK(seconds < 10, "destroy and AllReduce took %.1f s (GYRE_TIMEOUT is 20 s)", seconds);
+        RANK_CHECK(ncclCommDestroy(second) == ncclSuccess, "destroy: %s", lastError().c_str());
+        // What the peer closed late is released in the background: wait for it.
+        void* lib = dlopen(plugin.c_str(), RTLD_NOW | RTLD_NOLOAD);
+        RANK_CHECK(lib != nullptr, "the plugin was not loaded");
+        auto closeFaults = reinterpret_cast<CloseFaultsFn>(dlsym(lib, "gyretest_close_faults"));
+        auto counts = reinterpret_cast<CountsFn>(dlsym(lib, "gyretest_counts"));
+        RANK_CHECK(closeFaults && counts, "the plugin's test entry points are missing");
+        long inflightAtClose = 0, contextErrors = 0, isends, irecvs, tests, open = 1, regs, deregs;
+        for (int i = 0; i < 1000 && open != 0; ++i) {
+          counts(&isends, &irecvs, &tests, &open, &regs, &deregs);
+          if (open != 0) usleep(10000);
+        }
+        closeFaults(&inflightAtClose, &contextErrors);
+        RANK_CHECK(open == 0, "%ld plugin comms or listeners still open 10 s after destroy", open);
+        RANK_CHECK(inflightAtClose == 0, "the plugin closed comms with %ld request(s) in flight", inflightAtClose);
+        dlclose(lib);
+        return 0;
+      },
+      options);
+  INFO(result.describe());
+  std::string phases;
+  for (const RankOutcome& o : result.ranks)
+    for (const auto& [k, v] : o.records) phases += "rank " + std::to_string(o.rank) + " " + k + " at " + v + " s; ";
+  INFO(phases);
+  CHECK(result.allOk());
+}
+
 TEST_CASE("after ncclCommAbort with a dead peer the plugin holds no request of gyre's at close", "[plugin]") {
   const std::string plugin = pluginPath();
   RankOptions options;

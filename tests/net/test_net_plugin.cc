@@ -57,6 +57,7 @@ struct Request {
   size_t headerDone = 0;
   size_t dataDone = 0;
   bool done = false;
+  bool failed = false;  // reported failed by test(): no longer owned by the caller
 };
 
 struct Listen {
@@ -243,10 +244,10 @@ ncclResult_t test(void* request, int* done, int* size) {
   *done = 0;
   if (r->comm->broken) {
     if (gLog) gLog(kNetLogWarn, 0, __FILE__, __LINE__, "gyretest: connection closed or broken");
-    // The request has ended with the connection: the caller owns it no more.
-    std::erase(r->comm->queue, r);
-    --r->comm->owned;
-    delete r;
+    // The request has ended with the connection: the caller owns it no more,
+    // but may test it again (and get the same error); closeComm frees it.
+    if (!r->failed) --r->comm->owned;
+    r->failed = true;
     return ncclRemoteError;  // the peer's doing, as NCCL's own networks report a closed connection
   }
   return ncclSuccess;

@@ -11,15 +11,24 @@
 // bounds it. On ncclCommAbort a live peer may be stuck in a collective and
 // never close: the wait is then bounded by kAbortCloseSeconds, so an abort
 // still lets the peers learn of it (their connections break) in seconds.
+//
+// Destroy stays a local call, as in NCCL: a close waits in place only
+// briefly (kInPlaceSeconds; peers that destroy together finish within it).
+// A connection whose peer has not closed yet is then handed to a reaper
+// thread that keeps its FIFO and comm, drives it, and releases them once
+// its requests are done or its deadline passed; the thread ends when it
+// has nothing left.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "src/config/env.h"
 #include "src/debug/log.h"
+#include "src/transport/net/net_v8.h"
 #include "src/transport/net/net_conn.h"
 
 namespace gyre::net_detail {
@@ -29,8 +38,22 @@ namespace {
 // other's receives; short against GYRE_TIMEOUT.
 constexpr double kAbortCloseSeconds = 2;
 
-std::mutex gClosingMu;
-std::vector<NetConn*> gClosing;
+// How long a close waits in place for its peer before the reaper takes over.
+constexpr double kInPlaceSeconds = 1;
+
+// Never destroyed: the reaper may still run while the process exits.
+struct Closing {
+  std::mutex mu;
+  std::vector<NetConn*> conns;  // closing, not yet released
+  std::thread reaper;
+  bool reaperRunning = false;
+  bool stopping = false;  // the process exits: the reaper leaves what is left
+};
+
+Closing& closing() {
+  static Closing* state = new Closing();
+  return *state;
+}
 
 double closeSeconds() {
   int64_t seconds = 300;
@@ -115,6 +138,9 @@ void beginClose(NetConn* c) {
   c->closing = true;
   const bool aborting = c->abort && c->abort->load();
   c->closeDeadline = Deadline::afterSeconds(aborting ? std::min(kAbortCloseSeconds, closeSeconds()) : closeSeconds());
+  // From beginClose, which every connection of a communicator passes at
+  // once: the communicator's closes share one in-place wait.
+  c->inPlaceDeadline = Deadline::afterSeconds(kInPlaceSeconds);
   // A connection the network already failed completes nothing more.
   if (!c->failure.empty() || c->noticeCulprit >= 0) c->networkFailed = true;
   if (c->comm && !c->isSend) {
@@ -126,42 +152,136 @@ void beginClose(NetConn* c) {
       GYRE_INFO("NET", "%s: could not tell the peer how many receives are posted; closing without it",
                 c->what.c_str());
   }
-  std::lock_guard<std::mutex> lock(gClosingMu);
-  gClosing.push_back(c);
+  std::lock_guard<std::mutex> lock(closing().mu);
+  closing().conns.push_back(c);
 }
 
-bool finishClose(NetConn* c) {
-  beginClose(c);
-  bool done = false;
+namespace {
+
+// Says why `c` is released with requests left (its deadline passed).
+void reportLeftovers(const NetConn* c, bool aborting) {
+  int left = 0;
+  for (int s = 0; s < kFifoSlots; ++s) left += (c->metaReq[s] != nullptr) + (c->dataReq[s] != nullptr);
+  // On abort this is expected of a peer still inside a collective: INFO.
+  if (aborting)
+    GYRE_INFO("NET", "%s: %d network request(s) still in flight at abort (the peer did not close within %.0f s); "
+              "closing the connection anyway",
+              c->what.c_str(), left, kAbortCloseSeconds);
+  else
+    GYRE_WARN("%s: %d network request(s) still in flight after GYRE_TIMEOUT at close (the peer did not complete "
+              "the close handshake); closing the connection anyway",
+              c->what.c_str(), left);
+}
+
+// Hands the network its comm back and frees the FIFO: nothing of it is in
+// flight any more (or its deadline passed).
+void release(NetConn* c) {
+  const gyreNet_v8_t* api = c->net->api;
+  if (c->comm) {
+    if (c->mhSlots) (void)api->deregMr(c->comm, c->mhSlots);
+    if (c->mhMeta) (void)api->deregMr(c->comm, c->mhMeta);
+    (void)(c->isSend ? api->closeSend(c->comm) : api->closeRecv(c->comm));
+  }
+  if (c->listenComm) (void)api->closeListen(c->listenComm);
+  free(c->slots);
+  delete c;
+}
+
+// One pass over every closing connection but `except`; those done, or past
+// their deadline, are released. Called with closing().mu held.
+void driveOthers(const NetConn* except) {
+  auto& conns = closing().conns;
+  for (size_t i = 0; i < conns.size();) {
+    NetConn* c = conns[i];
+    if (c == except || !c->deferred) {
+      if (c != except) (void)closeStep(c);
+      ++i;
+      continue;
+    }
+    const bool done = closeStep(c);
+    if (!done && !c->closeDeadline.expired()) {
+      ++i;
+      continue;
+    }
+    if (!done) reportLeftovers(c, c->abortedAtClose);
+    conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(i));
+    release(c);
+  }
+}
+
+void reap() {
+  Closing& s = closing();
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(gClosingMu);
+      std::lock_guard<std::mutex> lock(s.mu);
+      driveOthers(nullptr);
+      bool deferredLeft = false;
+      for (const NetConn* c : s.conns) deferredLeft = deferredLeft || c->deferred;
+      if (!deferredLeft || s.stopping) {
+        s.reaperRunning = false;
+        return;
+      }
+    }
+    usleep(1000);
+  }
+}
+
+// At exit the reaper stops before the plugin's own statics are destroyed
+// (they were made at dlopen, before this was registered).
+void stopReaperAtExit() {
+  Closing& s = closing();
+  std::thread reaper;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.stopping = true;
+    reaper = std::move(s.reaper);
+  }
+  if (reaper.joinable()) reaper.join();
+}
+
+// Called with closing().mu held.
+void startReaper() {
+  Closing& s = closing();
+  if (s.reaperRunning || s.stopping) return;
+  static std::once_flag atExit;
+  std::call_once(atExit, [] { atexit(stopReaperAtExit); });
+  if (s.reaper.joinable()) s.reaper.join();  // a previous reaper that has returned
+  s.reaperRunning = true;
+  s.reaper = std::thread(reap);
+}
+
+}  // namespace
+
+void finishClose(NetConn* c) {
+  beginClose(c);
+  c->abortedAtClose = c->abort && c->abort->load();
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(closing().mu);
       // Every closing connection of the process moves, so two ranks closing
       // in different orders still complete each other's messages.
-      for (NetConn* other : gClosing)
-        if (other != c) (void)closeStep(other);
-      done = closeStep(c);
+      driveOthers(c);
+      auto& conns = closing().conns;
+      const bool done = closeStep(c);
       if (done || c->closeDeadline.expired()) {
-        gClosing.erase(std::remove(gClosing.begin(), gClosing.end(), c), gClosing.end());
+        conns.erase(std::remove(conns.begin(), conns.end(), c), conns.end());
+        if (!done) reportLeftovers(c, c->abortedAtClose);
         break;
+      }
+      // An abort releases everything before it returns (its wait is short):
+      // only a destroy leaves a connection to the reaper.
+      if (!c->abortedAtClose && c->inPlaceDeadline.expired()) {
+        // The communicator goes; the connection's memory stays with the
+        // reaper until the peer's part arrives.
+        c->abort = nullptr;
+        c->deferred = true;
+        startReaper();
+        return;
       }
     }
     usleep(50);
   }
-  if (!done) {
-    int left = 0;
-    for (int s = 0; s < kFifoSlots; ++s) left += (c->metaReq[s] != nullptr) + (c->dataReq[s] != nullptr);
-    // On abort this is expected of a peer still inside a collective: INFO.
-    if (c->abort && c->abort->load())
-      GYRE_INFO("NET", "%s: %d network request(s) still in flight at abort (the peer did not close within %.0f s); "
-                "closing the connection anyway",
-                c->what.c_str(), left, kAbortCloseSeconds);
-    else
-      GYRE_WARN("%s: %d network request(s) still in flight after GYRE_TIMEOUT at close (the peer did not complete "
-                "the close handshake); closing the connection anyway",
-                c->what.c_str(), left);
-  }
-  return done;
+  release(c);
 }
 
 }  // namespace gyre::net_detail

@@ -65,7 +65,10 @@ struct NetConn {
   size_t peerMessagesBytes = 0;   // send: bytes of that count received so far
   bool peerGone = false;          // send: the control socket closed; nothing more can match
   bool networkFailed = false;     // a request failed: the peer can complete nothing more
+  bool abortedAtClose = false;    // closed by ncclCommAbort
+  bool deferred = false;          // its communicator is gone; the reaper finishes it
   Deadline closeDeadline = Deadline::afterSeconds(0);
+  Deadline inPlaceDeadline = Deadline::afterSeconds(0);  // then the reaper takes over
 
   // Messages handed to the network: two per step, one more while half sent.
   uint64_t messagesPosted() const { return 2 * posted + (half ? 1 : 0); }
@@ -82,10 +85,12 @@ void drivePending();
 
 // Close (net_close.cc). beginClose() does what needs no peer: the receiver
 // sends its count of posted receives. finishClose() then drives every
-// closing connection of the process until `c`'s requests are all done or
-// GYRE_TIMEOUT passes, and returns whether they were.
+// closing connection of the process until `c`'s requests are all done, and
+// releases `c` (the network's comm, the FIFO, `c` itself); if the peer has
+// not closed within a second, a reaper thread does that later, within
+// GYRE_TIMEOUT. Either way the caller no longer owns `c`.
 void beginClose(NetConn* c);
-bool finishClose(NetConn* c);
+void finishClose(NetConn* c);
 
 // The text of the network's last failure: gyre's own message for a built-in
 // network, the plugin's last WARN line for an external one.

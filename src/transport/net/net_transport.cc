@@ -68,10 +68,7 @@ ncclResult_t testReq(NetConn* c, void** req, bool* done, int* size) {
     return ncclSuccess;
   }
   ncclResult_t r = c->net->api->test(*req, &d, size);
-  if (r != ncclSuccess) {
-    *req = nullptr;  // a failed request has ended: it is not tested again, at close either
-    return r;
-  }
+  if (r != ncclSuccess) return r;  // kept: later passes test it again and get the same error
   if (d) {
     *req = nullptr;
     *done = true;
@@ -323,16 +320,7 @@ class NetTransport final : public Transport {
     auto* c = static_cast<NetConn*>(conn.state);
     if (!c) return;
     net_detail::removePending(c);
-    (void)net_detail::finishClose(c);
-    const gyreNet_v8_t* api = net_->api;
-    if (c->comm) {
-      if (c->mhSlots) (void)api->deregMr(c->comm, c->mhSlots);
-      if (c->mhMeta) (void)api->deregMr(c->comm, c->mhMeta);
-      (void)(c->isSend ? api->closeSend(c->comm) : api->closeRecv(c->comm));
-    }
-    if (c->listenComm) (void)api->closeListen(c->listenComm);
-    free(c->slots);
-    delete c;
+    net_detail::finishClose(c);  // releases c, now or from the reaper
     conn.state = nullptr;
     conn.fifo = Fifo{};
   }
