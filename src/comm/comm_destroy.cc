@@ -67,25 +67,30 @@ void releaseCommResources(ncclComm* comm) {
   releaseDeviceExecutors(comm->device.get(), kAbortDrainSeconds);  // a no-op after destroy's drain
   comm->host->progress.clear();
   // A connection whose set-up failed half way has no state to close.
-  auto close = [](Connection& c) {
-    if (c.transport && c.state) c.transport->close(c);
+  auto visit = [comm](auto&& fn) {
+    for (Channel& ch : comm->channels) {
+      for (Connection& c : ch.send) fn(c);
+      for (Connection& c : ch.recv) fn(c);
+    }
+    for (CommTree& t : comm->trees)
+      for (auto& c : t.storage) fn(*c);
+    for (auto& c : comm->doubling.storage) fn(*c);
+    for (auto& c : comm->mesh.storage) fn(*c);
+    for (auto* table : {&comm->p2pSend, &comm->p2pRecv})
+      for (auto& [peer, c] : *table) fn(*c);
   };
-  for (Channel& ch : comm->channels) {
-    for (Connection& c : ch.send) close(c);
-    for (Connection& c : ch.recv) close(c);
-  }
+  visit([](Connection& c) {
+    if (c.transport && c.state) c.transport->beginClose(c);
+  });
+  visit([](Connection& c) {
+    if (c.transport && c.state) c.transport->close(c);
+  });
   comm->channels.clear();
-  for (CommTree& t : comm->trees)
-    for (auto& c : t.storage) close(*c);
   comm->trees.clear();
-  for (auto& c : comm->doubling.storage) close(*c);
   comm->doubling = CommDoubling();
-  for (auto& c : comm->mesh.storage) close(*c);
   comm->mesh = CommMesh();
-  for (auto* table : {&comm->p2pSend, &comm->p2pRecv}) {
-    for (auto& [peer, c] : *table) close(*c);
-    table->clear();
-  }
+  comm->p2pSend.clear();
+  comm->p2pRecv.clear();
   if (comm->bootstrap) comm->bootstrap->close();
   comm->bootstrap.reset();
 }

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "src/config/conf_file.h"
+#include "src/config/env_plugin.h"
 #include "src/config/setting_values.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
@@ -52,8 +53,15 @@ Snapshot* build() {
   const char* home = getenv("HOME");
   if (userConf && *userConf) readFile(userConf, s);
   else if (home && *home) readFile(std::string(home) + "/.nccl.conf", s);
-  for (const VarSpec& v : registry())
-    if (const char* e = getenv(v.name)) s->values[v.name] = Setting{e, Source::Env, "environment"};
+  // An env plugin answers every read in place of the environment, as in NCCL.
+  const EnvPlugin& plugin = envPlugin();
+  for (const VarSpec& v : registry()) {
+    if (plugin.getEnv) {
+      if (const char* e = plugin.getEnv(v.name)) s->values[v.name] = Setting{e, Source::Env, plugin.origin};
+    } else if (const char* e = getenv(v.name)) {
+      s->values[v.name] = Setting{e, Source::Env, "environment"};
+    }
+  }
   for (char** e = environ; e && *e; ++e) {
     std::string entry = *e;
     std::string name = entry.substr(0, entry.find('='));
@@ -140,6 +148,8 @@ void warnOnce() {
   // program moved from NCCL should hear that they have no effect, without a
   // line for each of the many a cluster may set), and an INFO line each.
   std::string ignored;
+  for (const std::string& w : envPlugin().warnings) GYRE_WARN("%s", w.c_str());
+  for (const std::string& n : envPlugin().notes) GYRE_INFO("INIT", "%s", n.c_str());
   for (const auto& [serious, text] : problemList()) {
     if (serious) GYRE_WARN("%s", text.c_str());
     else GYRE_INFO("INIT", "%s", text.c_str());
@@ -147,7 +157,19 @@ void warnOnce() {
   for (const auto& [name, origin] : snapshot().unknown)
     if ((name.rfind("NCCL_", 0) == 0 || name.rfind("GYRE_", 0) == 0) && nearestName(name).empty())
       ignored += (ignored.empty() ? "" : ", ") + name;
-  if (!ignored.empty()) GYRE_WARN("gyre does not implement and ignores: %s", ignored.c_str());
+  if (ignored.empty()) return;
+  // A plugin reads its own NCCL_* settings (the example tuner's
+  // NCCL_TUNER_CONFIG_FILE): with one asked for, these may well be in use,
+  // and a warning would tell users their plugin's configuration is dead.
+  std::string plugins;
+  for (const char* kind : {"NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN", "NCCL_ENV_PLUGIN"}) {
+    const std::string value = getString(kind);
+    if (!value.empty() && strcasecmp(value.c_str(), "none") != 0)
+      plugins += (plugins.empty() ? "" : ", ") + std::string(kind) + "=" + value;
+  }
+  if (plugins.empty()) GYRE_WARN("gyre does not implement and ignores: %s", ignored.c_str());
+  else GYRE_INFO("INIT", "not read by gyre itself, left to the plugins it loads (%s), which may read them: %s",
+                 plugins.c_str(), ignored.c_str());
 }
 
 }  // namespace
@@ -176,7 +198,9 @@ Setting lookup(const char* name) {
 
 bool isSet(const Setting& s) { return s.source != Source::Default && !s.value.empty(); }
 
-std::string originOf(const Setting& s) { return s.source == Source::Env ? "environment" : s.origin; }
+std::string originOf(const Setting& s) {
+  return s.source == Source::Env && s.origin.empty() ? "environment" : s.origin;
+}
 
 std::string getString(const char* name) { return lookup(name).value; }
 

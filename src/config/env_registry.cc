@@ -97,7 +97,7 @@ const std::vector<VarSpec>& registry() {
        "which InfiniBand/RoCE devices the ib transport uses"},
       {"NCCL_NET", Type::String, "", "IB, Socket, or a plugin's network name",
        "force the network between hosts (default: a plugin's, else IB when a usable HCA port exists, else Socket)"},
-      {"NCCL_PROFILER_PLUGIN", Type::String, "", "NAME (loads libnccl-profiler-NAME.so), a path, or none",
+      {"NCCL_PROFILER_PLUGIN", Type::String, "", "NAME (loads NAME, then libnccl-profiler-NAME.so), a path, or none",
        "NCCL profiler plugin (ncclProfiler_v6 or _v5) that receives group, collective, send/recv and step events; "
        "unset: "
        "libnccl-profiler.so if it can be loaded (docs/OBSERVABILITY.md)"},
@@ -119,8 +119,12 @@ const std::vector<VarSpec>& registry() {
       {"NCCL_NVTX_DISABLE", Type::Int, "0", "0..1",
        "1: no NVTX ranges for API calls (they are emitted when gyre was built with NVTX; docs/OBSERVABILITY.md)",
        0, 1},
-      {"NCCL_NET_PLUGIN", Type::String, "", "name (loads libnccl-net-<name>.so), a path, or none",
-       "external NCCL net plugin to load (its newest ncclNet_vN that gyre supports: v10, v9 or v8)"},
+      {"NCCL_NET_PLUGIN", Type::String, "", "NAME (loads NAME, then libnccl-net-NAME.so), a path, or none",
+       "external NCCL net plugin to load (its newest table gyre supports: ncclNetPlugin_v12 down to _v8); unset: "
+       "libnccl-net.so if it can be loaded and works"},
+      {"NCCL_ENV_PLUGIN", Type::String, "", "NAME (loads NAME, then libnccl-env-NAME.so), a path, or none",
+       "NCCL env plugin (ncclEnvPlugin_v2 or _v1) whose getEnv answers every NCCL_* and GYRE_* setting in place "
+       "of the environment; unset: libnccl-env.so if it can be loaded"},
       {"NCCL_IB_DISABLE", Type::Int, "0", "0..1", "do not use the InfiniBand/RoCE verbs network", 0, 1},
       {"NCCL_IB_QPS_PER_CONNECTION", Type::Int, "1", "1..128",
        "RC queue pairs per IB connection; each message is striped over them", 1, 128},

@@ -3,8 +3,12 @@
 #include <dlfcn.h>
 
 #include <cstdarg>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "src/config/env.h"
 #include "src/debug/log.h"
@@ -30,10 +34,17 @@ struct Loaded {
   int version = 0;
 };
 
-// The file names NCCL_PROFILER_PLUGIN's value may mean, in the order tried.
+// The symbols NCCL looks a profiler's table up by, of the versions gyre
+// drives, newest first.
+constexpr const char* kSymbols[] = {"ncclProfiler_v6", "ncclProfiler_v5"};
+
+// The file names NCCL_PROFILER_PLUGIN's value may mean, in the order NCCL
+// tries them: the value as given, then libnccl-profiler-NAME.so unless it
+// is a path or already a lib*.so file name.
 std::vector<std::string> candidates(const std::string& spec) {
-  if (spec.find('/') != std::string::npos) return {spec};
-  return {"libnccl-profiler-" + spec + ".so", spec};
+  const bool isLibFile = spec.rfind("lib", 0) == 0 && spec.size() > 3 && spec.compare(spec.size() - 3, 3, ".so") == 0;
+  if (spec.find('/') != std::string::npos || isLibFile) return {spec};
+  return {spec, "libnccl-profiler-" + spec + ".so"};
 }
 
 Loaded load() {
@@ -60,11 +71,10 @@ Loaded load() {
       GYRE_INFO("INIT", "no profiler plugin (libnccl-profiler.so not found)");
     return out;
   }
-  for (int v : {6, 5}) {
-    const std::string symbol = "ncclProfiler_v" + std::to_string(v);
-    if (auto* t = static_cast<const PluginV5*>(dlsym(lib, symbol.c_str()))) {
+  for (const char* symbol : kSymbols) {
+    if (auto* t = static_cast<const PluginV5*>(dlsym(lib, symbol))) {
       out.table = t;
-      out.version = v;
+      out.version = atoi(symbol + strlen("ncclProfiler_v"));
       break;
     }
   }
@@ -85,6 +95,8 @@ const Loaded& loaded() {
 }
 
 }  // namespace
+
+std::vector<std::string> pluginSymbols() { return {std::begin(kSymbols), std::end(kSymbols)}; }
 
 const PluginV5* plugin() { return loaded().table; }
 

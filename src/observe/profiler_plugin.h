@@ -7,12 +7,18 @@
 // naming it, and the job runs on without it.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "src/observe/profiler_v5.h"
 
 namespace gyre::profiler {
 
 // The loaded plugin's table, or null. Loads on first call.
 const PluginV5* plugin();
+
+// The symbols a profiler plugin's table is looked up by, in the order tried.
+std::vector<std::string> pluginSymbols();
 
 // Per communicator: false when there is no plugin or its init failed
 // (warned). *context: the plugin's (it may leave it null); *mask: the event

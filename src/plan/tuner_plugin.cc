@@ -4,6 +4,7 @@
 #include <strings.h>
 
 #include <cstdarg>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -44,9 +45,9 @@ std::vector<std::string> candidates(const std::string& spec) {
 
 // The table of the newest version `lib` exports, or null; *version names it.
 const void* newestTable(void* lib, int* version) {
-  for (int v = kNewestVersion; v >= kOldestVersion; --v)
-    if (const void* t = dlsym(lib, ("ncclTunerPlugin_v" + std::to_string(v)).c_str())) {
-      *version = v;
+  for (const std::string& symbol : tunerPluginSymbols())
+    if (const void* t = dlsym(lib, symbol.c_str())) {
+      *version = atoi(symbol.c_str() + strlen("ncclTunerPlugin_v"));
       return t;
     }
   return nullptr;
@@ -102,6 +103,12 @@ std::unique_ptr<TunerLibrary> useLibrary(void* lib, const std::string& file, con
 }
 
 }  // namespace
+
+std::vector<std::string> tunerPluginSymbols() {
+  std::vector<std::string> symbols;
+  for (int v = kNewestVersion; v >= kOldestVersion; --v) symbols.push_back("ncclTunerPlugin_v" + std::to_string(v));
+  return symbols;
+}
 
 std::unique_ptr<TunerLibrary> loadTunerLibrary(const std::string& spec) {
   if (strcasecmp(spec.c_str(), "none") == 0) {

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "src/plan/tuner_abi.h"
 
@@ -30,6 +31,10 @@ struct TunerLibrary {
   int version = 0;    // kOldestVersion..kNewestVersion
   const void* table = nullptr;  // tuner::TunerV<version>
 };
+
+// The symbols a tuner plugin's table is looked up by, in the order tried
+// (NCCL's ncclTunerPlugin_vN, newest first).
+std::vector<std::string> tunerPluginSymbols();
 
 // Opens the library `spec` names by NCCL_TUNER_PLUGIN's rules ("" as unset).
 // Null when there is none to use, after the WARN (a library asked for) or

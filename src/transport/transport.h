@@ -146,6 +146,10 @@ class Transport {
   // `culprit`, so ranks further along learn who died. Called on send
   // connections, and on sharedCounters connections in both directions.
   virtual void sendAbortNotice(Connection& conn, int culprit) = 0;
+  // Called on every connection of a communicator before any is closed:
+  // starts what closing needs of the peer without waiting for it, so ranks
+  // closing their connections in different orders never wait on each other.
+  virtual void beginClose(Connection& conn) { (void)conn; }
   virtual void close(Connection& conn) = 0;
 
   // Only for connections with sharedCounters (the defaults do nothing).

@@ -3,12 +3,19 @@
 // counts its calls, so a test can prove gyre really moved the data through it
 // (gyretest_counts()). TESTNET_FAIL_INIT=1 makes init() fail with a warning.
 //
-// Built several times (tests/net/meson.build), each exporting the tables its
-// GYRETEST_V8/V9/V10/V11 macros name, over the same functions:
-// libnccl-net-gyretest.so (v8, v9, v10), -gyretest9 (v8, v9), -gyretest8
-// (v8) and -gyretest11 (only ncclNet_v11, a version gyre does not know).
-// gyretest_version() says whose init() gyre called; the v10 entry points
-// record what v10 adds (the profiler callback, connect()'s configuration).
+// Built several times (tests/net/meson.build), each exporting, under NCCL's
+// symbol names (ncclNetPlugin_vN), the tables its GYRETEST_V8 ... V12 macros
+// name, over the same functions: libnccl-net-gyretest.so (v8 to v12, as
+// real plugins export them), -gyretest10 (v8 to v10), -gyretest9 (v8, v9),
+// -gyretest8 (v8) and -gyretest13 (only ncclNetPlugin_v13, a version gyre
+// does not know). gyretest_version() says whose init() gyre called; the
+// v10+ entry points record what those versions add (the profiler callback,
+// the traffic class, the context init() returns).
+//
+// Like real plugins (aws-ofi-nccl warns "inflight requests" and
+// "not released"), closeSend/closeRecv refuse a comm that still owns
+// requests, i.e. ones posted and not yet reported done by test():
+// gyretest_inflight_at_close() counts them.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -21,13 +28,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <vector>
 
-#include "src/transport/net/net_v10.h"
+#include "src/transport/net/net_v11.h"
 
 namespace {
 
 std::atomic<int> gVersion{0};  // the version whose init() was called
 std::atomic<int> gSawProfiler{0}, gTrafficClass{-100};
+std::atomic<long> gInflightAtClose{0}, gContextErrors{0};
 std::atomic<long> gIsend{0}, gIrecv{0}, gTest{0}, gConnect{0}, gAccept{0}, gRegMr{0}, gDeregMr{0}, gOpen{0};
 gyreNetLogger_t gLog = nullptr;
 
@@ -37,6 +46,7 @@ struct Comm {
   bool isSend = false;
   std::deque<Request*> queue;  // requests in posting order; only the front moves
   bool broken = false;
+  long owned = 0;  // requests handed out and not yet reported done
 };
 
 struct Request {
@@ -47,6 +57,7 @@ struct Request {
   size_t headerDone = 0;
   size_t dataDone = 0;
   bool done = false;
+  bool failed = false;  // reported failed by test(): no longer owned by the caller
 };
 
 struct Listen {
@@ -89,6 +100,7 @@ bool drive(Comm* c) {
 
 ncclResult_t init(gyreNetLogger_t log) {
   gLog = log;
+  if (gLog) gLog(kNetLogTrace, 0, __FILE__, __LINE__, "gyretest: init traced");
   if (!gVersion) gVersion = 8;
   const char* f = getenv("TESTNET_FAIL_INIT");
   if (f && *f == '1') {
@@ -197,6 +209,7 @@ ncclResult_t isend(void* sendComm, void* data, size_t size, int, void*, void** r
   auto* r = new Request{c, static_cast<char*>(data), static_cast<uint32_t>(size)};
   r->header = static_cast<uint32_t>(size);
   c->queue.push_back(r);
+  ++c->owned;
   *request = r;
   return ncclSuccess;
 }
@@ -207,6 +220,7 @@ ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int*, void
   auto* c = static_cast<Comm*>(recvComm);
   auto* r = new Request{c, static_cast<char*>(data[0]), static_cast<uint32_t>(sizes[0])};
   c->queue.push_back(r);
+  ++c->owned;
   *request = r;
   return ncclSuccess;
 }
@@ -223,12 +237,17 @@ ncclResult_t test(void* request, int* done, int* size) {
   if (r->done) {
     *done = 1;
     if (size) *size = static_cast<int>(r->comm->isSend ? r->size : r->header);
+    --r->comm->owned;
     delete r;
     return ncclSuccess;
   }
   *done = 0;
   if (r->comm->broken) {
     if (gLog) gLog(kNetLogWarn, 0, __FILE__, __LINE__, "gyretest: connection closed or broken");
+    // The request has ended with the connection: the caller owns it no more,
+    // but may test it again (and get the same error); closeComm frees it.
+    if (!r->failed) --r->comm->owned;
+    r->failed = true;
     return ncclRemoteError;  // the peer's doing, as NCCL's own networks report a closed connection
   }
   return ncclSuccess;
@@ -236,11 +255,16 @@ ncclResult_t test(void* request, int* done, int* size) {
 
 ncclResult_t closeComm(void* comm) {
   auto* c = static_cast<Comm*>(comm);
+  const long owned = c->owned;
+  if (owned != 0 && gLog)
+    gLog(kNetLogWarn, 0, __FILE__, __LINE__, "gyretest: %s with %ld request(s) in flight",
+         c->isSend ? "closeSend" : "closeRecv", owned);
+  gInflightAtClose += owned;
   for (Request* r : c->queue) delete r;
   close(c->fd);
   delete c;
   --gOpen;
-  return ncclSuccess;
+  return owned == 0 ? ncclSuccess : ncclInternalError;
 }
 
 ncclResult_t closeListen(void* listenComm) {
@@ -290,33 +314,88 @@ ncclResult_t closeListen(void* listenComm) {
   return irecv(comm, n, data, sizes, tags, mhs, request);
 }
 
+// v11 and later: init() makes a context that listen() and connect() get back.
+char gContext;
+
+template <int Version>
+[[maybe_unused]] ncclResult_t initV11(void** ctx, uint64_t, gyreNetCommConfig_v11_t* config, gyreNetLogger_t log,
+                                      gyreNetProfilerCallback_t prof) {
+  gVersion = Version;
+  gSawProfiler = prof != nullptr;
+  gTrafficClass = config ? config->trafficClass : -200;
+  *ctx = &gContext;
+  return init(log);
+}
+
+[[maybe_unused]] ncclResult_t listenV11(void* ctx, int dev, void* handle, void** listenComm) {
+  if (ctx != &gContext) ++gContextErrors;
+  return listenFn(dev, handle, listenComm);
+}
+
+[[maybe_unused]] ncclResult_t connectV11(void* ctx, int dev, void* handle, void** sendComm,
+                                         gyreNetDeviceHandle_v10_t** devComm) {
+  if (ctx != &gContext) ++gContextErrors;
+  return connectFn(dev, handle, sendComm, devComm);
+}
+
+template <typename Props>
+[[maybe_unused]] ncclResult_t propertiesV11(int dev, Props* p) {
+  getProperties(dev, p);
+  const char* limit = getenv("TESTNET_MAX_P2P");  // to test that gyre honours the limit
+  p->maxP2pBytes = limit ? strtoull(limit, nullptr, 10) : size_t{1} << 30;
+  p->maxCollBytes = size_t{1} << 30;
+  p->maxMultiRequestSize = 1;
+  return ncclSuccess;
+}
+
+[[maybe_unused]] ncclResult_t makeVDeviceV11(int*, gyreNetVDeviceProps_v11_t*) { return ncclInternalError; }
+[[maybe_unused]] ncclResult_t makeVDeviceV12(int*, gyreNetVDeviceProps_v12_t*) { return ncclInternalError; }
+[[maybe_unused]] ncclResult_t finalizeV11(void*) { return ncclSuccess; }
+[[maybe_unused]] ncclResult_t setNetAttrV11(void*, gyreNetAttr_v11_t*) { return ncclSuccess; }
+
 }  // namespace
 
 extern "C" {
 
+#define GYRETEST_EXPORT __attribute__((visibility("default")))
+
 #ifdef GYRETEST_V8
-__attribute__((visibility("default"))) gyreNet_v8_t ncclNet_v8 = {
+GYRETEST_EXPORT gyreNet_v8_t ncclNetPlugin_v8 = {
     "GyreTest", init, devices, getProperties<gyreNetProperties_v8_t>, listenFn, connectFn, acceptFn, regMr,
     regMrDmaBuf, deregMr, isendV8, irecvV8, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr};
 #endif
 
 #ifdef GYRETEST_V9
-__attribute__((visibility("default"))) gyreNet_v9_t ncclNet_v9 = {
+GYRETEST_EXPORT gyreNet_v9_t ncclNetPlugin_v9 = {
     "GyreTest", initV9, devices, getProperties<gyreNetProperties_v9_t>, listenFn, connectFn, acceptFn, regMr,
     regMrDmaBuf, deregMr, isend, irecv, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr,
     makeVDevice};
 #endif
 
-#if defined(GYRETEST_V10) || defined(GYRETEST_V11)
 #ifdef GYRETEST_V10
-#define GYRETEST_NEWEST ncclNet_v10
-#else
-#define GYRETEST_NEWEST ncclNet_v11  // a version gyre does not know: the v10 layout under another name
-#endif
-__attribute__((visibility("default"))) gyreNet_v10_t GYRETEST_NEWEST = {
+GYRETEST_EXPORT gyreNet_v10_t ncclNetPlugin_v10 = {
     "GyreTest", initV10, devices, getProperties<gyreNetProperties_v10_t>, listenFn, connectV10, acceptFn, regMr,
     regMrDmaBuf, deregMr, isendV10, irecvV10, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr,
     makeVDevice};
+#endif
+
+#ifdef GYRETEST_V11
+GYRETEST_EXPORT gyreNet_v11_t ncclNetPlugin_v11 = {
+    "GyreTest", initV11<11>, devices, propertiesV11<gyreNetProperties_v11_t>, listenV11, connectV11, acceptFn,
+    regMr, regMrDmaBuf, deregMr, isendV10, irecvV10, iflush, test, closeComm, closeComm, closeListen, nullptr,
+    nullptr, makeVDeviceV11, finalizeV11, setNetAttrV11};
+#endif
+
+#if defined(GYRETEST_V12) || defined(GYRETEST_V13)
+#ifdef GYRETEST_V12
+#define GYRETEST_NEWEST ncclNetPlugin_v12
+#else
+#define GYRETEST_NEWEST ncclNetPlugin_v13  // a version gyre does not know: the v12 layout under another name
+#endif
+GYRETEST_EXPORT gyreNet_v12_t GYRETEST_NEWEST = {
+    "GyreTest", initV11<12>, devices, propertiesV11<gyreNetProperties_v12_t>, listenV11, connectV11, acceptFn,
+    regMr, regMrDmaBuf, deregMr, isendV10, irecvV10, iflush, test, closeComm, closeComm, closeListen, nullptr,
+    nullptr, makeVDeviceV12, finalizeV11, setNetAttrV11};
 #endif
 
 // For the tests: the version gyre initialized (0: none), whether v10's init
@@ -325,6 +404,13 @@ __attribute__((visibility("default"))) void gyretest_version(int* version, int* 
   *version = gVersion;
   *sawProfiler = gSawProfiler;
   *trafficClass = gTrafficClass;
+}
+
+// For the tests: requests still owned by gyre when it closed their comm, and
+// listen()/connect() calls of v11+ that did not get init()'s context back.
+__attribute__((visibility("default"))) void gyretest_close_faults(long* inflightAtClose, long* contextErrors) {
+  *inflightAtClose = gInflightAtClose;
+  *contextErrors = gContextErrors;
 }
 
 // For the tests: calls made so far, and comms and listeners still open.

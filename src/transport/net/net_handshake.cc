@@ -60,7 +60,7 @@ ncclResult_t handshakeStep(NetConn* c) {
     c->listenComm = nullptr;
   }
   GYRE_CHECK(registerFifo(c));
-  c->control.close();  // the network carries everything from here
+  // The network carries the data from here; `control` waits for close.
   c->ready = true;
   return ncclSuccess;
 }

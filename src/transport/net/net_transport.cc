@@ -32,6 +32,16 @@ constexpr size_t kSlotAlign = 4096;
 
 int controlTag(int channel) { return kTagTransportBase + channel; }
 
+// Checked before anything is connected, so both ends fail alike.
+ncclResult_t checkStepSize(const NetConn* c, size_t slotBytes) {
+  if (c->net->maxMessageBytes != 0 && slotBytes > c->net->maxMessageBytes)
+    return fail(ncclInvalidUsage,
+                "%s: steps of %zu bytes (NCCL_BUFFSIZE) exceed the %zu bytes the network takes in one message "
+                "(its maxP2pBytes)",
+                c->what.c_str(), slotBytes, c->net->maxMessageBytes);
+  return ncclSuccess;
+}
+
 ncclResult_t allocFifo(NetConn* c, size_t slotBytes, Connection* out) {
   void* p = nullptr;
   if (posix_memalign(&p, kSlotAlign, kFifoSlots * slotBytes) != 0)
@@ -58,7 +68,7 @@ ncclResult_t testReq(NetConn* c, void** req, bool* done, int* size) {
     return ncclSuccess;
   }
   ncclResult_t r = c->net->api->test(*req, &d, size);
-  if (r != ncclSuccess) return r;
+  if (r != ncclSuccess) return r;  // kept: later passes test it again and get the same error
   if (d) {
     *req = nullptr;
     *done = true;
@@ -211,6 +221,7 @@ class NetTransport final : public Transport {
   // waits for the receiver (every rank connects its sends before accepting).
   ncclResult_t connectSend(const ConnectContext& ctx, int peer, Connection* out) override {
     NetConn* c = newConn(ctx, peer, true, out);
+    GYRE_CHECK(checkStepSize(c, ctx.slotBytes));
     NetAddress addr = NetAddress::fromWire(ctx.bootstrap->peers()[peer].listen);
     GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->secret(), ctx.rank, controlTag(ctx.channel), ctx.deadline,
                              ctx.abort, &c->control, c->what.c_str()));
@@ -223,6 +234,7 @@ class NetTransport final : public Transport {
 
   ncclResult_t connectRecv(const ConnectContext& ctx, int peer, Connection* out) override {
     NetConn* c = newConn(ctx, peer, false, out);
+    GYRE_CHECK(checkStepSize(c, ctx.slotBytes));
     GYRE_CHECK(ctx.bootstrap->acceptor().acceptFrom(peer, controlTag(ctx.channel), ctx.deadline, ctx.abort,
                                                     &c->control));
     NetParams params{};
@@ -295,19 +307,20 @@ class NetTransport final : public Transport {
     }
   }
 
+  void beginClose(Connection& conn) override {
+    auto* c = static_cast<NetConn*>(conn.state);
+    if (!c) return;
+    net_detail::removePending(c);
+    net_detail::beginClose(c);
+  }
+
+  // Completes every posted request first (net_close.cc), so the network
+  // holds none into the FIFO when it is deregistered and freed.
   void close(Connection& conn) override {
     auto* c = static_cast<NetConn*>(conn.state);
     if (!c) return;
     net_detail::removePending(c);
-    const gyreNet_v8_t* api = net_->api;
-    if (c->comm) {
-      if (c->mhSlots) (void)api->deregMr(c->comm, c->mhSlots);
-      if (c->mhMeta) (void)api->deregMr(c->comm, c->mhMeta);
-      (void)(c->isSend ? api->closeSend(c->comm) : api->closeRecv(c->comm));
-    }
-    if (c->listenComm) (void)api->closeListen(c->listenComm);
-    free(c->slots);
-    delete c;
+    net_detail::finishClose(c);  // releases c, now or from the reaper
     conn.state = nullptr;
     conn.fifo = Fifo{};
   }

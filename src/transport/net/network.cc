@@ -34,8 +34,14 @@ Choice& choice() {
 
 ncclResult_t choose(Choice* c) {
   const std::string pluginSpec = env::getString("NCCL_NET_PLUGIN");
-  if (!pluginSpec.empty() && strcasecmp(pluginSpec.c_str(), "none") != 0)
+  if (pluginSpec.empty()) {
+    // As NCCL: unset, libnccl-net.so is used if it can be loaded (how many
+    // clusters install their plugin); if not, the built-in networks are.
+    Network found;
+    if (loadDefaultNetPlugin(&found)) c->plugin = found;
+  } else if (strcasecmp(pluginSpec.c_str(), "none") != 0) {
     GYRE_CHECK(loadNetPlugin(pluginSpec, &c->plugin));
+  }
   GYRE_CHECK(probeIbNetwork(&c->ib, &c->ibWhyNot));
 
   std::vector<const Network*> available;

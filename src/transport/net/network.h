@@ -24,6 +24,7 @@ struct Network {
   const gyreNet_v8_t* api = nullptr;  // null for the built-in Socket network
   int devices = 1;
   bool external = false;             // loaded through NCCL_NET_PLUGIN
+  size_t maxMessageBytes = 0;        // the plugin's maxP2pBytes (v9 and later); 0: no limit stated
 };
 
 // Chooses the network once per process from the settings (later calls return
