@@ -13,6 +13,7 @@
 #include "src/debug/log.h"
 #include "src/device/call_scalar.h"
 #include "src/device/launch_events.h"
+#include "src/device/on_device.h"
 #include "src/device/runtime/runtime.h"
 #include "src/lower/lower.h"
 #include "src/call/datatypes.h"
@@ -386,6 +387,8 @@ ncclResult_t launchKernelCalls(const std::vector<DeviceRequest>& calls) {
   for (size_t i = 0; i < calls.size(); ++i) {
     const DeviceRequest& c = calls[i];
     if (c.count == 0 || (c.comm->nranks == 1 && c.op < ncclNumOps)) continue;
+    OnDevice onDevice;  // the lanes go to the communicator's GPU
+    GYRE_CHECK(onDevice.enter(c.comm->cudaDev, c.comm->rank));
     GYRE_CHECK(lanesFor(c, &lanesOf[i]));
   }
   size_t i = 0;
@@ -395,6 +398,9 @@ ncclResult_t launchKernelCalls(const std::vector<DeviceRequest>& calls) {
       ++i;
       continue;
     }
+    // The launch, its events and any arena growth on the communicator's GPU.
+    OnDevice onDevice;
+    GYRE_CHECK(onDevice.enter(c.comm->cudaDev, c.comm->rank));
     if (c.comm->nranks == 1 && c.op < ncclNumOps) {
       // One rank: every collective is its input (avg divides by 1), so a
       // copy engine does it, as in NCCL; in place there is nothing to do.
