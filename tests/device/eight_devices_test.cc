@@ -2,7 +2,8 @@
 // the driver's multi-device rules (tests/support/fake_cuda/fake_devices.h):
 //   - one thread driving 8 devices (nccl-tests -g 8, ncclCommInitAll), every
 //     rank's calls in one group with whatever device the application left
-//     current, 0 or 7: every collective, a send/receive ring and AllToAll;
+//     current, 0 or 7: every collective, a send/receive ring and AllToAll,
+//     and AllReduce with the ring captured into graphs;
 //   - ranks in processes of their own, one device each (torchrun), with
 //     gyre's watchdogs running: no process makes a context on a device it
 //     does not own.
@@ -144,7 +145,56 @@ int everyCallInOneGroup(std::vector<ncclComm_t>& comms, std::vector<Rank>& ranks
   return 0;
 }
 
-int oneThreadOverEightDevices() {
+// AllReduce and the send/receive ring captured into one graph per rank
+// (nccl-tests -G) with device 0 current, then the graphs launched twice with
+// device 7 current; each launch moves that launch's inputs.
+int capturedOverEightDevices(std::vector<ncclComm_t>& comms, std::vector<Rank>& ranks) {
+  const int n = static_cast<int>(comms.size());
+  std::vector<gyre::FakeGraph> graphs(n);
+  for (int r = 0; r < n; ++r)
+    RANK_CHECK(gyre::fakeBeginCapture(ranks[r].stream, &graphs[r]) == 0, "rank %d: begin capture", r);
+  RANK_CHECK(rt()->setDevice(0) == ncclSuccess, "cudaSetDevice(0)");
+  RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+  for (int r = 0; r < n; ++r) {
+    Rank& k = ranks[r];
+    RANK_CHECK(ncclAllReduce(k.in, k.sum, kCount, ncclInt32, ncclSum, comms[r], k.stream) == ncclSuccess &&
+                   ncclSend(k.in, kCount, ncclInt32, (r + 1) % n, comms[r], k.stream) == ncclSuccess &&
+                   ncclRecv(k.ring, kCount, ncclInt32, (r + n - 1) % n, comms[r], k.stream) == ncclSuccess,
+               "captured calls of rank %d: %s", r, lastError().c_str());
+  }
+  RANK_CHECK(ncclGroupEnd() == ncclSuccess, "captured group end: %s", lastError().c_str());
+  for (int r = 0; r < n; ++r) {
+    const int ended = gyre::fakeEndCapture(ranks[r].stream);
+    RANK_CHECK(ended == 0, "rank %d: the capture ended with %s", r, gyre::fakeCudaErrorName(ended));
+  }
+  RANK_CHECK(rt()->setDevice(7) == ncclSuccess, "cudaSetDevice(7)");
+  for (int launch = 1; launch <= 2; ++launch) {
+    const int32_t salt = 1000 * launch;
+    for (int r = 0; r < n; ++r) {
+      for (size_t i = 0; i < kCount * n; ++i) ranks[r].in[i] = valueOf(r, i) + salt;
+      std::memset(ranks[r].ring, 0xff, kCount * sizeof(int32_t));
+    }
+    for (int r = 0; r < n; ++r)
+      RANK_CHECK(gyre::fakeLaunchGraph(graphs[r], ranks[r].stream) == 0, "rank %d: graph launch", r);
+    for (int r = 0; r < n; ++r)
+      RANK_CHECK(rt()->streamSynchronize(ranks[r].stream) == ncclSuccess, "launch %d, rank %d's stream: %s", launch,
+                 r, lastError().c_str());
+    RANK_CHECK(!rt()->contextBroken(), "the context broke: %s", lastError().c_str());
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < kCount; ++i) {
+        int32_t sum = 0;
+        for (int p = 0; p < n; ++p) sum += valueOf(p, i) + salt;
+        RANK_CHECK(ranks[r].sum[i] == sum, "launch %d, rank %d: AllReduce element %zu is %d, not %d", launch, r, i,
+                   ranks[r].sum[i], sum);
+        const int prev = (r + n - 1) % n;
+        RANK_CHECK(ranks[r].ring[i] == valueOf(prev, i) + salt, "launch %d, rank %d: element %zu from rank %d is %d",
+                   launch, r, i, prev, ranks[r].ring[i]);
+      }
+  }
+  return 0;
+}
+
+int oneThreadOverEightDevices(bool captured) {
   std::vector<ncclComm_t> comms(kDevices, nullptr);
   std::vector<int> devices(kDevices);
   for (int d = 0; d < kDevices; ++d) devices[d] = d;
@@ -154,6 +204,7 @@ int oneThreadOverEightDevices() {
   for (int r = 0; r < kDevices; ++r) RANK_CHECK(ranks[r].make(devices[r]), "rank %d's buffers", r);
   for (int current : {0, 7})
     if (everyCallInOneGroup(comms, ranks, current) != 0) return 1;
+  if (captured && capturedOverEightDevices(comms, ranks) != 0) return 1;
   for (ncclComm_t c : comms) RANK_CHECK(ncclCommDestroy(c) == ncclSuccess, "destroy: %s", lastError().c_str());
   for (Rank& k : ranks) k.release();
   return 0;
@@ -162,9 +213,9 @@ int oneThreadOverEightDevices() {
 }  // namespace
 
 TEST_CASE("one thread drives 8 fake GPUs from ncclCommInitAll: every collective, a send/receive ring and AllToAll "
-          "in one group are exact with device 0 or device 7 left current",
+          "in one group are exact with device 0 or device 7 left current, and so are captured ones",
           "[device][devices]") {
-  RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) { return oneThreadOverEightDevices(); },
+  RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) { return oneThreadOverEightDevices(true); },
                               nodeOptions());
   INFO(result.describe());
   CHECK(result.allOk());
@@ -173,7 +224,8 @@ TEST_CASE("one thread drives 8 fake GPUs from ncclCommInitAll: every collective,
 TEST_CASE("one thread drives 8 fake GPUs whose collectives stage through host memory, exact with device 0 or 7 "
           "left current",
           "[device][devices]") {
-  RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) { return oneThreadOverEightDevices(); },
+  // Staged calls cannot be captured (a graph cannot hold their host waits).
+  RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) { return oneThreadOverEightDevices(false); },
                               nodeOptions("staged"));
   INFO(result.describe());
   CHECK(result.allOk());

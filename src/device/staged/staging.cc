@@ -112,6 +112,9 @@ ncclResult_t takeBuffer(DeviceComm* comm, size_t bytes, void** out, size_t* capa
     if (s.buffers.takeFree(bytes, out, capacity)) return ncclSuccess;
   }
   *capacity = std::max<size_t>(bytes, 4096);
+  // cudaHostAlloc is unsafe during capture: in Global mode it would break
+  // another thread's capture (PyTorch's, say) and fail.
+  RelaxedCapture relaxed;
   GYRE_CHECK(deviceRuntime()->allocHost(*capacity, out));
   std::lock_guard<std::mutex> lock(s.mutex);
   s.buffers.all.push_back(*out);
@@ -394,6 +397,7 @@ bool drainStaging(DeviceComm* comm, double seconds) {
   bool drained = s.idle.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return s.jobsInFlight == 0; });
   if (!drained) return false;
   DeviceRuntime* rt = deviceRuntime();
+  RelaxedCapture relaxed;  // cudaFreeHost, as cudaHostAlloc above
   s.buffers.releaseAll([rt](void* p) {
     if (rt) rt->freeHost(p);
   });

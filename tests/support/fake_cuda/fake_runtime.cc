@@ -178,15 +178,25 @@ class FakeRuntime final : public DeviceRuntime {
     });
     return ncclSuccess;
   }
+  // cudaHostAlloc and cudaFreeHost are unsafe during capture, as cudaMalloc is.
   ncclResult_t allocHost(size_t bytes, void** out) override {
     inContext();
+    GYRE_CHECK(allowed(capture_.unsafeCall(), "cudaHostAlloc"));
+    return pinHost(bytes, out);
+  }
+  ncclResult_t pinHost(size_t bytes, void** out) {
     *out = ::operator new(bytes == 0 ? 1 : bytes);
     std::lock_guard<std::mutex> lock(mutex_);
     hostAllocations_[*out] = bytes == 0 ? 1 : bytes;
     return ncclSuccess;
   }
+  // A refused cudaFreeHost frees nothing (the memory stays, as on a GPU).
   void freeHost(void* p) override {
     inContext();
+    if (allowed(capture_.unsafeCall(), "cudaFreeHost") != ncclSuccess) return;
+    unpinHost(p);
+  }
+  void unpinHost(void* p) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       hostAllocations_.erase(p);
@@ -393,13 +403,18 @@ class FakeRuntime final : public DeviceRuntime {
     }, CommandKind::kAtHead);
     return ncclSuccess;
   }
+  // As the real adapter does: relaxed, so set-up beside a capture is allowed.
   ncclResult_t allocMapped(size_t bytes, void** host, void** device) override {
-    GYRE_CHECK(allocHost(bytes, host));
+    inContext();
+    GYRE_CHECK(pinHost(bytes, host));
     memset(*host, 0, bytes);
     *device = *host;
     return ncclSuccess;
   }
-  void freeMapped(void* host) override { freeHost(host); }
+  void freeMapped(void* host) override {
+    inContext();
+    unpinHost(host);
+  }
 
   ncclResult_t ipcGetHandle(void* devicePtr, IpcHandle* out) override {
     inContext();
