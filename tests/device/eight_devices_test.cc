@@ -18,6 +18,8 @@
 #include "coll_common.h"
 #include "src/comm/comm.h"
 #include "src/comm/executor_binding.h"
+#include "src/device/copy/copy_calls.h"
+#include "src/device/device_comm.h"
 #include "src/device/runtime/runtime.h"
 #include "tests/support/fake_cuda/fake_cuda.h"
 #include "tests/support/fake_cuda/fake_devices.h"
@@ -166,6 +168,15 @@ int capturedOverEightDevices(std::vector<ncclComm_t>& comms, std::vector<Rank>& 
   for (int r = 0; r < n; ++r) {
     const int ended = gyre::fakeEndCapture(ranks[r].stream);
     RANK_CHECK(ended == 0, "rank %d: the capture ended with %s", r, gyre::fakeCudaErrorName(ended));
+  }
+  // The captured pairs' flags and scratch live on each rank's own GPU, not
+  // on the device that happened to be current.
+  for (int r = 0; r < n; ++r) {
+    const gyre::CopyState* copies = comms[r]->device->copies.get();
+    RANK_CHECK(copies && copies->captured, "rank %d has no captured pairs", r);
+    for (void* block : copies->captured->blocks)
+      RANK_CHECK(gyre::fakeDeviceOf(block) == ranks[r].device, "rank %d's captured-pair flags are on device %d", r,
+                 gyre::fakeDeviceOf(block));
   }
   RANK_CHECK(rt()->setDevice(7) == ncclSuccess, "cudaSetDevice(7)");
   for (int launch = 1; launch <= 2; ++launch) {
