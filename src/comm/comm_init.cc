@@ -19,6 +19,7 @@
 #include "src/comm/cuda_device.h"
 #include "src/comm/executor_binding.h"
 #include "src/device/device_layer.h"
+#include "src/device/on_device.h"
 #include "src/host/host_comm.h"
 #include "src/device/runtime/runtime.h"
 #include "src/config/env.h"
@@ -203,6 +204,9 @@ ncclResult_t initCommunicator(ncclComm_t* out, int nranks, const std::vector<ncc
     comm->asyncError.store(ncclInProgress);
     comm->initThread = std::thread([comm, ids, caller] {
       ScopedLogRank threadRank(comm->rank);
+      // Set-up allocates, maps and makes streams on the device current at
+      // the call, not on device 0.
+      enterDeviceOfThisThread(comm->isHost ? -1 : comm->cudaDev);
       ncclResult_t result = buildAndJoinRoot(comm, ids);
       if (result != ncclSuccess) {
         {

@@ -8,6 +8,7 @@
 
 #include "src/comm/comm.h"
 #include "src/debug/error.h"
+#include "src/device/on_device.h"
 #include "src/device/runtime/runtime.h"
 #include "src/enqueue/enqueue.h"
 #include "src/enqueue/launch.h"
@@ -46,6 +47,8 @@ ncclResult_t runSetups(std::vector<SetupTask>* setups) {
   std::vector<std::thread> threads;
   for (size_t i = 0; i < comms.size(); ++i)
     threads.emplace_back([&, i] {
+      // A task allocates and maps on its communicator's device.
+      enterDeviceOfThisThread(comms[i]->isHost ? -1 : comms[i]->cudaDev);
       for (SetupTask& t : *setups) {
         if (t.comm != comms[i]) continue;
         results[i] = t.run();

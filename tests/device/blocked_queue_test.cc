@@ -267,3 +267,62 @@ TEST_CASE("with one hardware queue, processes on the direct path whose stream is
   INFO(result.describe());
   CHECK(result.allOk());
 }
+
+TEST_CASE("with one hardware queue, a collective of a new shape returns while its stream is held, so a launch "
+          "never waits for the device",
+          "[device][queues][launch]") {
+  RankOptions o = queueOptions("1", "20");
+  o.env.push_back({"GYRE_DEVICE_PATH", "kernels"});
+  RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) {
+    // Ranks on two devices: each device's only queue carries one rank's work.
+    const int n = 2;
+    std::vector<ncclComm_t> comms(n, nullptr);
+    int devices[n] = {0, 1};
+    RANK_CHECK(ncclCommInitAll(comms.data(), n, devices) == ncclSuccess, "init: %s", lastError().c_str());
+    const size_t count = 1031;
+    std::vector<cudaStream_t> streams(n);
+    std::vector<int32_t*> bufs(n);
+    uint32_t* gate = nullptr;
+    for (int r = 0; r < n; ++r) {
+      RANK_CHECK(rt()->setDevice(r) == ncclSuccess, "cudaSetDevice(%d)", r);
+      streams[r] = newStream();
+      void* p = nullptr;
+      RANK_CHECK(rt()->deviceAlloc(count * sizeof(int32_t), &p) == ncclSuccess, "alloc");
+      bufs[r] = static_cast<int32_t*>(p);
+      for (size_t i = 0; i < count; ++i) bufs[r][i] = int32_t(r * 1000 + int(i));
+    }
+    void* g = nullptr;
+    RANK_CHECK(rt()->setDevice(0) == ncclSuccess && rt()->deviceAlloc(sizeof(uint32_t), &g) == ncclSuccess, "gate");
+    gate = static_cast<uint32_t*>(g);
+    __atomic_store_n(gate, 0u, __ATOMIC_RELEASE);
+    // Rank 0's stream waits at the head of device 0's only queue until the gate opens.
+    RANK_CHECK(rt()->streamWaitFlag(streams[0], gate, 1) == ncclSuccess, "wait: %s", lastError().c_str());
+    std::atomic<bool> returned{false};
+    ncclResult_t ended = ncclInternalError;
+    std::string error;
+    std::thread caller([&] {
+      ncclGroupStart();
+      for (int r = 0; r < n; ++r) ncclAllReduce(bufs[r], bufs[r], count, ncclInt32, ncclSum, comms[r], streams[r]);
+      ended = ncclGroupEnd();
+      if (ended != ncclSuccess) error = lastError();
+      returned.store(true);
+    });
+    const auto start = std::chrono::steady_clock::now();
+    while (!returned.load() && secondsSince(start) < 3) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const bool returnedWhileHeld = returned.load();
+    __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
+    caller.join();
+    RANK_CHECK(returnedWhileHeld, "ncclGroupEnd had not returned 3 s after the calls while rank 0's stream was held: "
+               "the launch waited for the device");
+    RANK_CHECK(ended == ncclSuccess, "group end: %s", error.c_str());
+    for (int r = 0; r < n; ++r)
+      RANK_CHECK(rt()->streamSynchronize(streams[r]) == ncclSuccess, "rank %d's stream: %s", r, lastError().c_str());
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i)
+        RANK_CHECK(bufs[r][i] == int32_t(1000 + 2 * int(i)), "rank %d: element %zu is %d", r, i, bufs[r][i]);
+    for (ncclComm_t c : comms) RANK_CHECK(ncclCommDestroy(c) == ncclSuccess, "destroy: %s", lastError().c_str());
+    return 0;
+  }, o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}

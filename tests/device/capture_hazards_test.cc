@@ -314,3 +314,53 @@ TEST_CASE("one-sided puts, signals and waits are refused on a capturing stream, 
   INFO(result.describe());
   CHECK(result.allOk());
 }
+
+TEST_CASE("a staged collective's first call on one thread while another thread holds a Global capture open leaves "
+          "that capture valid and sums exactly",
+          "[device][graph][staged][capture]") {
+  RunResult result = runRanks(
+      1,
+      [](int, int, const ncclUniqueId&) {
+        const int n = 2;
+        std::vector<ncclComm_t> comms;
+        RANK_CHECK(ranksOfOneGpu(n, &comms), "init: %s", lastError().c_str());
+        const size_t count = 1031;
+        std::vector<std::unique_ptr<DeviceBuffer>> in, out;
+        for (int r = 0; r < n; ++r) {
+          in.push_back(std::make_unique<DeviceBuffer>(count * 4));
+          out.push_back(std::make_unique<DeviceBuffer>(count * 4));
+          for (size_t i = 0; i < count; ++i) in[r]->ints()[i] = value(r, 0, i);
+        }
+        DeviceBuffer from(4), to(4);
+        // The application's capture, open on this thread in Global mode.
+        gyre::FakeGraph graph;
+        const cudaStream_t captured = fakeStream(960);
+        RANK_CHECK(gyre::fakeBeginCapture(captured, &graph) == 0, "begin capture");
+        RANK_CHECK(gyre::deviceRuntime()->copyAsync(to.p, from.p, 4, captured) == ncclSuccess, "captured copy");
+        // Another thread, in Global mode as threads start, makes the
+        // communicators' first staged calls: their host buffers are new.
+        ncclResult_t ended = ncclInternalError;
+        std::string error;
+        std::thread([&] {
+          ncclGroupStart();
+          for (int r = 0; r < n; ++r)
+            ncclAllReduce(in[r]->p, out[r]->p, count, ncclInt32, ncclSum, comms[r], fakeStream(961 + r));
+          ended = ncclGroupEnd();
+          if (ended != ncclSuccess) error = lastError();
+        }).join();
+        const int endCapture = gyre::fakeEndCapture(captured);
+        RANK_CHECK(ended == ncclSuccess, "the staged calls beside the capture failed: %s", error.c_str());
+        RANK_CHECK(endCapture == 0, "the application's Global capture ended with %s: %s",
+                   gyre::fakeCudaErrorName(endCapture), lastError().c_str());
+        for (int r = 0; r < n; ++r) RANK_CHECK(sync(fakeStream(961 + r)) == ncclSuccess, "sync: %s", lastError().c_str());
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i)
+            RANK_CHECK(out[r]->ints()[i] == value(0, 0, i) + value(1, 0, i), "rank %d: sum at %zu is %d", r, i,
+                       out[r]->ints()[i]);
+        for (ncclComm_t c : comms) RANK_CHECK(ncclCommDestroy(c) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      captureOptions("staged"));
+  INFO(result.describe());
+  CHECK(result.allOk());
+}

@@ -251,3 +251,38 @@ TEST_CASE("a Global or ThreadLocal capture ends only on the thread that began it
     if (ended != 0) CHECK(std::string(gyre::fakeCudaErrorName(ended)) == "cudaErrorStreamCaptureWrongThread");
   }
 }
+
+TEST_CASE("another thread's cudaHostAlloc or cudaFreeHost in Global mode breaks a Global capture, and in Relaxed "
+          "mode does not",
+          "[device][capture]") {
+  void* held = nullptr;
+  REQUIRE(rt()->allocHost(64, &held) == ncclSuccess);
+  for (int call = 0; call < 2; ++call) {
+    for (CaptureMode mode : {CaptureMode::Global, CaptureMode::Relaxed}) {
+      CAPTURE(call, int(mode));
+      const bool refused = mode == CaptureMode::Global;
+      FakeGraph graph;
+      cudaStream_t s = stream(500 + call * 2 + (refused ? 0 : 1));
+      REQUIRE(gyre::fakeBeginCapture(s, &graph) == 0);
+      ncclResult_t r = ncclSuccess;
+      std::string text;
+      void* p = nullptr;
+      onOtherThread(mode, [&] {
+        if (call == 0) {
+          r = rt()->allocHost(64, &p);
+        } else {
+          const std::string before = lastError();
+          rt()->freeHost(held);  // returns nothing: a refusal shows as the thread's error
+          r = lastError() != before && says(lastError(), "cudaFreeHost") ? ncclUnhandledCudaError : ncclSuccess;
+          if (r == ncclSuccess) rt()->allocHost(64, &held);  // for the next case
+        }
+        text = lastError();
+      });
+      CHECK((r != ncclSuccess) == refused);
+      if (refused) CHECK(says(text, "cudaErrorStreamCaptureUnsupported"));
+      CHECK(gyre::fakeEndCapture(s) == (refused ? kInvalidated : 0));
+      if (p) rt()->freeHost(p);
+    }
+  }
+  rt()->freeHost(held);
+}

@@ -199,12 +199,15 @@ int ranksOfOneProcess(std::vector<int> devs) {
   std::vector<ncclComm_t> comms(n);
   RANK_CHECK(ncclCommInitAll(comms.data(), n, devs.data()) == ncclSuccess, "init: %s", lastError().c_str());
   std::vector<void*> bufs(n);
-  for (int r = 0; r < n; ++r)
+  for (int r = 0; r < n; ++r) {
+    gyre::deviceRuntime()->setDevice(devs[r]);  // each rank's memory on its own device
     RANK_CHECK(ncclMemAlloc(&bufs[r], kWords * sizeof(uint32_t)) == ncclSuccess, "alloc: %s", lastError().c_str());
+  }
   std::vector<std::string> outcome(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
+      gyre::deviceRuntime()->setDevice(devs[r]);  // a rank's thread drives its device, its stream made there
       outcome[r] = rankSequence(comms[r], bufs[r]);
       if (outcome[r].empty()) outcome[r] = oneSidedExchange(comms[r], r, n, fakeStream(7 + r));
     });

@@ -143,6 +143,13 @@ int allPairsOn(const std::vector<int>& devs) {
   std::vector<ncclComm_t> comms(n);
   RANK_CHECK(ncclCommInitAll(comms.data(), n, devs.data()) == ncclSuccess, "ncclCommInitAll: %s",
              lastError().c_str());
+  // Each rank's streams on its own device, as CUDA requires of a rank's
+  // stream (the fake makes a stream on the device current at its first use).
+  for (int r = 0; r < n; ++r) {
+    gyre::deviceRuntime()->setDevice(devs[r]);
+    for (uintptr_t s : {100 + r, 200 + r}) sync(fakeStream(s));
+  }
+  gyre::deviceRuntime()->setDevice(0);
   uint64_t id = 1;
   for (ncclDataType_t type : allTypes())
     for (size_t count : p2pCounts())

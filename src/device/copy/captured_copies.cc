@@ -163,6 +163,8 @@ ncclResult_t copyCapturedInProcess(const std::vector<const DeviceRequest*>& call
   }
   ncclResult_t r = ncclSuccess;
   for (const DeviceRequest* c : calls) {
+    OnDevice onDevice;  // the pair's flags and scratch on its rank's GPU
+    if ((r = onDevice.enter(c->comm->cudaDev, c->comm->rank)) != ncclSuccess) break;
     if ((r = pairUp(*c, calls, &batches[c->comm])) != ncclSuccess) break;
   }
   // Launched even after a failure: peers that paired may wait on these flags.

@@ -209,16 +209,6 @@ void returnScratch(void* arg) {
 
 }  // namespace
 
-OnDevice::OnDevice(int device) {
-  DeviceRuntime* rt = deviceRuntime();
-  if (rt->currentDevice(&previous_) == ncclSuccess && previous_ != device && device >= 0)
-    switched_ = rt->setDevice(device) == ncclSuccess;
-}
-
-OnDevice::~OnDevice() {
-  if (switched_) deviceRuntime()->setDevice(previous_);
-}
-
 size_t p2pBytes(const DeviceRequest& c) { return c.count * datatypeSize(c.datatype); }
 
 ncclResult_t failP2PCall(const DeviceRequest& c, ncclResult_t code, const char* path, const std::string& why) {

@@ -33,6 +33,7 @@
 #include "src/device/copy/copy_exchange.h"
 #include "src/device/copy/ipc_copies.h"
 #include "src/device/device_comm.h"
+#include "src/device/on_device.h"
 #include "src/device/stream_completions.h"
 
 namespace gyre {
@@ -61,19 +62,6 @@ struct CopyState {
 // At init: which peers share this process, and their exchange. All ranks
 // call it (it meets over the bootstrap when some process holds several).
 ncclResult_t setupPeerCopies(DeviceComm* comm, const Deadline& deadline);
-
-// Makes `device` current for its scope, when a thread drives ranks of
-// several GPUs (events and kernels belong to the device current when they
-// are made).
-class OnDevice {
- public:
-  explicit OnDevice(int device);
-  ~OnDevice();
-
- private:
-  int previous_ = -1;
-  bool switched_ = false;
-};
 
 // What a copy path still has to wait for once every pair of a batch is
 // offered (its first sides' waits for their peers).

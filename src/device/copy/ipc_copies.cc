@@ -133,8 +133,8 @@ void watchOnce(DeviceComm* comm, StallClock* clock) {
 void watch(DeviceComm* comm) {
   IpcCopyState& s = *comm->copies->ipc;
   ScopedLogRank logRank(comm->rank);
+  enterDeviceOfThisThread(comm->cudaDev);
   relaxCaptureModeOfThisThread();
-  deviceRuntime()->setDevice(comm->cudaDev);
   StallClock clock;
   std::unique_lock<std::mutex> lock(s.watchMutex);
   while (!s.wake.wait_for(lock, kWatchInterval, [&] { return s.stopping; })) {
@@ -264,6 +264,8 @@ ncclResult_t postSends(const std::vector<const DeviceRequest*>& calls, std::vect
                        std::vector<DeviceRequest>* staged) {
   for (const DeviceRequest* c : calls) {
     if (!c->isSend) continue;
+    OnDevice onDevice;  // its scratch on the communicator's GPU
+    GYRE_CHECK(onDevice.enter(c->comm->cudaDev, c->comm->rank));
     IpcCopyState& s = *c->comm->copies->ipc;
     IpcSend send{c, s.sendSeq[c->root]++, c->input};
     SendNote note;
@@ -321,6 +323,8 @@ ncclResult_t takeNotes(const std::vector<const DeviceRequest*>& calls, std::vect
   for (const DeviceRequest* c : calls) {
     if (c->isSend) continue;
     DeviceComm* comm = c->comm;
+    OnDevice onDevice;  // its mappings of the sender's memory made on the communicator's GPU
+    GYRE_CHECK(onDevice.enter(comm->cudaDev, comm->rank));
     IpcCopyState& s = *comm->copies->ipc;
     IpcRecv recv{c, s.recvSeq[c->root]++};
     const PeerInfo& peer = comm->bootstrap->peers()[c->root];
@@ -461,7 +465,9 @@ ncclResult_t launchIpcCopies(const std::vector<const DeviceRequest*>& calls, std
   // Stream work is queued even after a failed receive: the notes already
   // posted promise peers this rank's sends.
   for (DeviceComm* comm : comms) {
-    ncclResult_t e = enqueueStreamWork(comm, sends, recvs);
+    OnDevice onDevice;
+    ncclResult_t e = onDevice.enter(comm->cudaDev, comm->rank);
+    if (e == ncclSuccess) e = enqueueStreamWork(comm, sends, recvs);
     if (e != ncclSuccess && e != ncclInvalidUsage) failAndRelease(comm, e, comm->rank);
     if (r == ncclSuccess) r = e;
   }

@@ -22,6 +22,7 @@
 #include "src/device/device_words.h"
 #include "src/device/flag_ops.h"
 #include "src/device/launch_events.h"
+#include "src/device/on_device.h"
 #include "src/device/runtime/ipc_registry.h"
 #include "src/device/process_liveness.h"
 #include "src/call/datatypes.h"
@@ -201,8 +202,8 @@ void checkStalled(DeviceComm* comm, StallClock* clock) {
 void watchPeers(DeviceComm* comm) {
   DirectState& d = *comm->direct;
   ScopedLogRank logRank(comm->rank);
+  enterDeviceOfThisThread(comm->cudaDev);  // the watchdog's copies go to the communicator's GPU
   relaxCaptureModeOfThisThread();
-  deviceRuntime()->setDevice(comm->cudaDev);  // the watchdog's copies go to the communicator's GPU
   StallClock clock;
   std::unique_lock<std::mutex> lock(d.watchMutex);
   while (!d.wake.wait_for(lock, kWatchInterval, [&] { return d.stopping; })) {
@@ -400,6 +401,8 @@ ncclResult_t gatherInfos(const DeviceRequest& c, std::vector<CallInfo>* infos) {
 // and stream flags.
 ncclResult_t launchAcrossProcesses(const DeviceRequest& c, std::vector<DeviceRequest>* staged) {
   DeviceComm* comm = c.comm;
+  OnDevice onDevice;
+  GYRE_CHECK(onDevice.enter(comm->cudaDev, comm->rank));
   bool capturing = false;
   GYRE_CHECK(deviceRuntime()->isCapturing(c.stream, &capturing));
   std::vector<CallInfo> infos(comm->nranks);

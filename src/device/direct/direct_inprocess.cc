@@ -13,6 +13,7 @@
 #include "src/device/direct/direct_share.h"
 #include "src/device/flag_ops.h"
 #include "src/device/launch_events.h"
+#include "src/device/on_device.h"
 #include "src/device/runtime/runtime.h"
 #include "src/device/shared_streams.h"
 
@@ -179,6 +180,10 @@ ncclResult_t launchInProcess(const std::vector<const DeviceRequest*>& calls) {
     if (rounds.size() <= k) rounds.emplace_back();
     rounds[k].push_back(c);
   }
+  // Every rank here shares one GPU, which need not be the caller's current one.
+  const DeviceComm* first = calls.front()->comm;
+  OnDevice onDevice;
+  GYRE_CHECK(onDevice.enter(first->cudaDev, first->rank));
   for (const std::vector<const DeviceRequest*>& round : rounds) GYRE_CHECK(runInProcessRound(round));
   return ncclSuccess;
 }

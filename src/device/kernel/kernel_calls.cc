@@ -13,6 +13,7 @@
 #include "src/debug/log.h"
 #include "src/device/call_scalar.h"
 #include "src/device/launch_events.h"
+#include "src/device/on_device.h"
 #include "src/device/runtime/runtime.h"
 #include "src/lower/lower.h"
 #include "src/call/datatypes.h"
@@ -22,38 +23,18 @@
 namespace gyre {
 namespace {
 
-constexpr size_t kArenaChunkBytes = 4 << 20;
-
-// `bytes` of device memory from the communicator's lane arena (16-byte aligned).
-ncclResult_t carveLanes(KernelState& k, size_t bytes, void** out) {
-  bytes = (bytes + 15) & ~size_t{15};
-  if (k.arena.empty() || k.arena.back().size - k.arena.back().used < bytes) {
-    KernelState::Chunk chunk;
-    chunk.size = std::max(kArenaChunkBytes, bytes);
-    void* p = nullptr;
-    RelaxedCapture relaxed;  // a captured call may be the one that grows it
-    GYRE_CHECK(deviceRuntime()->deviceAlloc(chunk.size, &p));
-    chunk.base = static_cast<char*>(p);
-    k.arena.push_back(chunk);
-    if (k.arena.size() > 1) GYRE_INFO("COLL", "lane arena grows to %zu chunks", k.arena.size());
-  }
-  *out = k.arena.back().base + k.arena.back().used;
-  k.arena.back().used += bytes;
-  return ncclSuccess;
-}
-
-// Builds the call's lanes in device memory: the DeviceLane array followed
-// by every lane's steps.
-ncclResult_t uploadLanes(const DeviceRequest& c, KernelState::Lanes* out) {
+// Builds the call's lanes image (lane_images.h): the DeviceLane array
+// followed by every lane's steps, addressed where the device copy will be.
+ncclResult_t buildLanes(const DeviceRequest& c, KernelState::Lanes* out) {
   std::vector<LaneSpec> specs;
   GYRE_CHECK(collectiveLaneSpecs(*c.comm->wiring, c, &specs, &out->ll));
   size_t totalSteps = 0;
   for (const LaneSpec& s : specs) totalSteps += s.nsteps;
   const size_t lanesBytes = specs.size() * sizeof(DeviceLane);
-  std::vector<char> image(lanesBytes + totalSteps * sizeof(Step));
-  void* device = nullptr;
-  DeviceRuntime* rt = deviceRuntime();
-  GYRE_CHECK(carveLanes(*c.comm->kernels, image.size(), &device));
+  LaneImage& img = out->image;
+  GYRE_CHECK(c.comm->kernels->arenas.carve(lanesBytes + totalSteps * sizeof(Step), &img));
+  char* const image = static_cast<char*>(img.host);
+  void* const device = img.device;
   size_t stepAt = lanesBytes;
   for (size_t i = 0; i < specs.size(); ++i) {
     const LaneSpec& s = specs[i];
@@ -78,15 +59,13 @@ ncclResult_t uploadLanes(const DeviceRequest& c, KernelState::Lanes* out) {
       lane.recvPeer[k] = s.recv[k]->peer;
       conns.push_back(s.recv[k]);
     }
-    memcpy(image.data() + i * sizeof(DeviceLane), &lane, sizeof(lane));
+    memcpy(image + i * sizeof(DeviceLane), &lane, sizeof(lane));
     // A lane the plan left without steps (a small call over several
     // channels) may have no step array: memcpy may not be given NULL even
     // for 0 bytes.
-    if (s.nsteps) memcpy(image.data() + stepAt, s.steps, s.nsteps * sizeof(Step));
+    if (s.nsteps) memcpy(image + stepAt, s.steps, s.nsteps * sizeof(Step));
     stepAt += s.nsteps * sizeof(Step);
   }
-  GYRE_CHECK(rt->copySync(device, image.data(), image.size()));
-  out->device = device;
   out->count = static_cast<int>(specs.size());
   return ncclSuccess;
 }
@@ -98,15 +77,16 @@ KernelState::Shape shapeOf(const DeviceRequest& c) {
           isInPlace(c, c.comm->rank), c.allowedAlgorithms, c.algorithmsRequired};
 }
 
-// The call's cached lanes (uploaded on first use of its shape).
-ncclResult_t lanesFor(const DeviceRequest& c, const KernelState::Lanes** out) {
+// The call's cached lanes (built on first use of its shape; launchRun
+// queues their copy to the device).
+ncclResult_t lanesFor(const DeviceRequest& c, KernelState::Lanes** out) {
   KernelState& k = *c.comm->kernels;
   const KernelState::Shape shape = shapeOf(c);
   std::lock_guard<std::mutex> lock(k.mutex);
   auto it = k.cache.find(shape);
   if (it == k.cache.end()) {
     KernelState::Lanes lanes;
-    GYRE_CHECK(uploadLanes(c, &lanes));
+    GYRE_CHECK(buildLanes(c, &lanes));
     it = k.cache.emplace(shape, std::move(lanes)).first;
   }
   *out = &it->second;  // map nodes stay put; entries live until destroy
@@ -117,10 +97,10 @@ ncclResult_t lanesFor(const DeviceRequest& c, const KernelState::Lanes** out) {
 // call outside a group is a run of one).
 struct LaunchRun {
   std::array<const DeviceRequest*, kMaxFusedCalls> calls{};
-  std::array<const KernelState::Lanes*, kMaxFusedCalls> lanes{};
+  std::array<KernelState::Lanes*, kMaxFusedCalls> lanes{};
   size_t size = 0;
   bool full() const { return size == calls.size(); }
-  void add(const DeviceRequest* c, const KernelState::Lanes* l) {
+  void add(const DeviceRequest* c, KernelState::Lanes* l) {
     calls[size] = c;
     lanes[size] = l;
     ++size;
@@ -129,7 +109,7 @@ struct LaunchRun {
 };
 
 // The blocks of one launch carrying `run`'s calls (cached per list of shapes).
-ncclResult_t fusedBlocksFor(const LaunchRun& run, KernelState::Blocks* out) {
+ncclResult_t fusedBlocksFor(const LaunchRun& run, KernelState::Blocks** out) {
   KernelState& k = *run.calls[0]->comm->kernels;
   std::vector<KernelState::Shape> key;
   for (size_t i = 0; i < run.size; ++i) key.push_back(shapeOf(*run.calls[i]));
@@ -148,12 +128,11 @@ ncclResult_t fusedBlocksFor(const LaunchRun& run, KernelState::Blocks* out) {
     KernelState::Blocks blocks;
     if (planFusedBlocks(conns, widest, &plan)) {
       const size_t firstBytes = plan.blockFirst.size() * sizeof(uint32_t);
-      std::vector<char> image(firstBytes + plan.items.size() * sizeof(LaneRef));
-      memcpy(image.data(), plan.blockFirst.data(), firstBytes);
-      memcpy(image.data() + firstBytes, plan.items.data(), plan.items.size() * sizeof(LaneRef));
-      void* device = nullptr;
-      GYRE_CHECK(carveLanes(k, image.size(), &device));
-      GYRE_CHECK(deviceRuntime()->copySync(device, image.data(), image.size()));
+      GYRE_CHECK(k.arenas.carve(firstBytes + plan.items.size() * sizeof(LaneRef), &blocks.image));
+      char* image = static_cast<char*>(blocks.image.host);
+      memcpy(image, plan.blockFirst.data(), firstBytes);
+      memcpy(image + firstBytes, plan.items.data(), plan.items.size() * sizeof(LaneRef));
+      void* device = blocks.image.device;
       blocks.ok = true;
       blocks.nblocks = plan.nblocks();
       blocks.blockFirst = static_cast<const uint32_t*>(device);
@@ -161,7 +140,7 @@ ncclResult_t fusedBlocksFor(const LaunchRun& run, KernelState::Blocks* out) {
     }
     it = k.fusedCache.emplace(std::move(key), blocks).first;
   }
-  *out = it->second;
+  *out = &it->second;  // map nodes stay put
   return ncclSuccess;
 }
 
@@ -177,7 +156,7 @@ DeviceCall describeCall(const DeviceRequest& c, const KernelState::Lanes& lanes)
              redOpName(c.op), lanes.count, lanes.ll ? "LL" : "Simple");
   DeviceComm* comm = c.comm;
   DeviceCall d{};
-  d.lanes = static_cast<const DeviceLane*>(lanes.device);
+  d.lanes = static_cast<const DeviceLane*>(lanes.image.device);
   d.nlanes = lanes.count;
   d.coll = static_cast<uint8_t>(c.coll);
   d.datatype = static_cast<uint8_t>(c.datatype);
@@ -311,8 +290,8 @@ ncclResult_t chooseDeviceExecutor(DeviceComm* comm, bool p2pToEveryPeer, const D
   comm->kernels->statusDevice = static_cast<DeviceStatus*>(device);
   comm->kernels->peerGoneHost = reinterpret_cast<uint32_t*>(static_cast<char*>(host) + statusBytes);
   comm->kernels->peerGoneDevice = reinterpret_cast<const uint32_t*>(static_cast<char*>(device) + statusBytes);
-  void* first = nullptr;  // the arena's first chunk, now rather than inside a call
-  GYRE_CHECK(carveLanes(*comm->kernels, 0, &first));
+  LaneImage first;  // the arenas' first chunks, now rather than inside a call
+  GYRE_CHECK(comm->kernels->arenas.carve(0, &first));
   return ncclSuccess;
 }
 
@@ -337,8 +316,24 @@ void beginLaunchEvents(const LaunchRun& run, const DeviceLaunch& launch, LaunchE
   }
 }
 
+// The copies of the images the launch reads, queued ahead of it (lane_images.h).
+ncclResult_t queueImages(const LaunchRun& run, KernelState::Blocks* blocks, bool capturing,
+                         std::vector<LaneImage*>* queued) {
+  std::lock_guard<std::mutex> lock(run.calls[0]->comm->kernels->mutex);
+  std::array<LaneImage*, kMaxFusedCalls + 1> images{};
+  size_t n = 0;
+  for (size_t i = 0; i < run.size; ++i) images[n++] = &run.lanes[i]->image;
+  if (run.size > 1) images[n++] = &blocks->image;
+  for (size_t i = 0; i < n; ++i) {
+    bool mine = false;
+    GYRE_CHECK(queueImageCopy(*images[i], run.calls[0]->stream, capturing, &mine));
+    if (mine) queued->push_back(images[i]);
+  }
+  return ncclSuccess;
+}
+
 // Launches the run's calls as one kernel; `blocks` when there are several.
-ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) {
+ncclResult_t launchRun(const LaunchRun& run, KernelState::Blocks* blocks) {
   const DeviceRequest& lead = *run.calls[0];
   DeviceLaunch launch{};
   launch.ncalls = static_cast<int32_t>(run.size);
@@ -346,9 +341,9 @@ ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) 
   if (launch.ncalls == 1) {
     launch.nblocks = launch.calls[0].nlanes;
   } else {
-    launch.nblocks = blocks.nblocks;
-    launch.blockFirst = blocks.blockFirst;
-    launch.items = blocks.items;
+    launch.nblocks = blocks->nblocks;
+    launch.blockFirst = blocks->blockFirst;
+    launch.items = blocks->items;
     GYRE_TRACE("COLL", "one kernel of %d blocks carries %d calls", launch.nblocks, launch.ncalls);
   }
   // A launch captured into a graph runs later, when the graph does: it is
@@ -359,6 +354,8 @@ ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) 
   GYRE_CHECK(deviceRuntime()->isCapturing(lead.stream, &capturing));
   StreamCompletions& order = lead.comm->kernels->lastLaunch;
   if (!capturing) GYRE_CHECK(order.followLast(lead.stream));
+  std::vector<LaneImage*> queued;
+  GYRE_CHECK(queueImages(run, blocks, capturing, &queued));
   // Profiler events; none for a captured launch, which runs at each replay.
   LaunchEvents events;
   if (!capturing && observedDeviceCalls(lead.comm)) beginLaunchEvents(run, launch, &events);
@@ -366,8 +363,13 @@ ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) 
   events.launched(launched == ncclSuccess ? lead.stream : nullptr);
   GYRE_CHECK(launched);
   if (!capturing) GYRE_CHECK(order.note(lead.stream));
-  const DeviceCall& last = launch.calls[launch.ncalls - 1];
   KernelState& k = *lead.comm->kernels;
+  {
+    // Later launches follow this one, so its copies serve them too.
+    std::lock_guard<std::mutex> lock(k.mutex);
+    for (LaneImage* image : queued) image->queuedEagerly = true;
+  }
+  const DeviceCall& last = launch.calls[launch.ncalls - 1];
   k.lastColl.store(last.coll, std::memory_order_relaxed);
   k.lastOpCount.store(last.opCount, std::memory_order_relaxed);
   k.lastCount.store(last.count, std::memory_order_relaxed);
@@ -379,13 +381,14 @@ ncclResult_t launchRun(const LaunchRun& run, const KernelState::Blocks& blocks) 
 ncclResult_t launchKernelCalls(const std::vector<DeviceRequest>& calls) {
   GYRE_CHECK(checkStreams(calls));
   DeviceRuntime* rt = deviceRuntime();
-  // Every call's lanes are in device memory before the first kernel starts:
-  // an upload waits for its copy, and a kernel already running could be
-  // waiting for a communicator of this group whose kernel comes later.
-  std::vector<const KernelState::Lanes*> lanesOf(calls.size(), nullptr);
+  // Every call's lanes are built before the first launch: building plans
+  // the call, and no kernel of this group should wait for that.
+  std::vector<KernelState::Lanes*> lanesOf(calls.size(), nullptr);
   for (size_t i = 0; i < calls.size(); ++i) {
     const DeviceRequest& c = calls[i];
     if (c.count == 0 || (c.comm->nranks == 1 && c.op < ncclNumOps)) continue;
+    OnDevice onDevice;  // the lanes are carved on the communicator's GPU
+    GYRE_CHECK(onDevice.enter(c.comm->cudaDev, c.comm->rank));
     GYRE_CHECK(lanesFor(c, &lanesOf[i]));
   }
   size_t i = 0;
@@ -395,6 +398,9 @@ ncclResult_t launchKernelCalls(const std::vector<DeviceRequest>& calls) {
       ++i;
       continue;
     }
+    // The launch, its events and any arena growth on the communicator's GPU.
+    OnDevice onDevice;
+    GYRE_CHECK(onDevice.enter(c.comm->cudaDev, c.comm->rank));
     if (c.comm->nranks == 1 && c.op < ncclNumOps) {
       // One rank: every collective is its input (avg divides by 1), so a
       // copy engine does it, as in NCCL; in place there is nothing to do.
@@ -415,15 +421,15 @@ ncclResult_t launchKernelCalls(const std::vector<DeviceRequest>& calls) {
     // (calls of zero elements in between have nothing to run).
     LaunchRun run;
     run.add(&c, lanesOf[i]);
-    KernelState::Blocks blocks;
+    KernelState::Blocks* blocks = nullptr;
     size_t end = i + 1;
     for (size_t j = i + 1; j < calls.size() && !run.full(); ++j) {
       if (calls[j].count == 0) continue;
       if (!lanesOf[j] || !sameLaunch(c, calls[j])) break;
       run.add(&calls[j], lanesOf[j]);
-      KernelState::Blocks wider;
+      KernelState::Blocks* wider = nullptr;
       GYRE_CHECK(fusedBlocksFor(run, &wider));
-      if (!wider.ok) {
+      if (!wider->ok) {
         run.dropLast();  // calls[j] starts the next launch
         break;
       }
@@ -498,7 +504,7 @@ bool drainKernels(DeviceComm* comm, bool abort, double seconds) {
   k.watchdog.stop();  // its reads of the connections end before they close
   pollKernelStatus(comm);
   k.lastLaunch.destroy();
-  for (KernelState::Chunk& chunk : k.arena) rt->deviceFree(chunk.base);
+  k.arenas.release();
   rt->freeMapped(k.statusHost);
   comm->kernels.reset();
   return true;

@@ -24,6 +24,7 @@
 #include "src/debug/deadline.h"
 #include "src/device/kernel/fused_blocks.h"
 #include "src/device/kernel/kernel_watchdog.h"
+#include "src/device/kernel/lane_images.h"
 #include "src/device/stream_completions.h"
 #include "src/device/device_comm.h"
 
@@ -39,7 +40,7 @@ struct KernelState {
   // selection required) -> lanes in device memory.
   using Shape = std::tuple<int, size_t, int, int, bool, int, bool>;
   struct Lanes {
-    void* device = nullptr;
+    LaneImage image;  // the DeviceLane array, then every lane's steps
     int count = 0;
     bool ll = false;        // the plan's protocol
     LaneConnections conns;  // per lane, the connections it uses (for fusing)
@@ -51,17 +52,12 @@ struct KernelState {
   struct Blocks {
     bool ok = false;
     int nblocks = 0;
+    LaneImage image;  // blockFirst, then items
     const uint32_t* blockFirst = nullptr;
     const LaneRef* items = nullptr;
   };
   std::map<std::vector<Shape>, Blocks> fusedCache;
-  // Device memory the cached lanes are carved from: chunks allocated at init
-  // and when full, never per call (cudaMalloc may synchronize the device).
-  struct Chunk {
-    char* base = nullptr;
-    size_t size = 0, used = 0;
-  };
-  std::vector<Chunk> arena;
+  ImageArenas arenas;  // what the cached lanes and blocks are carved from
   StreamCompletions lastLaunch;  // destroy waits for these; a fault shows here
   // The last call launched (a fault's report names it: CUDA does not say
   // which kernel faulted, and the fault shows at a later query).

@@ -9,6 +9,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/transport/p2p/p2p_transport.h"
+#include "src/device/on_device.h"
 #include "src/device/runtime/runtime.h"
 
 namespace gyre {
@@ -88,6 +89,8 @@ void KernelWatchdog::stop() {
 
 void KernelWatchdog::run(DeviceComm* comm) {
   ScopedLogRank logRank(comm->rank);
+  // Its event queries would otherwise make a context on device 0.
+  enterDeviceOfThisThread(comm->cudaDev);
   relaxCaptureModeOfThisThread();
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, kWatchInterval, [&] { return stopping_; })) {

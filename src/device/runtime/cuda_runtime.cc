@@ -184,7 +184,10 @@ class CudaRuntime final : public DeviceRuntime {
     if (r != ncclSuccess) cudaFreeHost(*host);
     return r;
   }
-  void freeMapped(void* host) override { cudaFreeHost(host); }
+  void freeMapped(void* host) override {
+    RelaxedCapture relaxed;  // as allocMapped
+    cudaFreeHost(host);
+  }
   ncclResult_t ipcGetHandle(void* devicePtr, IpcHandle* out) override {
     static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(IpcHandle));
     cudaIpcMemHandle_t h;

@@ -7,6 +7,7 @@
 
 #include "src/device/device_comm.h"
 #include "src/device/launch_events.h"
+#include "src/device/on_device.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/runtime/runtime.h"
@@ -111,6 +112,9 @@ ncclResult_t takeBuffer(DeviceComm* comm, size_t bytes, void** out, size_t* capa
     if (s.buffers.takeFree(bytes, out, capacity)) return ncclSuccess;
   }
   *capacity = std::max<size_t>(bytes, 4096);
+  // cudaHostAlloc is unsafe during capture: in Global mode it would break
+  // another thread's capture (PyTorch's, say) and fail.
+  RelaxedCapture relaxed;
   GYRE_CHECK(deviceRuntime()->allocHost(*capacity, out));
   std::lock_guard<std::mutex> lock(s.mutex);
   s.buffers.all.push_back(*out);
@@ -256,14 +260,9 @@ ncclResult_t pipelineStreams(DeviceComm* comm, JobStreams* js) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.ownStreams[0]) {
     DeviceRuntime* rt = deviceRuntime();
-    int previous = 0;
-    GYRE_CHECK(rt->currentDevice(&previous));
-    GYRE_CHECK(rt->setDevice(comm->cudaDev));
-    ncclResult_t r = ncclSuccess;
-    for (StreamHandle& stream : s.ownStreams)
-      if (r == ncclSuccess) r = rt->streamCreate(&stream);
-    rt->setDevice(previous);
-    GYRE_CHECK(r);
+    OnDevice onDevice;
+    GYRE_CHECK(onDevice.enter(comm->cudaDev, comm->rank));
+    for (StreamHandle& stream : s.ownStreams) GYRE_CHECK(rt->streamCreate(&stream));
   }
   *js = {s.ownStreams[0], s.ownStreams[1], s.ownStreams[2]};
   return ncclSuccess;
@@ -315,13 +314,39 @@ ncclResult_t prepareCall(const DeviceRequest& c, StagedCall* s) {
   return ncclSuccess;
 }
 
+// A call's stream and its communicator's device.
+struct CallStream {
+  StreamHandle stream;
+  int device;
+  int rank;
+};
+
+// Joins every call's stream but `driver` into it (intoDriver), or it into
+// them. A join's event is made on the device of the stream it records on:
+// a job's calls may be ranks of several GPUs driven from one thread.
+ncclResult_t joinCallStreams(const std::vector<CallStream>& streams, const CallStream& driver, bool intoDriver) {
+  for (const CallStream& s : streams) {
+    if (s.stream == driver.stream) continue;
+    const CallStream& signaler = intoDriver ? s : driver;
+    OnDevice onDevice;
+    GYRE_CHECK(onDevice.enter(signaler.device, signaler.rank));
+    GYRE_CHECK(intoDriver ? joinStreams(s.stream, driver.stream) : joinStreams(driver.stream, s.stream));
+  }
+  return ncclSuccess;
+}
+
 }  // namespace
 
 ncclResult_t launchStagedCalls(const std::vector<DeviceRequest>& calls) {
   DeviceRuntime* rt = deviceRuntime();
   if (!rt) return fail(ncclInvalidUsage, "device collectives need the CUDA runtime, which this build lacks");
+  // The job's stream work goes on the first call's stream, with its
+  // communicator's device current.
+  const DeviceComm* lead = calls.front().comm;
+  OnDevice onDevice;
+  GYRE_CHECK(onDevice.enter(lead->cudaDev, lead->rank));
   auto job = std::make_unique<StagedJob>();
-  std::vector<StreamHandle> streams;
+  std::vector<CallStream> streams;
   for (const DeviceRequest& c : calls) GYRE_CHECK(refuseCapture(rt, c));
   for (const DeviceRequest& c : calls) {
     const uint64_t seq = c.coll == CollKind::SendRecv ? 0 : ++c.comm->staging->collsStaged;
@@ -331,15 +356,17 @@ ncclResult_t launchStagedCalls(const std::vector<DeviceRequest>& calls) {
     GYRE_CHECK(prepareCall(c, &job->calls.back()));
     job->pieces = std::max(job->pieces, job->calls.back().pieces);
     if (std::find(job->comms.begin(), job->comms.end(), c.comm) == job->comms.end()) job->comms.push_back(c.comm);
-    if (std::find(streams.begin(), streams.end(), c.stream) == streams.end()) streams.push_back(c.stream);
+    if (std::none_of(streams.begin(), streams.end(), [&](const CallStream& s) { return s.stream == c.stream; }))
+      streams.push_back({c.stream, c.comm->cudaDev, c.comm->rank});
   }
   StreamHandle driver = calls.front().stream;
+  const CallStream driving{driver, lead->cudaDev, lead->rank};
   JobStreams js{driver, driver, driver};
   if (job->pieces > 1) GYRE_CHECK(pipelineStreams(job->comms.front(), &js));
   for (size_t piece = 0; piece < job->pieces; ++piece) job->runs.push_back({job.get(), piece});
 
   bool queuedRun = false;
-  GYRE_CHECK(joinOthers(streams, driver, true));
+  GYRE_CHECK(joinCallStreams(streams, driving, true));
   for (DeviceComm* comm : job->comms) {
     GYRE_CHECK(comm->staging->order.followLast(driver));
     std::lock_guard<std::mutex> lock(comm->staging->mutex);
@@ -356,7 +383,7 @@ ncclResult_t launchStagedCalls(const std::vector<DeviceRequest>& calls) {
   // `raw` may be finished and freed from here on: only its communicators are used.
   std::vector<DeviceComm*> comms = raw->comms;
   ncclResult_t finish = rt->hostFunc(driver, finishJob, raw);
-  ncclResult_t joined = joinOthers(streams, driver, false);
+  ncclResult_t joined = joinCallStreams(streams, driving, false);
   ncclResult_t noted = ncclSuccess;
   for (DeviceComm* comm : comms)
     if (noted == ncclSuccess) noted = comm->staging->order.note(driver);
@@ -370,6 +397,7 @@ bool drainStaging(DeviceComm* comm, double seconds) {
   bool drained = s.idle.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return s.jobsInFlight == 0; });
   if (!drained) return false;
   DeviceRuntime* rt = deviceRuntime();
+  RelaxedCapture relaxed;  // cudaFreeHost, as cudaHostAlloc above
   s.buffers.releaseAll([rt](void* p) {
     if (rt) rt->freeHost(p);
   });

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "src/debug/error.h"
+#include "src/device/on_device.h"
 #include "src/device/runtime/runtime.h"
 
 namespace gyre {
@@ -33,8 +34,8 @@ ncclResult_t StagingWorker::enqueue(const Piece& piece, StreamHandle stream) {
 
 void StagingWorker::loop() {
   DeviceRuntime* rt = deviceRuntime();
+  enterDeviceOfThisThread(device_);
   relaxCaptureModeOfThisThread();
-  if (device_ >= 0) rt->setDevice(device_);
   for (;;) {
     std::pair<Piece, uint32_t> item;
     {

@@ -8,6 +8,14 @@
 // Copies need no peer access (the driver stages them), so they are not
 // checked.
 //
+// A driver's other multi-device rules the fake holds gyre to (CUDA's "Stream
+// and Event Behavior"): an event and a stream belong to the device current
+// when they are made; a kernel launches only into a stream of the current
+// device, and an event records only into a stream of its own device (both
+// fail with cudaErrorInvalidResourceHandle, which is not sticky); copies,
+// cudaStreamWaitEvent, cudaEventQuery and cudaStreamSynchronize work on any
+// device's streams and events.
+//
 // Memory the fake never allocated (tests pass std::vector storage as device
 // buffers, and mapped host memory is host memory) belongs to no device and
 // every device reaches it.
@@ -23,7 +31,13 @@
 
 namespace gyre {
 
-// What tests may call. Whether distinct fake devices support peer access
+// What tests may call. The devices with a primary context in this process,
+// one bit each (bit d: device d): cudaSetDevice(d) makes d's, and every
+// other call but cudaGetDevice and the device queries makes the current
+// device's, which is device 0 on a thread that never set one. A process
+// that drives one GPU should show that GPU's bit alone.
+GYRE_FAKE_CUDA_API uint32_t fakeContextDevices();
+// Whether distinct fake devices support peer access
 // (cudaDeviceCanAccessPeer; they do unless a test says otherwise).
 GYRE_FAKE_CUDA_API void fakeSetPeerAccessSupported(bool supported);
 // The fake device owning `p` (deviceAlloc'd or IPC-mapped memory), or -1.

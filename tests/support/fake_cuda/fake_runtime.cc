@@ -78,6 +78,8 @@ class FakeStream {
 // the record; a wait blocks its stream until the generation recorded before
 // the wait was issued has completed (CUDA's semantics).
 struct FakeEvent {
+  explicit FakeEvent(int device) : device(device) {}
+  const int device;  // current when the event was made: records go only into this device's streams
   std::mutex mutex;
   std::condition_variable done;
   uint64_t recorded = 0;
@@ -96,20 +98,29 @@ class FakeRuntime final : public DeviceRuntime {
   const char* name() const override { return "fake (GYRE_FAKE_CUDA)"; }
   bool synchronousForTests() const override { return synchronous_; }
 
+  // cudaGetDevice: makes no context (device 0 for a thread that never set one).
   ncclResult_t currentDevice(int* device) override {
     *device = device_;
     return ncclSuccess;
   }
   bool hasDevice() override { return true; }
+  // cudaSetDevice makes the device's primary context (CUDA 12 does at once).
   ncclResult_t setDevice(int device) override {
     if (device < 0 || device >= kDevices)
       return fail(ncclInvalidArgument, "fake CUDA: device %d does not exist (0..%d)", device, kDevices - 1);
     device_ = device;
+    inContext();
     return ncclSuccess;
   }
+  // Every call but the device queries above runs in the current device's
+  // primary context, which the first such call makes: a thread that never
+  // called cudaSetDevice makes one on device 0 (about 0.5 GB of a GPU).
+  void inContext() { contexts_.fetch_or(1u << device_, std::memory_order_relaxed); }
+  uint32_t contextDevices() const { return contexts_.load(std::memory_order_relaxed); }
   // The fake's "device memory" is ordinary memory (tests pass std::vector
   // storage): everything but its page-locked host allocations counts.
   ncclResult_t isDevicePointer(const void* p, bool* isDevice) override {
+    inContext();
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = hostAllocations_.upper_bound(p);
     bool pinnedHost = it != hostAllocations_.begin() &&
@@ -123,6 +134,7 @@ class FakeRuntime final : public DeviceRuntime {
   // out of shared 2 MiB blocks, and IPC shares (and refuses to open twice)
   // the whole block.
   ncclResult_t deviceAlloc(size_t bytes, void** out) override {
+    inContext();
     GYRE_CHECK(allowed(capture_.unsafeCall(), "cudaMalloc"));
     const size_t size = bytes == 0 ? 1 : bytes;
     const size_t rounded = (size + kSubAllocAlign - 1) / kSubAllocAlign * kSubAllocAlign;
@@ -146,6 +158,7 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   ncclResult_t deviceFree(void* p) override {
+    inContext();
     if (!p) return ncclSuccess;
     GYRE_CHECK(allowed(capture_.unsafeCall(), "cudaFree"));
     std::lock_guard<std::mutex> lock(mutex_);
@@ -165,13 +178,25 @@ class FakeRuntime final : public DeviceRuntime {
     });
     return ncclSuccess;
   }
+  // cudaHostAlloc and cudaFreeHost are unsafe during capture, as cudaMalloc is.
   ncclResult_t allocHost(size_t bytes, void** out) override {
+    inContext();
+    GYRE_CHECK(allowed(capture_.unsafeCall(), "cudaHostAlloc"));
+    return pinHost(bytes, out);
+  }
+  ncclResult_t pinHost(size_t bytes, void** out) {
     *out = ::operator new(bytes == 0 ? 1 : bytes);
     std::lock_guard<std::mutex> lock(mutex_);
     hostAllocations_[*out] = bytes == 0 ? 1 : bytes;
     return ncclSuccess;
   }
+  // A refused cudaFreeHost frees nothing (the memory stays, as on a GPU).
   void freeHost(void* p) override {
+    inContext();
+    if (allowed(capture_.unsafeCall(), "cudaFreeHost") != ncclSuccess) return;
+    unpinHost(p);
+  }
+  void unpinHost(void* p) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       hostAllocations_.erase(p);
@@ -191,7 +216,9 @@ class FakeRuntime final : public DeviceRuntime {
   }
   std::vector<std::function<void()>> deferredFrees_;
 
+  // Copies run into a stream of any device (the driver stages them).
   ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
+    inContext();
     if (broken_.load()) return brokenContext("cudaMemcpyAsync");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "cudaMemcpyAsync"));
     stream_(stream).push([=] { copyEngineCopy(dst, src, bytes); });
@@ -199,6 +226,7 @@ class FakeRuntime final : public DeviceRuntime {
   }
   ncclResult_t copy2DAsync(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width, size_t rows,
                            StreamHandle stream) override {
+    inContext();
     if (broken_.load()) return brokenContext("cudaMemcpy2DAsync");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "cudaMemcpy2DAsync"));
     stream_(stream).push([=] {
@@ -210,12 +238,14 @@ class FakeRuntime final : public DeviceRuntime {
   // A fresh address names a fresh stream; destroying one lets its queued
   // work finish first, as CUDA does (without blocking the caller there).
   ncclResult_t streamCreate(StreamHandle* out) override {
+    inContext();
     *out = reinterpret_cast<StreamHandle>(new char);
     capture_.streamCreated(*out);
     stream_(*out);  // made now, on the current device
     return ncclSuccess;
   }
   void streamDestroy(StreamHandle stream) override {
+    inContext();
     std::unique_ptr<FakeStream> s;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -230,6 +260,7 @@ class FakeRuntime final : public DeviceRuntime {
     delete reinterpret_cast<char*>(stream);
   }
   ncclResult_t hostFunc(StreamHandle stream, void (*fn)(void*), void* arg) override {
+    inContext();
     if (broken_.load()) return brokenContext("cudaLaunchHostFunc");
     // CUDA may run every host function of a process on one thread.
     GYRE_CHECK(allowed(capture_.enqueue(stream), "cudaLaunchHostFunc"));
@@ -241,19 +272,30 @@ class FakeRuntime final : public DeviceRuntime {
   }
   // A handle owns a reference; queued records and waits hold their own, so
   // destroying a handle with work pending is safe (as in CUDA).
+  // An event belongs to the device current when it is made.
   ncclResult_t eventCreate(EventHandle* out) override {
-    *out = new std::shared_ptr<FakeEvent>(std::make_shared<FakeEvent>());
+    inContext();
+    *out = new std::shared_ptr<FakeEvent>(std::make_shared<FakeEvent>(device_));
     return ncclSuccess;
   }
   void eventDestroy(EventHandle e) override {
+    inContext();
     capture_.eventDestroyed(e);
     delete static_cast<std::shared_ptr<FakeEvent>*>(e);
   }
+  // CUDA's "Stream and Event Behavior": an event records only into a stream
+  // of its own device.
   ncclResult_t eventRecord(EventHandle e, StreamHandle stream) override {
+    inContext();
     if (broken_.load()) return brokenContext("cudaEventRecord");
+    std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
+    const int streamDevice = stream_(stream).device();
+    if (ev->device != streamDevice)
+      return fail(ncclUnhandledCudaError, "cudaEventRecord failed: invalid resource handle "
+                  "(cudaErrorInvalidResourceHandle): the event belongs to device %d, the stream to device %d (an event "
+                  "records only into a stream of the device it was created on)", ev->device, streamDevice);
     bool captured = false;
     GYRE_CHECK(allowed(capture_.record(e, stream, &captured), "cudaEventRecord"));
-    std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
     uint64_t generation;
     {
       std::lock_guard<std::mutex> lock(ev->mutex);
@@ -266,7 +308,9 @@ class FakeRuntime final : public DeviceRuntime {
     }, CommandKind::kAtHead);
     return ncclSuccess;
   }
+  // Across devices too: how one device's stream waits for another's work.
   ncclResult_t streamWaitEvent(StreamHandle stream, EventHandle e) override {
+    inContext();
     if (broken_.load()) return brokenContext("cudaStreamWaitEvent");
     std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
     uint64_t generation;
@@ -287,7 +331,9 @@ class FakeRuntime final : public DeviceRuntime {
     }, CommandKind::kAtHead);
     return ncclSuccess;
   }
+  // Of any device's event, whatever device is current.
   ncclResult_t eventQuery(EventHandle e, bool* done) override {
+    inContext();
     if (broken_.load()) return brokenContext("cudaEventQuery");
     GYRE_CHECK(allowed(capture_.query(e), "cudaEventQuery"));
     std::shared_ptr<FakeEvent> ev = *static_cast<std::shared_ptr<FakeEvent>*>(e);
@@ -296,6 +342,7 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   ncclResult_t isCapturing(StreamHandle stream, bool* capturing) override {
+    inContext();
     *capturing = stream_(stream).capturing();
     return ncclSuccess;
   }
@@ -322,6 +369,7 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   ncclResult_t streamSynchronize(StreamHandle stream) override {
+    inContext();
     if (broken_.load()) return brokenContext("cudaStreamSynchronize");
     GYRE_CHECK(allowed(capture_.synchronize(stream), "cudaStreamSynchronize"));
     stream_(stream).synchronize();
@@ -338,6 +386,7 @@ class FakeRuntime final : public DeviceRuntime {
     return onPrivateStream("cudaMemsetAsync", [=] { memset(dst, value, bytes); });
   }
   ncclResult_t onPrivateStream(const char* call, std::function<void()> op) {
+    inContext();
     if (broken_.load()) return brokenContext(call);
     FakeStream& s = stream_(reinterpret_cast<StreamHandle>(&privateStreams_[device_]));
     s.push(std::move(op));
@@ -346,6 +395,7 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   ncclResult_t postWords(uint32_t* dst, const uint32_t* values, size_t n) override {
+    inContext();
     if (broken_.load()) return brokenContext("cuStreamWriteValue32");
     FakeStream& s = stream_(reinterpret_cast<StreamHandle>(&privateStreams_[device_]));
     s.push([dst, words = std::vector<uint32_t>(values, values + n)] {
@@ -353,15 +403,21 @@ class FakeRuntime final : public DeviceRuntime {
     }, CommandKind::kAtHead);
     return ncclSuccess;
   }
+  // As the real adapter does: relaxed, so set-up beside a capture is allowed.
   ncclResult_t allocMapped(size_t bytes, void** host, void** device) override {
-    GYRE_CHECK(allocHost(bytes, host));
+    inContext();
+    GYRE_CHECK(pinHost(bytes, host));
     memset(*host, 0, bytes);
     *device = *host;
     return ncclSuccess;
   }
-  void freeMapped(void* host) override { freeHost(host); }
+  void freeMapped(void* host) override {
+    inContext();
+    unpinHost(host);
+  }
 
   ncclResult_t ipcGetHandle(void* devicePtr, IpcHandle* out) override {
+    inContext();
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = allocations_.find(devicePtr);
     if (it == allocations_.end())
@@ -376,6 +432,7 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   ncclResult_t ipcOpenHandle(const IpcHandle& handle, void** out, bool* alreadyMapped) override {
+    inContext();
     if (alreadyMapped) *alreadyMapped = false;
     GYRE_CHECK(allowed(capture_.unsafeCall(), "cudaIpcOpenMemHandle"));
     FakeIpc h;
@@ -412,6 +469,7 @@ class FakeRuntime final : public DeviceRuntime {
   }
   // `p` is what ipcOpenHandle returned: an address inside the mapped block.
   void ipcCloseHandle(void* p) override {
+    inContext();
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = opened_.upper_bound(p);
     if (it == opened_.begin()) return;
@@ -436,6 +494,7 @@ class FakeRuntime final : public DeviceRuntime {
     return true;
   }
   ncclResult_t allocationOf(const void* p, AllocationInfo* out) override {
+    inContext();
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = allocations_.upper_bound(const_cast<void*>(p));
     if (it != allocations_.begin()) {
@@ -451,6 +510,7 @@ class FakeRuntime final : public DeviceRuntime {
     return fail(ncclInvalidArgument, "fake CUDA: %p is not in a device allocation (cuMemGetAddressRange)", p);
   }
   ncclResult_t streamWaitFlag(StreamHandle stream, const uint32_t* flag, uint32_t value) override {
+    inContext();
     if (broken_.load()) return brokenContext("cuStreamWaitValue32");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "cuStreamWaitValue32"));
     FakeStream& s = stream_(stream);
@@ -462,6 +522,7 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   ncclResult_t streamWriteFlag(StreamHandle stream, uint32_t* flag, uint32_t value) override {
+    inContext();
     if (broken_.load()) return brokenContext("cuStreamWriteValue32");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "cuStreamWriteValue32"));
     FakeStream& s = stream_(stream);
@@ -472,18 +533,22 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   ncclResult_t launchFlagOps(const FlagOps& ops, StreamHandle stream) override {
+    inContext();
     if (broken_.load()) return brokenContext("flag kernel launch");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "flag kernel launch"));
     FakeStream& s = stream_(stream);
+    GYRE_CHECK(onCurrentDevice(s, "flag kernel launch"));
     s.push([this, ops, device = s.device()] {
       if (!faulted(devices_.unreachable(device, ops))) runFlagOpsOnHost(ops);
     }, CommandKind::kStarted, 1);
     return ncclSuccess;
   }
   ncclResult_t launchPairCopies(const PairCopyWork& work, StreamHandle stream) override {
+    inContext();
     if (broken_.load()) return brokenContext("point-to-point kernel launch");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "point-to-point kernel launch"));
     FakeStream& s = stream_(stream);
+    GYRE_CHECK(onCurrentDevice(s, "point-to-point kernel launch"));
     // Never fewer than kFakePairCopyBlocks blocks of two threads or more,
     // so the tests' small copies still run the blocks' arrival count.
     const int blocks = std::max<int>(static_cast<int>(pairCopyBlocks(work)), kFakePairCopyBlocks);
@@ -493,9 +558,11 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   ncclResult_t launchDirect(const DirectCall& call, StreamHandle stream) override {
+    inContext();
     if (broken_.load()) return brokenContext("direct kernel launch");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "direct kernel launch"));
     FakeStream& s = stream_(stream);
+    GYRE_CHECK(onCurrentDevice(s, "direct kernel launch"));
     s.push([this, call, device = s.device()] {
       if (!faulted(devices_.unreachable(device, call))) runDirectOnHost(call);
     }, CommandKind::kStarted, 1);
@@ -503,10 +570,12 @@ class FakeRuntime final : public DeviceRuntime {
   }
   // The kernel, as host threads (host_emulation.h) in stream order.
   ncclResult_t launchKernel(const DeviceLaunch& launch, StreamHandle stream) override {
+    inContext();
     if (broken_.load()) return brokenContext("collective kernel launch");
     GYRE_CHECK(allowed(capture_.enqueue(stream), "collective kernel launch"));
-    kernelLaunches_.fetch_add(1);
     FakeStream& s = stream_(stream);
+    GYRE_CHECK(onCurrentDevice(s, "collective kernel launch"));
+    kernelLaunches_.fetch_add(1);
     s.push([this, launch, threads = blockThreads_, device = s.device()] {
       if (!faulted(devices_.unreachable(device, launch))) runLaunchOnHostThreads(launch, threads);
     }, CommandKind::kStarted, launch.nblocks);
@@ -516,6 +585,7 @@ class FakeRuntime final : public DeviceRuntime {
 
   // Several devices and peer access (fake_devices.h).
   ncclResult_t enablePeerAccess(int device, int peerDevice) override {
+    inContext();
     if (device == peerDevice) return ncclSuccess;
     if (!canAccessPeer(device, peerDevice))
       return fail(ncclUnhandledCudaError, "cudaDeviceEnablePeerAccess from device %d to device %d failed: peer "
@@ -540,6 +610,16 @@ class FakeRuntime final : public DeviceRuntime {
  private:
   // A kernel touched memory its device cannot reach: the context breaks
   // (sticky, as an illegal address is) and the kernel does nothing more.
+  // CUDA's "Stream and Event Behavior": a kernel launches only into a stream
+  // of the current device; the launch fails (not sticky) otherwise.
+  ncclResult_t onCurrentDevice(FakeStream& s, const char* call) {
+    if (s.device() == device_) return ncclSuccess;
+    return fail(ncclUnhandledCudaError, "%s failed: invalid resource handle (cudaErrorInvalidResourceHandle): the "
+                "stream belongs to device %d but device %d is current (a kernel launches only into a stream of the "
+                "current device)", call, s.device(), device_);
+  }
+  std::atomic<uint32_t> contexts_{0};  // bit d: device d's primary context exists in this process
+
   bool faulted(const std::string& why) {
     if (why.empty()) return false;
     if (!broken_.load()) breakContext(why.c_str());  // the first fault is the one the context reports
@@ -584,6 +664,8 @@ class FakeRuntime final : public DeviceRuntime {
 
   // Any handle names a stream (tests make them up); streams live as long as the process.
   FakeStream& stream_(StreamHandle h) {
+    // The null stream is the current device's.
+    if (h == nullptr) h = reinterpret_cast<StreamHandle>(&nullStreams_[device_]);
     std::lock_guard<std::mutex> lock(mutex_);
     std::unique_ptr<FakeStream>& s = streams_[h];
     if (!s) {
@@ -657,6 +739,7 @@ class FakeRuntime final : public DeviceRuntime {
 
   static thread_local int device_;
   char privateStreams_[kDevices] = {};  // their addresses name each device's private stream
+  char nullStreams_[kDevices] = {};     // and its null stream
   const bool synchronous_;
   const int blockThreads_;  // host threads per emulated kernel block
   std::mutex mutex_;
@@ -688,6 +771,7 @@ int fakeLaunchGraph(const FakeGraph& graph, cudaStream_t stream) { return theFak
 const char* fakeCudaErrorName(int error) { return fakecuda::captureErrorName(error); }
 void fakeBreakContext(const char* cudaErrorText) { theFake()->breakContext(cudaErrorText); }
 int64_t fakeKernelLaunches() { return theFake()->kernelLaunches(); }
+uint32_t fakeContextDevices() { return theFake()->contextDevices(); }
 void fakeSetPeerAccessSupported(bool supported) { theFake()->setPeerAccessible(supported); }
 void fakeSetResidentBlocks(int slots) { theFake()->setResidentBlocks(slots); }
 int fakeDeviceOf(const void* p) { return theFake()->deviceOf(p); }
