@@ -149,6 +149,7 @@ GYRE_DECLARES(DeclaresAbort, abort)
 GYRE_DECLARES(DeclaresShutdown, shutdown)
 GYRE_DECLARES(DeclaresSupportsSplitting, supportsSplitting)
 GYRE_DECLARES(DeclaresEagerConnect, eagerConnectSingleDevice)
+GYRE_DECLARES(DeclaresTensorCoalesced, allgather_into_tensor_coalesced)
 #undef GYRE_DECLARES
 
 // split(store, ranks, options), the form ProcessGroup::splitGroup calls
@@ -249,7 +250,42 @@ class EagerConnectHook<true, Base> : public Base {
   }
 };
 
-using WithCoalescingSupport = CoalescingSupport<DeclaresSupportsCoalescing<BackendBase>::value, BackendBase>;
+// allgather_into_tensor_coalesced / reduce_scatter_tensor_coalesced (2.x):
+// what _coalescing_manager calls for all_gather_into_tensor and
+// reduce_scatter_tensor issued inside it. 1.13 has neither.
+template <bool kDeclared, class Base>
+class TensorCoalescedHooks : public Base {
+ public:
+  using Base::Base;
+  virtual c10::intrusive_ptr<c10d::Work> allgatherIntoTensorCoalesced(std::vector<at::Tensor>& outputs,
+                                                                      std::vector<at::Tensor>& inputs) = 0;
+  virtual c10::intrusive_ptr<c10d::Work> reduceScatterTensorCoalesced(std::vector<at::Tensor>& outputs,
+                                                                      std::vector<at::Tensor>& inputs,
+                                                                      const c10d::ReduceScatterOptions& opts) = 0;
+};
+template <class Base>
+class TensorCoalescedHooks<true, Base> : public Base {
+ public:
+  using Base::Base;
+  virtual c10::intrusive_ptr<c10d::Work> allgatherIntoTensorCoalesced(std::vector<at::Tensor>& outputs,
+                                                                      std::vector<at::Tensor>& inputs) = 0;
+  virtual c10::intrusive_ptr<c10d::Work> reduceScatterTensorCoalesced(std::vector<at::Tensor>& outputs,
+                                                                      std::vector<at::Tensor>& inputs,
+                                                                      const c10d::ReduceScatterOptions& opts) = 0;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& /*opts*/) override {
+    return allgatherIntoTensorCoalesced(outputs, inputs);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override {
+    return reduceScatterTensorCoalesced(outputs, inputs, opts);
+  }
+};
+
+using WithTensorCoalesced = TensorCoalescedHooks<DeclaresTensorCoalesced<BackendBase>::value, BackendBase>;
+using WithCoalescingSupport = CoalescingSupport<DeclaresSupportsCoalescing<BackendBase>::value, WithTensorCoalesced>;
 using WithAbort = AbortHook<DeclaresAbort<BackendBase>::value, WithCoalescingSupport>;
 using WithShutdown = ShutdownHook<DeclaresShutdown<BackendBase>::value, WithAbort>;
 using WithSplit = SplitHook<DeclaresSplit<BackendBase>::value && DeclaresSupportsSplitting<BackendBase>::value,
