@@ -158,6 +158,14 @@ def worker(rank, world):
         check(t.item() == sum(r + 1 for r in evens), "new_group all_reduce %s" % t.item())
         check(dist.get_backend(sub) == "gyre" and sub.name() == "gyre",
               "new_group backend %r named %r" % (dist.get_backend(sub), sub.name()))
+    # What torch 2.6 refuses before asking any backend but its own
+    # (docs/TORCH-2X.md): monitored_barrier beyond Gloo.
+    try:
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=5))
+        print("rank %d: monitored_barrier ran on gyre" % rank, flush=True)
+    except ValueError as e:
+        check("GLOO" in str(e), "monitored_barrier refused with %r" % str(e))
+
     # Work.wait(timeout): a receive nobody sends to gives up after its
     # timeout with torch's error, not at the group's timeout; the group is
     # then aborted (its operation is still queued on the communicator).
