@@ -8,7 +8,8 @@ batch_isend_irecv around a ring, _coalescing_manager (its all_reduce,
 all_gather_into_tensor and reduce_scatter_tensor fast paths, one gyre group
 each), Work.wait(timeout) on an operation that cannot finish, sequence
 numbers, the backend's name and its registration for cpu and cuda,
-new_group; and the backend strings "cpu:gyre" and "cpu:gyre,cuda:gloo"
+new_group, a sparse and an int16 tensor refused naming gyre,
+monitored_barrier refused by torch for any backend but Gloo; and the backend strings "cpu:gyre" and "cpu:gyre,cuda:gloo"
 (gyre serving the CPU beside another backend), and "cpu:gyre,cuda:nccl",
 which a torch without NCCL refuses naming NCCL. torch 2.x only (registered
 in meson for it).
@@ -158,6 +159,19 @@ def worker(rank, world):
         check(t.item() == sum(r + 1 for r in evens), "new_group all_reduce %s" % t.item())
         check(dist.get_backend(sub) == "gyre" and sub.name() == "gyre",
               "new_group backend %r named %r" % (dist.get_backend(sub), sub.name()))
+    # Bad input: a sparse tensor (torch 2.x routes it to allreduce_sparse,
+    # which gyre does not implement) and a tensor of a dtype gyre lacks are
+    # refused at the call, naming gyre; the group works on afterwards.
+    for bad, what in ((torch.ones(4).to_sparse(), "sparse"), (torch.ones(4, dtype=torch.int16), "int16")):
+        try:
+            dist.all_reduce(bad)
+            check(False, "all_reduce of a %s tensor was accepted" % what)
+        except RuntimeError as e:
+            check("gyre" in str(e), "all_reduce of a %s tensor: message %r does not name gyre" % (what, str(e)))
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    check(torch.equal(t, torch.full((3,), float(world))), "all_reduce after refused calls")
+
     # What torch 2.6 refuses before asking any backend but its own
     # (docs/TORCH-2X.md): monitored_barrier beyond Gloo.
     try:
