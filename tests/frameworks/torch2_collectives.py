@@ -9,8 +9,9 @@ all_gather_into_tensor and reduce_scatter_tensor fast paths, one gyre group
 each), Work.wait(timeout) on an operation that cannot finish, sequence
 numbers, the backend's name and its registration for cpu and cuda,
 new_group, a sparse and an int16 tensor refused naming gyre,
-monitored_barrier refused by torch for any backend but Gloo; and the backend strings "cpu:gyre" and "cpu:gyre,cuda:gloo"
-(gyre serving the CPU beside another backend), and "cpu:gyre,cuda:nccl",
+monitored_barrier refused by torch for any backend but Gloo; and the
+backend strings "cpu:gyre" and "cpu:gyre,cuda:gloo" (gyre serving the CPU
+beside another backend), and "cpu:gyre,cuda:nccl",
 which a torch without NCCL refuses naming NCCL. torch 2.x only (registered
 in meson for it).
 """
