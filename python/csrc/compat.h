@@ -7,15 +7,13 @@
 // factor also changed shape. Everything else in python/csrc is written
 // against the part of the API both versions share.
 //
-// The 1.13 side is compiled and tested in CI. The 2.x side has NOT been
-// compiled (no torch 2.x here); it was checked by hand against torch 2.x's
-// headers (c10d/Backend.hpp, Work.hpp, Types.hpp, ProcessGroup.cpp and
-// distributed_c10d.py of several 2.x revisions): the names and parameter
-// types of every method ProcessGroupGyre overrides (split's and
-// eagerConnectSingleDevice's included), Work's constructor and protected
-// members, getFuture, the PREMUL_SUM supplement, and the creator call and
-// register_backend(devices=...) of the Python side.
-// docs/TORCH-2X.md lists what was checked and against what.
+// Both sides are compiled and tested: 1.13 on Debian 12 (the host build),
+// 2.6 on Debian 13 (scripts/test --torch2), from this one source. Hooks that
+// 2.6's c10d::Backend lacks but later 2.x revisions declare (abort,
+// shutdown, supportsCoalescing, split) sit in layers that detect the
+// declaration, so they compile to nothing on 1.13 and 2.6; their bodies
+// were checked by hand against those revisions' headers, not compiled.
+// docs/TORCH-2X.md lists what runs where.
 //
 // Debian's 1.13 ships no <torch/version.h>; pip wheels (2.x) do, so its
 // absence means 1.x. Meson also passes GYRE_TORCH_MAJOR from the interpreter,
@@ -149,6 +147,7 @@ GYRE_DECLARES(DeclaresAbort, abort)
 GYRE_DECLARES(DeclaresShutdown, shutdown)
 GYRE_DECLARES(DeclaresSupportsSplitting, supportsSplitting)
 GYRE_DECLARES(DeclaresEagerConnect, eagerConnectSingleDevice)
+GYRE_DECLARES(DeclaresTensorCoalesced, allgather_into_tensor_coalesced)
 #undef GYRE_DECLARES
 
 // split(store, ranks, options), the form ProcessGroup::splitGroup calls
@@ -249,7 +248,42 @@ class EagerConnectHook<true, Base> : public Base {
   }
 };
 
-using WithCoalescingSupport = CoalescingSupport<DeclaresSupportsCoalescing<BackendBase>::value, BackendBase>;
+// allgather_into_tensor_coalesced / reduce_scatter_tensor_coalesced (2.x):
+// what _coalescing_manager calls for all_gather_into_tensor and
+// reduce_scatter_tensor issued inside it. 1.13 has neither.
+template <bool kDeclared, class Base>
+class TensorCoalescedHooks : public Base {
+ public:
+  using Base::Base;
+  virtual c10::intrusive_ptr<c10d::Work> allgatherIntoTensorCoalesced(std::vector<at::Tensor>& outputs,
+                                                                      std::vector<at::Tensor>& inputs) = 0;
+  virtual c10::intrusive_ptr<c10d::Work> reduceScatterTensorCoalesced(std::vector<at::Tensor>& outputs,
+                                                                      std::vector<at::Tensor>& inputs,
+                                                                      const c10d::ReduceScatterOptions& opts) = 0;
+};
+template <class Base>
+class TensorCoalescedHooks<true, Base> : public Base {
+ public:
+  using Base::Base;
+  virtual c10::intrusive_ptr<c10d::Work> allgatherIntoTensorCoalesced(std::vector<at::Tensor>& outputs,
+                                                                      std::vector<at::Tensor>& inputs) = 0;
+  virtual c10::intrusive_ptr<c10d::Work> reduceScatterTensorCoalesced(std::vector<at::Tensor>& outputs,
+                                                                      std::vector<at::Tensor>& inputs,
+                                                                      const c10d::ReduceScatterOptions& opts) = 0;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& /*opts*/) override {
+    return allgatherIntoTensorCoalesced(outputs, inputs);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override {
+    return reduceScatterTensorCoalesced(outputs, inputs, opts);
+  }
+};
+
+using WithTensorCoalesced = TensorCoalescedHooks<DeclaresTensorCoalesced<BackendBase>::value, BackendBase>;
+using WithCoalescingSupport = CoalescingSupport<DeclaresSupportsCoalescing<BackendBase>::value, WithTensorCoalesced>;
 using WithAbort = AbortHook<DeclaresAbort<BackendBase>::value, WithCoalescingSupport>;
 using WithShutdown = ShutdownHook<DeclaresShutdown<BackendBase>::value, WithAbort>;
 using WithSplit = SplitHook<DeclaresSplit<BackendBase>::value && DeclaresSupportsSplitting<BackendBase>::value,

@@ -4,6 +4,7 @@
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "named_group.h"
 #include "process_group.h"
 
 namespace py = pybind11;
@@ -42,6 +43,17 @@ PYBIND11_MODULE(_C, m) {
   // the GIL, so other Python threads keep running meanwhile.
   m.def("create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());
+#if GYRE_TORCH_MAJOR >= 2
+  // The group object torch keeps, named "gyre" (named_group.h).
+  py::class_<torch_gyre::NamedProcessGroup, c10::intrusive_ptr<torch_gyre::NamedProcessGroup>>(
+      m, "NamedProcessGroup", py::module::import("torch._C._distributed_c10d").attr("ProcessGroup"))
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                       const c10::intrusive_ptr<torch_gyre::ProcessGroupGyre>& backend,
+                       const std::vector<std::string>& devices) {
+             return c10::make_intrusive<torch_gyre::NamedProcessGroup>(store, rank, size, backend, devices);
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("backend"), py::arg("devices"));
+#endif
   m.attr("torch_major") = GYRE_TORCH_MAJOR;
 #if defined(GYRE_TORCH_CUDART)
   m.attr("cuda") = true;

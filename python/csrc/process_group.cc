@@ -38,6 +38,24 @@ ProcessGroupGyre::ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store,
 
 ProcessGroupGyre::~ProcessGroupGyre() { close(/*abort=*/false); }
 
+namespace {
+
+// What a sequence number counts: collectives, not point-to-point operations
+// nor gyre's own bookkeeping (UNKNOWN: splits, a batch's closing marker).
+bool isCollective(c10d::OpType type) {
+  switch (type) {
+    case c10d::OpType::SEND:
+    case c10d::OpType::RECV:
+    case c10d::OpType::RECVANYSOURCE:
+    case c10d::OpType::UNKNOWN:
+      return false;
+    default:
+      return true;
+  }
+}
+
+}  // namespace
+
 c10::intrusive_ptr<GyreWork> ProcessGroupGyre::makeWork(c10d::OpType type, std::vector<at::Tensor> outputs) {
   auto work = c10::make_intrusive<GyreWork>(getRank(), type, std::move(outputs));
   work->setPoll(poll_);
@@ -64,6 +82,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::enqueueGroup(c10d::OpType type,
   std::lock_guard<std::mutex> lock(submitMu_);
   TORCH_CHECK(closedBy_ == nullptr, "gyre backend: the process group was closed by ", closedBy_,
               "() and runs no more operations");
+  if (isCollective(type)) seqCollective_.fetch_add(1);
   if (batch_) {
     for (Op& op : ops) batch_->push_back(std::move(op));
   } else {

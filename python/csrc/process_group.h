@@ -8,6 +8,7 @@
 // are all on the CPU or all on one CUDA device; a mix raises.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -73,8 +74,26 @@ class ProcessGroupGyre : public compat::BackendAdapter {
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
 
+  // torch 2.x's coalesced all_gather_into_tensor and reduce_scatter_tensor
+  // (coalesced.cc): one operation per pair, all in one gyre group.
+  c10::intrusive_ptr<c10d::Work> allgatherIntoTensorCoalesced(std::vector<at::Tensor>& outputs,
+                                                              std::vector<at::Tensor>& inputs) override;
+  c10::intrusive_ptr<c10d::Work> reduceScatterTensorCoalesced(std::vector<at::Tensor>& outputs,
+                                                              std::vector<at::Tensor>& inputs,
+                                                              const c10d::ReduceScatterOptions& opts) override;
+
+  // Sequence numbers: how many collectives on CPU tensors this group has
+  // issued. Every rank starts at 0 when the group is made, so they agree
+  // without exchanging anything; a rank whose number differs from the
+  // others' issued a different sequence of collectives.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return seqCollective_.load(); }
+
   void openBatch() override;
   c10::intrusive_ptr<c10d::Work> closeBatch() override;
+  bool batchOpen();
+  // Drops the open batch's CPU operations unsubmitted (one of them was refused).
+  void abandonBatch();
 
   // Lifecycle (lifecycle.cc), what torch 2.x's abort() and shutdown() call.
   // After either, the group runs no more operations.
@@ -132,6 +151,7 @@ class ProcessGroupGyre : public compat::BackendAdapter {
   // main thread): the batch and the order of submission are guarded here.
   std::mutex submitMu_;
   std::optional<std::vector<Op>> batch_;  // open between openBatch and closeBatch
+  std::atomic<uint64_t> seqCollective_{0};
   const char* closedBy_ = nullptr;         // "abort" or "shutdown" once closed (under submitMu_)
 };
 

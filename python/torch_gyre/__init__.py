@@ -19,6 +19,7 @@ so a peer that dies or stalls makes the others' operations on that group
 raise RuntimeError with gyre's message after that group's timeout.
 """
 import inspect
+import sys
 
 import torch  # noqa: F401  (loads libtorch before the extension needs it)
 import torch.distributed as _dist
@@ -35,7 +36,42 @@ CUDA = bool(_C.cuda)
 
 
 def _create(store, rank, size, timeout):
-    return _C.create_process_group(store, rank, size, timeout)
+    backend = _C.create_process_group(store, rank, size, timeout)
+    named = _named_group(backend, rank, size)
+    return backend if named is None else named
+
+
+def _named_group(backend, rank, size):
+    """torch 2.x: the group object itself under gyre's name, or None.
+
+    torch 2.x makes a ProcessGroup per group and registers each device's
+    Backend in it; the group's name (DDP's logging data, torch's messages)
+    is that object's, "custom" for every plugin. A creator that returns a
+    ProcessGroup is taken as the group itself, and torch then registers no
+    other device's backend: so only where the group's backend string gives
+    every device to gyre ("gyre", "cpu:gyre", "cpu:gyre,cuda:gyre") is the
+    group gyre's own object, with gyre registered for those devices. Under
+    "cpu:gyre,cuda:nccl" torch's object stays, so that the other backend is
+    made (and the group is named "custom"). What the string says is read
+    from torch's caller (_new_process_group_helper: its backend_config and
+    the store and bound device of the group it was making); where that is
+    missing (another torch), torch's object stays too.
+    """
+    if not hasattr(_C, "NamedProcessGroup"):
+        return None  # torch 1.x: the backend is the group, named "gyre" already
+    caller = sys._getframe(2).f_locals
+    config, store, made = caller.get("backend_config"), caller.get("prefix_store"), caller.get("pg")
+    try:
+        devices = config.get_device_backend_map()
+    except AttributeError:
+        return None
+    if store is None or not devices or set(devices.values()) != {BACKEND_NAME}:
+        return None
+    group = _C.NamedProcessGroup(store, rank, size, backend, sorted(devices))
+    bound = getattr(made, "bound_device_id", None)
+    if bound is not None:
+        group.bound_device_id = bound
+    return group
 
 
 def _register():

@@ -21,6 +21,13 @@ OPS = ["SUM", "PRODUCT", "MIN", "MAX", "AVG", "PREMUL_SUM"]
 COUNTS = [0, 1, 13, 1031]
 
 
+def gyre_of(group):
+    """The group's gyre backend object: the group itself on torch 1.x, the
+    Backend it holds for the CPU on 2.x."""
+    import torch
+    return group._get_backend(torch.device("cpu")) if hasattr(group, "_get_backend") else group
+
+
 class Checker:
     def __init__(self, rank):
         self.rank = rank
@@ -110,7 +117,9 @@ def worker(rank, world):
         check(torch.allclose(t.double(), ref, rtol=rtol, atol=rtol), "all_reduce randn %s 65537" % dtype)
     # PREMUL_SUM with a non-power-of-two factor, and with a tensor factor.
     inputs = [gen(r, (101,), torch.float64, "pm") for r in range(world)]
-    for factor in (0.3, [torch.tensor([0.3], dtype=torch.float64)]):
+    # (a tensor factor: a list of one in torch 1.13, the tensor itself in 2.x)
+    tensor_factor = torch.tensor([0.3], dtype=torch.float64)
+    for factor in (0.3, [tensor_factor] if torch.__version__.startswith("1.") else tensor_factor):
         t = inputs[rank].clone()
         dist.all_reduce(t, op=dist._make_nccl_premul_sum(factor))
         ref = sum(0.3 * x for x in inputs)
@@ -324,12 +333,12 @@ def worker(rank, world):
     # behind operations in flight, behind point-to-point ones and inside
     # coalesced batches, and the order of every rank's calls is kept.
     default_pg = dist.distributed_c10d._get_default_group()
-    run_by_waiters = default_pg._gyre_ops_run_by_waiters()
+    run_by_waiters = gyre_of(default_pg)._gyre_ops_run_by_waiters()
     for i in range(30):
         t = torch.full((257,), float(rank * 3 + i))
         dist.all_reduce(t)
         check(bool((t == sum(r * 3 + i for r in range(world))).all()), "sync all_reduce %d" % i)
-    stolen = default_pg._gyre_ops_run_by_waiters() - run_by_waiters
+    stolen = gyre_of(default_pg)._gyre_ops_run_by_waiters() - run_by_waiters
     ts = [torch.full((31,), float(rank + i)) for i in range(3)]
     works = [dist.all_reduce(t, async_op=True) for t in ts]
     mid = torch.full((7,), float(rank))
@@ -383,7 +392,7 @@ def worker(rank, world):
     default_pg = dist.distributed_c10d._get_default_group()
     members = list(range(1, world))
     split_store = dist.PrefixStore("gyre_split/", dist.distributed_c10d._get_default_store())
-    child = default_pg._gyre_split(split_store, members, datetime.timedelta(seconds=30))
+    child = gyre_of(default_pg)._gyre_split(split_store, members, datetime.timedelta(seconds=30))
     if rank in members:
         check(child is not None and child.rank() == members.index(rank) and child.size() == len(members),
               "split group: rank %s of %s" % (child and child.rank(), child and child.size()))
@@ -396,7 +405,7 @@ def worker(rank, world):
     else:
         check(child is None, "split: rank 0 is not a member and gets no group")
     if not torch_gyre.CUDA:
-        check.raises(lambda: default_pg._gyre_bind_device(0), ["gyre", "device_id", "without CUDA"],
+        check.raises(lambda: gyre_of(default_pg)._gyre_bind_device(0), ["gyre", "device_id", "without CUDA"],
                      "device_id in a build without CUDA")
     dist.barrier()
 
@@ -413,7 +422,7 @@ def worker(rank, world):
         w = dist.all_reduce(torch.ones(4), group=stuck, async_op=True)
         time.sleep(0.2)
         start = time.monotonic()
-        stuck._gyre_abort()
+        gyre_of(stuck)._gyre_abort()
         check.raises(w.wait, ["gyre"], "wait() on an all_reduce after abort")
         check(time.monotonic() - start < 20, "abort took %.1f s" % (time.monotonic() - start))
         check.raises(lambda: dist.all_reduce(torch.ones(4), group=stuck), ["gyre", "closed by abort"],

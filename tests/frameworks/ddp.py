@@ -63,6 +63,8 @@ def worker(out, hook, device):
     if device == "cuda":
         dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
         torch.cuda.set_device(dev)
+    import torchrun
+    torchrun.honour_use_libuv()  # a torch without libuv (Debian 13's)
     dist.init_process_group("gyre")  # env:// from torchrun
     rank, world = dist.get_rank(), dist.get_world_size()
     ds = make_data(world)
@@ -120,7 +122,10 @@ def driver(device):
                 # parse their default "0" (enum.Flag iteration skips the zero
                 # member) and fails before starting workers; "1" (stdout,
                 # shown on the console too) parses.
-                cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world),
+                # torchrun.py: torchrun itself, made to honour USE_LIBUV=0
+                # (which a torch without libuv, Debian 13's, needs).
+                cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchrun.py"),
+                       "--nproc_per_node", str(world),
                        "--redirects", "1", "--tee", "1", "--log_dir", os.path.join(tmp, "logs%d%d" % (world, hook)),
                        "--master_addr", "127.0.0.1", "--master_port", str(harness.free_port()),
                        os.path.abspath(__file__), "--worker", out, "--device", device] + (["--hook"] if hook else [])

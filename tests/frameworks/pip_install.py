@@ -3,7 +3,7 @@
 
 The way a user installs it: a venv that sees the system's packages (torch,
 meson-python, ninja), then `pip install --no-build-isolation --no-index
-./python`, which compiles the extension against that torch and links the
+--no-deps ./python`, which compiles the extension against that torch and links the
 gyre library of this build (found through pkg-config, the build tree's
 meson-uninstalled folder). Then 2 processes of that venv's interpreter,
 which must import torch_gyre from the venv (not the build tree), train the
@@ -86,8 +86,10 @@ def driver():
         # A copy, so the build leaves nothing in the source tree.
         src = os.path.join(tmp, "src")
         shutil.copytree(PACKAGE_SRC, src, ignore=shutil.ignore_patterns(".mesonpy-*", "__pycache__"))
-        ok, _ = run([vpython, "-m", "pip", "install", "--no-build-isolation", "--no-index", src], env,
-                    INSTALL_TIMEOUT, "pip install --no-build-isolation --no-index ./python")
+        # --no-deps: torch is there already, and Debian 13's torch 2.6 pins
+        # a sympy Debian does not ship, which pip's resolver would refuse.
+        ok, _ = run([vpython, "-m", "pip", "install", "--no-build-isolation", "--no-index", "--no-deps", src], env,
+                    INSTALL_TIMEOUT, "pip install --no-build-isolation --no-index --no-deps ./python")
         if not ok:
             sys.exit(1)
         ok, out = run([vpython, "-c", "import torch_gyre, sys; print(torch_gyre.__version__, torch_gyre.__file__)"],
