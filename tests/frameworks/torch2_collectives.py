@@ -16,6 +16,7 @@ which a torch without NCCL refuses naming NCCL. torch 2.x only (registered
 in meson for it).
 """
 import datetime
+import gc
 import os
 import sys
 import time
@@ -40,12 +41,29 @@ def inputs(torch, r, n, key):
     return torch.randint(-50, 50, (n,), generator=g).to(torch.float32)
 
 
+def thread_names():
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%s/comm" % tid) as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass  # ended while listed
+    return sorted(names)
+
+
+def gyre_mappings():
+    with open("/proc/self/maps") as f:
+        return [line.split(None, 5)[-1].strip() for line in f if "gyre-" in line]
+
+
 def worker(rank, world):
     import torch
     import torch.distributed as dist
 
     import torch_gyre
 
+    threads_before = thread_names()
     dist.init_process_group("gyre", timeout=datetime.timedelta(seconds=60))
     check = Checker(rank)
     pg = dist.group.WORLD
@@ -198,7 +216,19 @@ def worker(rank, world):
     lone.abort() if hasattr(lone, "abort") else lone._get_backend(torch.device("cpu"))._gyre_abort()
 
     dist.barrier()
+    del backend, pg, sub, lone
     dist.destroy_process_group()
+    # Nothing of gyre's outlives the groups: no shared-memory mapping, and no
+    # thread that was not there before init (torch's own store threads end
+    # with the default group too; a few seconds for threads to be joined).
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (len(thread_names()) > len(threads_before) or gyre_mappings()):
+        time.sleep(0.1)
+    check(not gyre_mappings(), "after destroy_process_group, still mapped: %s" % gyre_mappings())
+    extra = len(thread_names()) - len(threads_before)
+    check(extra <= 0, "after destroy_process_group, %d thread(s) more than before init: %s (before: %s)" %
+          (extra, thread_names(), threads_before))
     print("rank %d: %s" % (rank, "all checks passed" if check.failures == 0 else "%d failed" % check.failures))
     sys.exit(0 if check.failures == 0 else 1)
 
