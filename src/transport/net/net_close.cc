@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -46,7 +47,7 @@ constexpr double kInPlaceSeconds = 1;
 struct Closing {
   std::mutex mu;
   std::vector<NetConn*> conns;  // closing, not yet released
-  std::thread reaper;
+  std::condition_variable reaperEnded;  // signalled when reaperRunning turns false
   bool reaperRunning = false;
   bool stopping = false;  // the process exits: the reaper leaves what is left
 };
@@ -220,6 +221,7 @@ void reap() {
       for (const NetConn* c : s.conns) deferredLeft = deferredLeft || c->deferred;
       if (!deferredLeft || s.stopping) {
         s.reaperRunning = false;
+        s.reaperEnded.notify_all();
         return;
       }
     }
@@ -231,13 +233,9 @@ void reap() {
 // (they were made at dlopen, before this was registered).
 void stopReaperAtExit() {
   Closing& s = closing();
-  std::thread reaper;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.stopping = true;
-    reaper = std::move(s.reaper);
-  }
-  if (reaper.joinable()) reaper.join();
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.stopping = true;
+  s.reaperEnded.wait(lock, [&s] { return !s.reaperRunning; });
 }
 
 // Called with closing().mu held.
@@ -246,9 +244,12 @@ void startReaper() {
   if (s.reaperRunning || s.stopping) return;
   static std::once_flag atExit;
   std::call_once(atExit, [] { atexit(stopReaperAtExit); });
-  if (s.reaper.joinable()) s.reaper.join();  // a previous reaper that has returned
+  // Detached: a reaper that finished its work must not stay an unjoined
+  // thread until exit (a process that ends with _exit never joins it);
+  // stopReaperAtExit waits for reaperRunning instead. Closing is never
+  // destroyed, so the thread's last unlock cannot outlive it.
   s.reaperRunning = true;
-  s.reaper = std::thread(reap);
+  std::thread(reap).detach();
 }
 
 }  // namespace
