@@ -261,15 +261,13 @@ class TensorCoalescedHooks : public Base {
                                                                       std::vector<at::Tensor>& inputs,
                                                                       const c10d::ReduceScatterOptions& opts) = 0;
 };
+// Where the base declares them, the same hooks, overridden to call gyre's.
 template <class Base>
-class TensorCoalescedHooks<true, Base> : public Base {
+class TensorCoalescedHooks<true, Base> : public TensorCoalescedHooks<false, Base> {
  public:
-  using Base::Base;
-  virtual c10::intrusive_ptr<c10d::Work> allgatherIntoTensorCoalesced(std::vector<at::Tensor>& outputs,
-                                                                      std::vector<at::Tensor>& inputs) = 0;
-  virtual c10::intrusive_ptr<c10d::Work> reduceScatterTensorCoalesced(std::vector<at::Tensor>& outputs,
-                                                                      std::vector<at::Tensor>& inputs,
-                                                                      const c10d::ReduceScatterOptions& opts) = 0;
+  using TensorCoalescedHooks<false, Base>::TensorCoalescedHooks;
+  using TensorCoalescedHooks<false, Base>::allgatherIntoTensorCoalesced;
+  using TensorCoalescedHooks<false, Base>::reduceScatterTensorCoalesced;
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::AllgatherOptions& /*opts*/) override {
