@@ -16,6 +16,14 @@
 // "not released"), closeSend/closeRecv refuse a comm that still owns
 // requests, i.e. ones posted and not yet reported done by test():
 // gyretest_inflight_at_close() counts them.
+//
+// Faults, for the tests: TESTNET_FAIL_INIT=1 makes init() fail with a
+// warning; TESTNET_FAIL_SENDS_AFTER=N makes test() fail every send request
+// after the process's first N completed sends (an error mid-transfer);
+// TESTNET_STALL_SENDS_AFTER=N leaves every send posted after the first N
+// pending for ever (a request the network never completes);
+// TESTNET_NULL_FUNCTION=NAME exports every table with NAME (isend, test,
+// regMr, ...) null.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -38,13 +46,22 @@ std::atomic<int> gVersion{0};  // the version whose init() was called
 std::atomic<int> gSawProfiler{0}, gTrafficClass{-100};
 std::atomic<long> gInflightAtClose{0}, gContextErrors{0};
 std::atomic<long> gIsend{0}, gIrecv{0}, gTest{0}, gConnect{0}, gAccept{0}, gRegMr{0}, gDeregMr{0}, gOpen{0};
+std::atomic<long> gSendsDone{0};
 gyreNetLogger_t gLog = nullptr;
+
+long faultAfter(const char* var) {
+  const char* v = getenv(var);
+  return v && *v ? strtol(v, nullptr, 10) : -1;
+}
+const long gFailSendsAfter = faultAfter("TESTNET_FAIL_SENDS_AFTER");
+const long gStallSendsAfter = faultAfter("TESTNET_STALL_SENDS_AFTER");
 
 struct Request;
 struct Comm {
   int fd = -1;
   bool isSend = false;
   std::deque<Request*> queue;  // requests in posting order; only the front moves
+  std::vector<Request*> stalled;  // TESTNET_STALL_SENDS_AFTER's sends, freed at close
   bool broken = false;
   long owned = 0;  // requests handed out and not yet reported done
 };
@@ -58,6 +75,7 @@ struct Request {
   size_t dataDone = 0;
   bool done = false;
   bool failed = false;  // reported failed by test(): no longer owned by the caller
+  bool stalled = false;  // TESTNET_STALL_SENDS_AFTER: never moves
 };
 
 struct Listen {
@@ -208,6 +226,13 @@ ncclResult_t isend(void* sendComm, void* data, size_t size, int, void*, void** r
   auto* c = static_cast<Comm*>(sendComm);
   auto* r = new Request{c, static_cast<char*>(data), static_cast<uint32_t>(size)};
   r->header = static_cast<uint32_t>(size);
+  r->stalled = gStallSendsAfter >= 0 && gIsend > gStallSendsAfter;
+  if (r->stalled) {  // kept out of the queue, so the sends behind it still move
+    c->stalled.push_back(r);
+    ++c->owned;
+    *request = r;
+    return ncclSuccess;
+  }
   c->queue.push_back(r);
   ++c->owned;
   *request = r;
@@ -233,8 +258,21 @@ ncclResult_t iflush(void*, int, void**, int*, void**, void** request) {
 ncclResult_t test(void* request, int* done, int* size) {
   ++gTest;
   auto* r = static_cast<Request*>(request);
+  if (r->stalled) {
+    *done = 0;
+    return ncclSuccess;
+  }
+  if (r->comm->isSend && gFailSendsAfter >= 0 && gSendsDone >= gFailSendsAfter) {
+    if (gLog) gLog(kNetLogWarn, 0, __FILE__, __LINE__, "gyretest: send failed (TESTNET_FAIL_SENDS_AFTER=%ld)",
+                   gFailSendsAfter);
+    if (!r->failed) --r->comm->owned;
+    r->failed = true;
+    *done = 0;
+    return ncclSystemError;
+  }
   if (!r->done && !r->comm->broken && !drive(r->comm)) r->comm->broken = true;
   if (r->done) {
+    if (r->comm->isSend) ++gSendsDone;
     *done = 1;
     if (size) *size = static_cast<int>(r->comm->isSend ? r->size : r->header);
     --r->comm->owned;
@@ -261,6 +299,7 @@ ncclResult_t closeComm(void* comm) {
          c->isSend ? "closeSend" : "closeRecv", owned);
   gInflightAtClose += owned;
   for (Request* r : c->queue) delete r;
+  for (Request* r : c->stalled) delete r;
   close(c->fd);
   delete c;
   --gOpen;
@@ -353,6 +392,17 @@ template <typename Props>
 [[maybe_unused]] ncclResult_t finalizeV11(void*) { return ncclSuccess; }
 [[maybe_unused]] ncclResult_t setNetAttrV11(void*, gyreNetAttr_v11_t*) { return ncclSuccess; }
 
+// TESTNET_NULL_FUNCTION=NAME: every exported table leaves NAME null, before
+// gyre can look at it.
+template <typename Table>
+[[maybe_unused]] void nullFunction(Table* t, const char* name) {
+  if (!strcmp(name, "isend")) t->isend = nullptr;
+  if (!strcmp(name, "irecv")) t->irecv = nullptr;
+  if (!strcmp(name, "test")) t->test = nullptr;
+  if (!strcmp(name, "regMr")) t->regMr = nullptr;
+  if (!strcmp(name, "closeListen")) t->closeListen = nullptr;
+}
+
 }  // namespace
 
 extern "C" {
@@ -424,4 +474,25 @@ __attribute__((visibility("default"))) void gyretest_counts(long* isends, long* 
   *deregs = gDeregMr;
 }
 
+}
+
+// Before gyre can look at the tables.
+__attribute__((constructor)) static void applyNullFunction() {
+  const char* name = getenv("TESTNET_NULL_FUNCTION");
+  if (!name || !*name) return;
+#ifdef GYRETEST_V8
+  nullFunction(&ncclNetPlugin_v8, name);
+#endif
+#ifdef GYRETEST_V9
+  nullFunction(&ncclNetPlugin_v9, name);
+#endif
+#ifdef GYRETEST_V10
+  nullFunction(&ncclNetPlugin_v10, name);
+#endif
+#ifdef GYRETEST_V11
+  nullFunction(&ncclNetPlugin_v11, name);
+#endif
+#if defined(GYRETEST_V12) || defined(GYRETEST_V13)
+  nullFunction(&GYRETEST_NEWEST, name);
+#endif
 }

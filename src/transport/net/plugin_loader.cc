@@ -124,6 +124,26 @@ bool loadDefaultNetPlugin(Network* out) {
   return false;
 }
 
+namespace {
+
+// The functions gyre calls that `api` leaves null, named as in NCCL's tables ("" if none).
+std::string nullRequiredFunctions(const gyreNet_v8_t& api) {
+  const std::pair<bool, const char*> required[] = {
+      {api.init != nullptr, "init"},           {api.devices != nullptr, "devices"},
+      {api.listen != nullptr, "listen"},
+      {api.connect != nullptr, "connect"},     {api.accept != nullptr, "accept"},
+      {api.regMr != nullptr, "regMr"},         {api.deregMr != nullptr, "deregMr"},
+      {api.isend != nullptr, "isend"},         {api.irecv != nullptr, "irecv"},
+      {api.test != nullptr, "test"},           {api.closeSend != nullptr, "closeSend"},
+      {api.closeRecv != nullptr, "closeRecv"}, {api.closeListen != nullptr, "closeListen"}};
+  std::string missing;
+  for (const auto& [present, name] : required)
+    if (!present) missing += (missing.empty() ? "" : ", ") + std::string(name);
+  return missing;
+}
+
+}  // namespace
+
 ncclResult_t loadNetPlugin(const std::string& spec, Network* out) {
   // The handle is kept for the life of the process, as plugins expect.
   void* lib = nullptr;
@@ -150,10 +170,10 @@ ncclResult_t loadNetPlugin(const std::string& spec, Network* out) {
                 spec.c_str(), file.c_str(), supported.c_str(),
                 exported.empty() ? "no ncclNetPlugin_vN" : exported.c_str());
   }
-  if (!api->init || !api->devices || !api->listen || !api->connect || !api->accept || !api->isend || !api->irecv ||
-      !api->test || !api->regMr || !api->deregMr || !api->closeSend || !api->closeRecv || !api->closeListen)
-    return fail(ncclInvalidArgument, "NCCL_NET_PLUGIN=%s: %s's %s leaves a required function null", spec.c_str(),
-                file.c_str(), version);
+  const std::string missing = nullRequiredFunctions(*api);
+  if (!missing.empty())
+    return fail(ncclInvalidArgument, "NCCL_NET_PLUGIN=%s: %s's %s leaves %s null; gyre needs every one of them",
+                spec.c_str(), file.c_str(), version, missing.c_str());
   const std::string name = api->name ? api->name : spec;
   if (api->init(pluginLogger) != ncclSuccess)
     return fail(ncclSystemError, "NCCL_NET_PLUGIN=%s: network %s (%s) failed to initialize: %s", spec.c_str(),
