@@ -7,7 +7,7 @@
 #   bench/check_all.sh [BUILD_DIR]          (default ./build)
 #
 # Environment: RANKS ["2 3 4"], PROGRAMS [all seven], LOG_DIR [a new temporary
-# directory; one log per run], TIMEOUT [300 s per run], EXTRA [more flags for
+# directory, removed again when every run passed; one log per run], TIMEOUT [300 s per run], EXTRA [more flags for
 # every run, e.g. "-G 1" for device memory on a GPU]. Sizes stay below
 # 256 KiB, so this is a correctness run, not a benchmark.
 set -uo pipefail
@@ -16,7 +16,11 @@ BUILD_DIR=${1:-./build}
 RANKS=${RANKS:-"2 3 4"}
 PROGRAMS=${PROGRAMS:-"all_reduce_perf all_gather_perf broadcast_perf reduce_perf reduce_scatter_perf sendrecv_perf alltoall_perf"}
 TIMEOUT=${TIMEOUT:-300}
-LOG_DIR=${LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/gyre-bench-check.XXXXXX")}
+OWN_LOG_DIR=0
+if [[ -z ${LOG_DIR:-} ]]; then
+  LOG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/gyre-bench-check.XXXXXX")
+  OWN_LOG_DIR=1  # removed again when every run passed
+fi
 mkdir -p "$LOG_DIR"
 
 rooted() { [[ $1 == broadcast_perf || $1 == reduce_perf ]]; }
@@ -55,5 +59,10 @@ for prog in $PROGRAMS; do
     done
   done
 done
-echo "check_all: $runs runs, $failed failed; logs in $LOG_DIR"
+if [[ $failed == 0 && $OWN_LOG_DIR == 1 ]]; then
+  rm -rf "$LOG_DIR"
+  echo "check_all: $runs runs, 0 failed"
+else
+  echo "check_all: $runs runs, $failed failed; logs in $LOG_DIR"
+fi
 [[ $failed == 0 ]]

@@ -25,10 +25,30 @@ inline std::string pluginPath(const std::string& name) {
   return p ? p : "";
 }
 
+// The folders freshFolder made, removed when the test process that made
+// them exits (forked ranks leave with _exit and remove nothing);
+// GYRE_KEEP_TEST_LOGS=1 keeps them for a look after a failure.
+class FreshFolders {
+ public:
+  void add(const std::string& dir) { dirs_.push_back(dir); }
+  ~FreshFolders() {
+    const char* keep = getenv("GYRE_KEEP_TEST_LOGS");
+    if (getpid() != owner_ || (keep && *keep == '1')) return;
+    for (const std::string& d : dirs_) (void)system(("rm -rf '" + d + "'").c_str());
+  }
+
+ private:
+  const pid_t owner_ = getpid();
+  std::vector<std::string> dirs_;
+};
+
 // A folder for one run's logs (NCCL_DEBUG_FILE and the plugin's call log).
 inline std::string freshFolder() {
+  static FreshFolders made;
   char dir[] = "/tmp/gyre-tuner-test-XXXXXX";
-  return mkdtemp(dir) ? dir : "/tmp";
+  if (!mkdtemp(dir)) return "/tmp";
+  made.add(dir);
+  return dir;
 }
 
 inline RankOptions tunerOptions(const std::string& tuner, const std::string& dir,
