@@ -8,6 +8,7 @@
 #include "src/debug/log.h"
 #include "src/device/copy/copy_calls.h"
 #include "src/device/copy/copy_exchange.h"
+#include "src/device/runtime/deferred_frees.h"
 #include "src/device/runtime/runtime.h"
 #include "src/device/shared_streams.h"
 #include "src/device/stream_completions.h"
@@ -217,10 +218,10 @@ void pollCapturedCopies(DeviceComm* comm) {
 
 void releaseCapturedCopies(CapturedCopies* c) {
   std::lock_guard<std::mutex> lock(c->mutex);
-  for (void* p : c->blocks) deviceRuntime()->deviceFree(p);
+  for (void* p : c->blocks) freeAfterDeviceWork(DeferredFree::kDevice, p);
   c->blocks.clear();
   c->freeFlags.clear();
-  if (c->abortHost) deviceRuntime()->freeMapped(const_cast<uint32_t*>(c->abortHost));
+  freeAfterDeviceWork(DeferredFree::kMapped, const_cast<uint32_t*>(c->abortHost));
   c->abort = nullptr;
   c->abortHost = nullptr;
   c->timedOutHost = nullptr;

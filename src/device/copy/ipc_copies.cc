@@ -14,6 +14,7 @@
 #include "src/device/device_words.h"
 #include "src/device/flag_ops.h"
 #include "src/device/launch_events.h"
+#include "src/device/runtime/deferred_frees.h"
 #include "src/device/runtime/ipc_registry.h"
 #include "src/device/process_liveness.h"
 #include "src/device/runtime/runtime.h"
@@ -489,10 +490,10 @@ void releaseIpcCopies(DeviceComm* comm, bool abort) {
   s.wake.notify_all();
   if (s.watchdog.joinable()) s.watchdog.join();
   releasePeerBlocks(&s.heldBlocks);
-  for (void* p : s.capturedScratch) deviceRuntime()->deviceFree(p);
+  for (void* p : s.capturedScratch) freeAfterDeviceWork(DeferredFree::kDevice, p, comm->cudaDev);
   s.capturedScratch.clear();
   // Peers' mappings of the inbox keep its memory until they close them.
-  if (s.inbox) deviceRuntime()->deviceFree(s.inbox);
+  freeAfterDeviceWork(DeferredFree::kDevice, s.inbox, comm->cudaDev);
   s.inbox = nullptr;
 }
 

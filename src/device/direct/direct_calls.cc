@@ -23,6 +23,7 @@
 #include "src/device/flag_ops.h"
 #include "src/device/launch_events.h"
 #include "src/device/on_device.h"
+#include "src/device/runtime/deferred_frees.h"
 #include "src/device/runtime/ipc_registry.h"
 #include "src/device/process_liveness.h"
 #include "src/call/datatypes.h"
@@ -442,7 +443,6 @@ ncclResult_t launchDirectCalls(const std::vector<DeviceRequest>& calls, std::vec
 bool drainDirect(DeviceComm* comm, bool abort, double seconds) {
   if (!comm->direct) return true;
   DirectState& d = *comm->direct;
-  DeviceRuntime* rt = deviceRuntime();
   if (abort) releaseWaits(comm);
   if (!d.lastCall.waitAll(seconds)) return false;
   {
@@ -464,9 +464,9 @@ bool drainDirect(DeviceComm* comm, bool abort, double seconds) {
       Deadline deadline = Deadline::afterSeconds(seconds);
       comm->bootstrap->barrier(deadline, &comm->abortFlag);
     }
-    rt->deviceFree(d.inbox);
+    freeAfterDeviceWork(DeferredFree::kDevice, d.inbox, comm->cudaDev);
   }
-  rt->deviceFree(d.abortWord);
+  freeAfterDeviceWork(DeferredFree::kDevice, d.abortWord, comm->cudaDev);
   d.flagWatch.release();
   comm->direct.reset();
   return true;

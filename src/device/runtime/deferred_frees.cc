@@ -1,0 +1,89 @@
+#include "src/device/runtime/deferred_frees.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "src/device/runtime/runtime.h"
+
+namespace gyre {
+namespace {
+
+struct PendingFree {
+  int device;
+  DeferredFree kind;
+  void* p;
+};
+
+struct FreeQueue {
+  std::mutex mutex;
+  std::condition_variable drained;
+  std::deque<PendingFree> pending;
+  std::thread thread;
+  bool running = false;
+};
+
+// Never destroyed: the thread may still be blocked in a free at exit, when
+// the process's end releases the device anyway.
+FreeQueue& queue() {
+  static FreeQueue* q = new FreeQueue;
+  return *q;
+}
+
+void makeFree(DeviceRuntime* rt, const PendingFree& f) {
+  if (f.device >= 0) rt->setDevice(f.device);
+  switch (f.kind) {
+    case DeferredFree::kDevice:
+      rt->deviceFree(f.p);  // a failure was recorded by the runtime; nobody waits for it
+      break;
+    case DeferredFree::kHost:
+      rt->freeHost(f.p);
+      break;
+    case DeferredFree::kMapped:
+      rt->freeMapped(f.p);
+      break;
+  }
+}
+
+void run() {
+  relaxCaptureModeOfThisThread();  // an application's capture elsewhere must not fail these
+  DeviceRuntime* rt = deviceRuntime();
+  FreeQueue& q = queue();
+  std::unique_lock<std::mutex> lock(q.mutex);
+  while (!q.pending.empty()) {
+    PendingFree f = q.pending.front();
+    q.pending.pop_front();
+    lock.unlock();
+    makeFree(rt, f);
+    lock.lock();
+  }
+  q.running = false;
+  q.drained.notify_all();
+}
+
+}  // namespace
+
+void freeAfterDeviceWork(DeferredFree kind, void* p, int device) {
+  DeviceRuntime* rt = deviceRuntime();
+  if (!p || !rt) return;
+  if (device < 0 && rt->currentDevice(&device) != ncclSuccess) device = -1;
+  FreeQueue& q = queue();
+  std::lock_guard<std::mutex> lock(q.mutex);
+  q.pending.push_back({device, kind, p});
+  if (q.running) return;
+  if (q.thread.joinable()) q.thread.join();  // ended: it cleared `running` last
+  q.running = true;
+  q.thread = std::thread(run);
+}
+
+bool waitForDeferredFrees(double seconds) {
+  FreeQueue& q = queue();
+  std::unique_lock<std::mutex> lock(q.mutex);
+  if (!q.drained.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return !q.running; })) return false;
+  if (q.thread.joinable()) q.thread.join();
+  return true;
+}
+
+}  // namespace gyre
