@@ -29,9 +29,14 @@
 // (src/device/flag_ops.h). A pair has kCapturedPairSlots such exchanges;
 // later captures stage.
 //
-// Inboxes are device memory every peer maps; each rank waits only on its
-// own, so a watchdog can release its waits when a peer dies, stalls past
-// GYRE_TIMEOUT, or the communicator is aborted, without touching its peers.
+// Inboxes are host memory in the mailbox's shared segment, which every
+// process registers for its device (cudaHostRegister): peers' streams write
+// flags there and each rank's streams wait only on its own. So a rank's host
+// releases its waits with plain stores when a peer dies, stalls past
+// GYRE_TIMEOUT, or the communicator is aborted, without touching its peers
+// and without a stream command, which could queue behind the very wait it
+// releases (CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream of a device on
+// one hardware queue). The watchdog reads them without the device.
 #pragma once
 
 #include <atomic>
@@ -56,9 +61,12 @@ struct IpcCopyState {
   ProcessMailbox mailbox;
   std::vector<bool> peers;            // by rank: pairs with this rank copy by IPC
   // [kSendReady][rank], [kCopyDone][rank], then captured exchanges'
-  // [ready][rank][slot], [done][rank][slot].
+  // [ready][rank][slot], [done][rank][slot]: as the device addresses it, and
+  // as the host does.
   uint32_t* inbox = nullptr;
-  std::vector<uint32_t*> peerInbox;   // by rank, mapped here (null where not a peer)
+  uint32_t* inboxHost = nullptr;
+  std::vector<uint32_t*> peerInbox;   // by rank, as this device addresses it (null where not a peer)
+  void* registered = nullptr;         // the mailbox's inboxes, registered for the device
   std::set<uint64_t> heldBlocks;      // peers' allocations mapped for this communicator
   std::vector<uint64_t> sendSeq, recvSeq;  // by peer: exchanges so far
   std::vector<uint32_t> capturedSends;     // by peer: capture slots taken

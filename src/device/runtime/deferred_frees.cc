@@ -5,6 +5,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "src/device/runtime/runtime.h"
 
@@ -15,6 +16,7 @@ struct PendingFree {
   int device;
   DeferredFree kind;
   void* p;
+  std::function<void()> release;  // instead of a free, when set
 };
 
 struct FreeQueue {
@@ -34,6 +36,10 @@ FreeQueue& queue() {
 
 void makeFree(DeviceRuntime* rt, const PendingFree& f) {
   if (f.device >= 0) rt->setDevice(f.device);
+  if (f.release) {
+    f.release();
+    return;
+  }
   switch (f.kind) {
     case DeferredFree::kDevice:
       rt->deviceFree(f.p);  // a failure was recorded by the runtime; nobody waits for it
@@ -63,19 +69,32 @@ void run() {
   q.drained.notify_all();
 }
 
-}  // namespace
-
-void freeAfterDeviceWork(DeferredFree kind, void* p, int device) {
+void hand(PendingFree f) {
   DeviceRuntime* rt = deviceRuntime();
-  if (!p || !rt) return;
-  if (device < 0 && rt->currentDevice(&device) != ncclSuccess) device = -1;
+  if (f.device < 0 && rt->currentDevice(&f.device) != ncclSuccess) f.device = -1;
   FreeQueue& q = queue();
   std::lock_guard<std::mutex> lock(q.mutex);
-  q.pending.push_back({device, kind, p});
+  q.pending.push_back(std::move(f));
   if (q.running) return;
   if (q.thread.joinable()) q.thread.join();  // ended: it cleared `running` last
   q.running = true;
   q.thread = std::thread(run);
+}
+
+}  // namespace
+
+void freeAfterDeviceWork(DeferredFree kind, void* p, int device) {
+  if (!p || !deviceRuntime()) return;
+  hand({device, kind, p, nullptr});
+}
+
+void releaseAfterDeviceWork(std::function<void()> release, int device) {
+  if (!release) return;
+  if (!deviceRuntime()) {
+    release();
+    return;
+  }
+  hand({device, DeferredFree::kDevice, nullptr, std::move(release)});
 }
 
 bool waitForDeferredFrees(double seconds) {

@@ -11,6 +11,8 @@
 // still use it. The thread runs only while frees are pending.
 #pragma once
 
+#include <functional>
+
 namespace gyre {
 
 enum class DeferredFree {
@@ -22,6 +24,10 @@ enum class DeferredFree {
 // Frees `p` once the device lets a free through, with `device` current (-1:
 // the device current on the calling thread now). Nothing for a null `p`.
 void freeAfterDeviceWork(DeferredFree kind, void* p, int device = -1);
+
+// Runs `release` (an unregistration, then an unmapping, say) on that
+// thread, after the frees handed over before it, with `device` current.
+void releaseAfterDeviceWork(std::function<void()> release, int device = -1);
 
 // Until every free handed over so far has been made and the thread has
 // ended, or `seconds` pass: whether they all were. Destroy waits here,

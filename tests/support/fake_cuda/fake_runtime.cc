@@ -446,6 +446,23 @@ class FakeRuntime final : public DeviceRuntime {
     unpinHost(host);
   }
 
+  // cudaHostRegister: pinned, and the device addresses it where the host does
+  // (unified addressing). Every device reaches it.
+  ncclResult_t registerHost(void* p, size_t bytes, void** device) override {
+    inContext();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!hostAllocations_.emplace(p, bytes == 0 ? 1 : bytes).second)
+      return fail(ncclUnhandledCudaError, "cudaHostRegister failed: part or all of the range is already registered "
+                  "(cudaErrorHostMemoryAlreadyRegistered)");
+    *device = p;
+    return ncclSuccess;
+  }
+  void unregisterHost(void* p) override {
+    inContext();
+    std::lock_guard<std::mutex> lock(mutex_);
+    hostAllocations_.erase(p);
+  }
+
   ncclResult_t ipcGetHandle(void* devicePtr, IpcHandle* out) override {
     inContext();
     std::lock_guard<std::mutex> lock(mutex_);
