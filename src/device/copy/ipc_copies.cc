@@ -209,6 +209,7 @@ ncclResult_t setupIpcCopies(DeviceComm* comm, const Deadline& deadline) {
     for (int r = 0; r < n; ++r)
       if (s.peers[r]) s.peerInbox[r] = devInboxes + (s.mailbox.inboxOf(r) - hostInboxes);
   }
+  GYRE_CHECK(s.mappings.setup());
   s.sendSeq.assign(n, 0);
   s.recvSeq.assign(n, 0);
   s.awaitedReady.assign(n, 0);
@@ -242,6 +243,7 @@ struct IpcRecv {
   const DeviceRequest* call;
   uint64_t seq;
   const void* source = nullptr;  // the sender's buffer as mapped here
+  uint64_t mapping = 0;          // its entry in the mapping cache (0: a window's)
   bool sizesMatch = true;
   uint32_t capturedSlot = 0;  // SendNote::capturedSlot
 };
@@ -359,7 +361,7 @@ ncclResult_t takeNotes(const std::vector<const DeviceRequest*>& calls, std::vect
       }
     } else if (recv.sizesMatch) {
       void* base = nullptr;
-      GYRE_CHECK(mapPeerAllocation(peer.pid, note.allocation, &s.heldBlocks, &base));
+      GYRE_CHECK(s.mappings.map(peer.pid, note.allocation, &base, &recv.mapping));
       recv.source = static_cast<char*>(base) + note.offset;
     } else {
       failCall(*c, ncclInvalidUsage, "mismatched sizes: rank " + std::to_string(c->root) + "'s ncclSend has " +
@@ -416,8 +418,10 @@ ncclResult_t enqueueStreamWork(DeviceComm* comm, const std::vector<IpcSend>& sen
       after.add(s.peerInbox[p] + kCopyDone * n + me, uint32_t(x.seq + 1), FlagOpKind::kWrite);
     }
     GYRE_CHECK(enqueueFlagOps(before, driver, FlagRunner::kStreamMemOps));
-    if (x.sizesMatch) GYRE_CHECK(rt->copyAsync(x.call->output, x.source, p2pBytes(*x.call), driver));
-    else mismatch = ncclInvalidUsage;  // already failed; the sender's stream still gets its done
+    if (x.sizesMatch) {
+      GYRE_CHECK(rt->copyAsync(x.call->output, x.source, p2pBytes(*x.call), driver));
+      if (x.mapping) GYRE_CHECK(s.mappings.used(x.mapping, driver, x.capturedSlot != 0));
+    } else mismatch = ncclInvalidUsage;  // already failed; the sender's stream still gets its done
     GYRE_CHECK(enqueueFlagOps(after, driver, FlagRunner::kStreamMemOps));
     countP2PPath(*x.call, P2PPath::IpcCopy);
   }
@@ -479,7 +483,7 @@ void releaseIpcCopies(DeviceComm* comm, bool abort) {
   }
   s.wake.notify_all();
   if (s.watchdog.joinable()) s.watchdog.join();
-  releasePeerBlocks(&s.heldBlocks);
+  s.mappings.releaseAll();
   for (void* p : s.capturedScratch) freeAfterDeviceWork(DeferredFree::kDevice, p, comm->cudaDev);
   s.capturedScratch.clear();
   // Streams may still wait on or write the inboxes: they stay registered

@@ -50,6 +50,7 @@
 
 #include "include/gyre.h"
 #include "src/debug/deadline.h"
+#include "src/device/copy/ipc_mapping_cache.h"
 #include "src/device/copy/process_mailbox.h"
 #include "src/device/device_comm.h"
 
@@ -67,7 +68,7 @@ struct IpcCopyState {
   uint32_t* inboxHost = nullptr;
   std::vector<uint32_t*> peerInbox;   // by rank, as this device addresses it (null where not a peer)
   void* registered = nullptr;         // the mailbox's inboxes, registered for the device
-  std::set<uint64_t> heldBlocks;      // peers' allocations mapped for this communicator
+  IpcMappingCache mappings;           // senders' buffers mapped here (ipc_mapping_cache.h)
   std::vector<uint64_t> sendSeq, recvSeq;  // by peer: exchanges so far
   std::vector<uint32_t> capturedSends;     // by peer: capture slots taken
   std::unique_ptr<std::atomic<bool>[]> capturedWith;  // by peer: some graph waits on it (the watchdog reads it)

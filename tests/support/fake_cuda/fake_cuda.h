@@ -62,5 +62,7 @@ struct FakeHoldings {
   int64_t pinnedHost = 0;
 };
 GYRE_FAKE_CUDA_API FakeHoldings fakeHoldings();
+// cudaIpcOpenMemHandle calls that opened a mapping, since the process began.
+GYRE_FAKE_CUDA_API int64_t fakeIpcOpens();
 
 }  // namespace gyre

@@ -510,6 +510,7 @@ class FakeRuntime final : public DeviceRuntime {
     if (p == MAP_FAILED) return fail(ncclUnhandledCudaError, "fake CUDA: cannot map peer memory: %s", strerror(errno));
     std::lock_guard<std::mutex> lock(mutex_);
     opened_[p] = {h.size, h.pid, h.serial};
+    ipcOpens_.fetch_add(1, std::memory_order_relaxed);
     devices_.own(p, h.size, h.device, device_);  // cudaIpcMemLazyEnablePeerAccess: this mapping reaches it
     *out = static_cast<char*>(p) + h.offset;
     return ncclSuccess;
@@ -629,6 +630,8 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   int64_t kernelLaunches() const { return kernelLaunches_.load(); }
+  int64_t ipcOpens() const { return ipcOpens_.load(); }
+  std::atomic<int64_t> ipcOpens_{0};
   FakeHoldings holdings() {
     std::lock_guard<std::mutex> lock(mutex_);
     FakeHoldings h;
@@ -827,6 +830,7 @@ const char* fakeCudaErrorName(int error) { return fakecuda::captureErrorName(err
 void fakeBreakContext(const char* cudaErrorText) { theFake()->breakContext(cudaErrorText); }
 int64_t fakeKernelLaunches() { return theFake()->kernelLaunches(); }
 FakeHoldings fakeHoldings() { return theFake()->holdings(); }
+int64_t fakeIpcOpens() { return theFake()->ipcOpens(); }
 uint32_t fakeContextDevices() { return theFake()->contextDevices(); }
 void fakeSetPeerAccessSupported(bool supported) { theFake()->setPeerAccessible(supported); }
 void fakeSetResidentBlocks(int slots) { theFake()->setResidentBlocks(slots); }
