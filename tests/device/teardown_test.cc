@@ -167,3 +167,49 @@ TEST_CASE("with one hardware queue, a rank whose ncclRecv waits on its stream fo
   INFO(result.describe());
   CHECK(result.allOk());
 }
+
+TEST_CASE("with one hardware queue, a process on the direct path whose collective waits on its stream for a process "
+          "that is killed aborts within GYRE_TIMEOUT, its stream moves on, and the communicator leaves nothing behind",
+          "[device][teardown][direct]") {
+  RankOptions o = oneQueue("3");
+  o.env.push_back({"GYRE_DEVICE_PATH", "direct"});
+  o.killRank = 1;
+  RunResult result = runRanks(2, [](int rank, int n, const ncclUniqueId& id) {
+    cudaStream_t s = newStream();
+    void* buffer = nullptr;
+    RANK_CHECK(rt()->deviceAlloc(4096, &buffer) == ncclSuccess, "alloc: %s", lastError().c_str());
+    const gyre::FakeHoldings before = gyre::fakeHoldings();
+    ncclComm_t comm = nullptr;
+    RANK_CHECK(ncclCommInitRank(&comm, n, id, rank) == ncclSuccess, "init: %s", lastError().c_str());
+    if (rank == 1) {
+      // Its stream, held shut, never signals that it reached the call.
+      StreamGate gate;
+      rt()->hostFunc(s, &StreamGate::wait, &gate);
+      RANK_CHECK(ncclAllReduce(buffer, buffer, 1024, ncclFloat32, ncclSum, comm, s) == ncclSuccess, "enqueue: %s",
+                 lastError().c_str());
+      rankMark();
+      for (;;) pause();
+    }
+    RANK_CHECK(ncclAllReduce(buffer, buffer, 1024, ncclFloat32, ncclSum, comm, s) == ncclSuccess, "enqueue: %s",
+               lastError().c_str());
+    ncclResult_t async = ncclSuccess;
+    const auto start = std::chrono::steady_clock::now();
+    while (async == ncclSuccess && secondsSince(start) < 15) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      ncclCommGetAsyncError(comm, &async);
+    }
+    RANK_CHECK(async != ncclSuccess, "no failure 15 s after rank 1 was killed");
+    const auto abortStart = std::chrono::steady_clock::now();
+    ncclCommAbort(comm);
+    const double took = secondsSince(abortStart);
+    RANK_CHECK(took < 3, "ncclCommAbort took %.1f s (GYRE_TIMEOUT 3 s)", took);
+    RANK_CHECK(streamMovesOn(s, 5), "the collective's stream still waits for the killed rank 5 s after the abort");
+    RANK_CHECK(gyre::waitForDeferredFrees(10), "the communicator's frees were not made 10 s after the abort");
+    const gyre::FakeHoldings after = gyre::fakeHoldings();
+    RANK_CHECK(same(before, after), "before init: %s; after abort: %s", describe(before).c_str(),
+               describe(after).c_str());
+    return 0;
+  }, o);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}

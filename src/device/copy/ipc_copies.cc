@@ -13,6 +13,7 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/copy/copy_calls.h"
+#include "src/device/direct/direct_calls.h"
 #include "src/device/flag_ops.h"
 #include "src/device/launch_events.h"
 #include "src/device/runtime/deferred_frees.h"
@@ -181,7 +182,8 @@ ncclResult_t setupIpcCopies(DeviceComm* comm, const Deadline& deadline) {
     onHost[r] = peers[r].hostHash == peers[me].hostHash;
     reach[r] = onHost[r] && peers[r].pid != peers[me].pid && !forcedStaged && reaches(comm, peers[r]);
   }
-  GYRE_CHECK(s.mailbox.setup(comm->bootstrap, onHost, inboxWords(n), deadline, &comm->abortFlag));
+  GYRE_CHECK(s.mailbox.setup(comm->bootstrap, onHost, inboxWords(n) + directInboxWords(n), deadline,
+                             &comm->abortFlag));
   // The inboxes, registered where this rank has a peer to copy with; then
   // one byte per rank: reached and registered.
   bool wanted = std::find(reach.begin(), reach.end(), true) != reach.end();
@@ -201,6 +203,7 @@ ncclResult_t setupIpcCopies(DeviceComm* comm, const Deadline& deadline) {
     any |= s.peers[r];
   }
   s.peerInbox.assign(n, nullptr);
+  s.devInboxes = devInboxes;
   if (any) {
     // A word's place in the segment is the same for the host and the device.
     uint32_t* hostInboxes = static_cast<uint32_t*>(s.registered);
@@ -467,6 +470,16 @@ ncclResult_t launchIpcCopies(const std::vector<const DeviceRequest*>& calls, std
     if (r == ncclSuccess) r = e;
   }
   return r;
+}
+
+bool directInboxOf(const DeviceComm* comm, int rank, uint32_t** device, uint32_t** host) {
+  const IpcCopyState* s = comm->copies && comm->copies->ipc ? comm->copies->ipc.get() : nullptr;
+  if (!s || !s->registered || !s->devInboxes) return false;
+  uint32_t* inbox = s->mailbox.inboxOf(rank);
+  if (!inbox) return false;
+  *host = inbox + inboxWords(comm->nranks);
+  *device = s->devInboxes + (*host - static_cast<uint32_t*>(s->registered));
+  return true;
 }
 
 void releaseIpcWaits(DeviceComm* comm) {

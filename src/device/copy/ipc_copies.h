@@ -68,6 +68,7 @@ struct IpcCopyState {
   uint32_t* inboxHost = nullptr;
   std::vector<uint32_t*> peerInbox;   // by rank, as this device addresses it (null where not a peer)
   void* registered = nullptr;         // the mailbox's inboxes, registered for the device
+  uint32_t* devInboxes = nullptr;     // the same, as the device addresses them
   IpcMappingCache mappings;           // senders' buffers mapped here (ipc_mapping_cache.h)
   std::vector<uint64_t> sendSeq, recvSeq;  // by peer: exchanges so far
   std::vector<uint32_t> capturedSends;     // by peer: capture slots taken
@@ -97,6 +98,12 @@ bool copiesByIpc(const DeviceComm* comm, int peer);
 // with IPC peers, group order); calls whose sender cannot share its buffer
 // go to `staged` on both sides.
 ncclResult_t launchIpcCopies(const std::vector<const DeviceRequest*>& calls, std::vector<DeviceRequest>* staged);
+
+// The direct path's inboxes (direct_calls.h) follow each rank's IPC-copy
+// flags in the same registered host memory: rank `rank`'s, as this device
+// (*device) and this host (*host) address it. False where this rank's
+// inboxes are not registered.
+bool directInboxOf(const DeviceComm* comm, int rank, uint32_t** device, uint32_t** host);
 
 // Abort: satisfies every wait this rank's streams have on its inbox.
 void releaseIpcWaits(DeviceComm* comm);
