@@ -108,13 +108,18 @@ ncclResult_t pairUp(const DeviceRequest& c, const std::vector<const DeviceReques
     b->firsts.push_back({&c, ticket});
     return ncclSuccess;
   }
-  giveBackFlags(comm, mine.flags);
-  if (!error.empty()) return failPair(c, ncclRemoteError, error);
+  if (!error.empty()) {
+    giveBackFlags(comm, mine.flags);
+    return failPair(c, ncclRemoteError, error);
+  }
   const CopyExchange::Offer& send = mine.isSend ? mine : other;
   const CopyExchange::Offer& recv = mine.isSend ? other : mine;
   error = CopyExchange::mismatch(mine, other);
   x.complete(ticket, nullptr, error);
-  if (!error.empty()) return failPair(c, ncclInvalidUsage, error);
+  if (!error.empty()) {
+    giveBackFlags(comm, mine.flags);
+    return failPair(c, ncclInvalidUsage, error);
+  }
   PairCopy& second = b->work.pairs[b->work.n++];
   second.flags = other.flags;
   second.role = PairRole::kSecond;
@@ -122,6 +127,9 @@ ncclResult_t pairUp(const DeviceRequest& c, const std::vector<const DeviceReques
   second.src = send.buffer;
   second.dst = recv.buffer;
   second.bytes = send.bytes;
+  // Its blocks count their arrivals in this rank's own slot (the graph
+  // holds it, as the first side holds its own), never on the peer's GPU.
+  second.arrived = &mine.flags->arrived;
   return ncclSuccess;
 }
 

@@ -601,7 +601,8 @@ class FakeRuntime final : public DeviceRuntime {
     // so the tests' small copies still run the blocks' arrival count.
     const int blocks = std::max<int>(static_cast<int>(pairCopyBlocks(work)), kFakePairCopyBlocks);
     s.push([this, work, blocks, threads = std::max(blockThreads_, 2), device = s.device()] {
-      if (!faulted(devices_.unreachable(device, work))) runPairCopiesOnHost(work, blocks, threads);
+      if (!faulted(devices_.unreachable(device, work)) && !faulted(peerAtomicIn(device, work)))
+        runPairCopiesOnHost(work, blocks, threads);
     }, CommandKind::kStarted, blocks);
     return ncclSuccess;
   }
@@ -657,6 +658,22 @@ class FakeRuntime final : public DeviceRuntime {
     }
   }
   void setPeerAccessible(bool accessible) { peerAccessible_.store(accessible); }
+  void setPeerAtomics(bool supported) { peerAtomics_.store(supported); }
+  // The point-to-point kernel's only atomics are its arrival counts.
+  std::string peerAtomicIn(int device, const PairCopyWork& work) {
+    if (peerAtomics_.load()) return "";
+    for (int i = 0; i < work.n; ++i) {
+      const PairCopy& p = work.pairs[i];
+      if (p.role != PairRole::kSecond) continue;
+      const uint32_t* counter = p.arrived ? p.arrived : &p.flags->arrived;
+      const int owner = devices_.ownerOf(counter);
+      if (owner >= 0 && owner != device)
+        return "the point-to-point kernel on device " + std::to_string(device) + " made an atomic add on device " +
+               std::to_string(owner) + "'s memory, and the two have no native peer atomics (a PCIe pair: "
+               "cudaDevP2PAttrNativeAtomicSupported is 0)";
+    }
+    return "";
+  }
   int deviceOf(const void* p) { return devices_.ownerOf(p); }
   bool kernelTouch(const void* p) {
     const std::string why = devices_.unreachable(device_, p, "a kernel");
@@ -685,6 +702,7 @@ class FakeRuntime final : public DeviceRuntime {
   }
   FakeDevices devices_;
   std::atomic<bool> peerAccessible_{true};
+  std::atomic<bool> peerAtomics_{true};
 
  public:
 
@@ -833,6 +851,7 @@ FakeHoldings fakeHoldings() { return theFake()->holdings(); }
 int64_t fakeIpcOpens() { return theFake()->ipcOpens(); }
 uint32_t fakeContextDevices() { return theFake()->contextDevices(); }
 void fakeSetPeerAccessSupported(bool supported) { theFake()->setPeerAccessible(supported); }
+void fakeSetPeerAtomicsSupported(bool supported) { theFake()->setPeerAtomics(supported); }
 void fakeSetResidentBlocks(int slots) { theFake()->setResidentBlocks(slots); }
 int fakeDeviceOf(const void* p) { return theFake()->deviceOf(p); }
 bool fakeKernelTouch(const void* p) { return theFake()->kernelTouch(p); }
