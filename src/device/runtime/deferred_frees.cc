@@ -1,12 +1,14 @@
 #include "src/device/runtime/deferred_frees.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 #include <utility>
 
+#include "src/debug/fork_guard.h"
 #include "src/device/runtime/runtime.h"
 
 namespace gyre {
@@ -24,8 +26,13 @@ struct FreeQueue {
   std::condition_variable drained;
   std::deque<PendingFree> pending;
   std::thread thread;
-  bool running = false;
+  bool running = false;   // the thread has not ended
+  bool stopping = false;  // the process exits: what is left stays
 };
+
+// How long exit waits for frees still pending: a device that never lets
+// them through must not hold the process's end (which frees it all).
+constexpr double kExitWaitSeconds = 2;
 
 // Never destroyed: the thread may still be blocked in a free at exit, when
 // the process's end releases the device anyway.
@@ -58,7 +65,7 @@ void run() {
   DeviceRuntime* rt = deviceRuntime();
   FreeQueue& q = queue();
   std::unique_lock<std::mutex> lock(q.mutex);
-  while (!q.pending.empty()) {
+  while (!q.pending.empty() && !q.stopping) {
     PendingFree f = q.pending.front();
     q.pending.pop_front();
     lock.unlock();
@@ -69,16 +76,33 @@ void run() {
   q.drained.notify_all();
 }
 
+void stopAtExit() {
+  FreeQueue& q = queue();
+  std::unique_lock<std::mutex> lock(q.mutex);
+  q.stopping = true;
+  const bool ended =
+      q.drained.wait_for(lock, std::chrono::duration<double>(kExitWaitSeconds), [&] { return !q.running; });
+  if (!q.thread.joinable()) return;
+  if (ended) q.thread.join();
+  else q.thread.detach();  // blocked in a free: the process's end releases the device
+}
+
 void hand(PendingFree f) {
   DeviceRuntime* rt = deviceRuntime();
   if (f.device < 0 && rt->currentDevice(&f.device) != ncclSuccess) f.device = -1;
   FreeQueue& q = queue();
   std::lock_guard<std::mutex> lock(q.mutex);
   q.pending.push_back(std::move(f));
-  if (q.running) return;
-  if (q.thread.joinable()) q.thread.join();  // ended: it cleared `running` last
+  if (q.running || q.stopping) return;
+  static std::once_flag atExit;
+  std::call_once(atExit, [] { atexit(stopAtExit); });
+  // Joined here, by waitForDeferredFrees and at exit once it has ended
+  // (it cleared `running` last, so the join does not wait), so no finished
+  // thread outlives the next of them: destroy leaves no thread behind.
+  if (q.thread.joinable()) q.thread.join();
   q.running = true;
-  q.thread = std::thread(run);
+  // A fork while it runs leaves the child a queue without its thread.
+  q.thread = std::thread([hazard = ForkHazard()] { run(); });
 }
 
 }  // namespace

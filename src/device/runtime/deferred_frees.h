@@ -31,7 +31,8 @@ void releaseAfterDeviceWork(std::function<void()> release, int device = -1);
 
 // Until every free handed over so far has been made and the thread has
 // ended, or `seconds` pass: whether they all were. Destroy waits here,
-// bounded, so a destroyed communicator normally leaves nothing behind.
+// bounded, so a destroyed communicator normally leaves nothing behind. At
+// exit the thread stops after the free it is making (waited for 2 s at most).
 bool waitForDeferredFrees(double seconds);
 
 }  // namespace gyre
