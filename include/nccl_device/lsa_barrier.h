@@ -145,7 +145,8 @@ struct ncclLsaBarrierSession {
     wait(coop, order);
   }
   /* As wait() and sync(), giving up after `timeoutCycles` (0: never) with
-   * ncclTimeout; the barrier is then unusable. */
+   * ncclTimeout, which every thread of the group then returns alike; the
+   * barrier is then unusable. */
   GYRE_DEVICE_FN ncclResult_t wait(Coop, cuda::memory_order order, uint64_t timeoutCycles) {
     const uint32_t next = epoch_ + 1;
     const uint64_t start = gyre_device::cycles();
@@ -161,6 +162,23 @@ struct ncclLsaBarrierSession {
       }
     }
     coop_.sync();
+    if (timeoutCycles != 0) {
+      /* Each thread watched its own peers against its own clock: one may have
+       * given up while another saw all of its peers arrive. The group must
+       * agree on one result and one epoch, so thread 0 looks at every word
+       * once more (epochs only grow: what it sees reached stays reached) and
+       * passes its verdict through the epoch word, which no one reads during
+       * a session (the constructor and destructor do). */
+      if (coop_.thread_rank() == 0) {
+        bool all = true;
+        for (int p = 0; p < team_.nRanks && all; ++p)
+          all = gyre_device::reached(gyre_device::loadWord(inbox(team_.rank, p), gyre_device::acquires(order)), next);
+        gyre_device::storeWord(epochWord(), all ? next : epoch_, false);
+      }
+      coop_.sync();
+      late = gyre_device::loadWord(epochWord(), false) != next;
+      coop_.sync();  /* every thread has the verdict before the word is written again */
+    }
     if (late) return ncclTimeout;
     epoch_ = next;
     return ncclSuccess;

@@ -8,12 +8,18 @@
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/device_layer.h"
+#include "src/device/runtime/deferred_frees.h"
 #include "src/host/host_comm.h"
 
 namespace gyre {
 namespace {
 
 constexpr double kAbortDrainSeconds = 10;
+// The teardown's frees wait for the device off the caller's thread
+// (deferred_frees.h). Destroy gives them this long to be made, so a
+// destroyed communicator normally leaves nothing behind; abort a moment.
+constexpr double kDestroyFreesSeconds = 2;
+constexpr double kAbortFreesSeconds = 1;
 
 // Device communicators: staged jobs queued on user streams hold the
 // communicator, so it may only go once they have run. Abort makes the queued
@@ -136,6 +142,9 @@ ncclResult_t destroyCommunicator(ncclComm_t comm, bool abort) {
   comm->tunerSession.reset();
   releaseCommResources(comm);
   releaseRegistrations(comm);
+  if (comm->device && !waitForDeferredFrees(abort ? kAbortFreesSeconds : kDestroyFreesSeconds))
+    GYRE_INFO("INIT", "rank %d: the device still runs work queued before the %s; the communicator's device memory "
+              "is freed once it has finished", comm->rank, abort ? "abort" : "destroy");
   comm->magic = 0;  // a later use of this pointer is caught as "not a valid communicator" while memory allows
   GYRE_INFO("INIT", "communicator of rank %d %s", comm->rank, abort ? "aborted" : "destroyed");
   delete comm;

@@ -160,6 +160,11 @@ const std::vector<VarSpec>& registry() {
        "the direct path's kernel: at most this many blocks of 512 threads per launch (0: every SM for the "
        "leader's launches, half the SMs per rank under GYRE_DIRECT_LEADER=0, which measured fastest on an H100 "
        "at 2 and 4 ranks; a tuning knob for other GPUs)", 0, 65535},
+      {"GYRE_IPC_CACHE_ENTRIES", Type::Int, "64", "1..65536",
+       "device send/recv between processes on one host: at most this many senders' buffers stay mapped by CUDA "
+       "IPC per receiving communicator; past that the least recently used is closed once the copies queued from "
+       "it have run (buffers a CUDA graph captured a copy from stay until destroy), so a freed send buffer is not "
+       "held mapped for the communicator's life", 1, 65536},
       {"GYRE_DIRECT_LEADER", Type::Int, "1", "0..1",
        "ranks sharing one GPU on the direct path: 1 = rank 0 runs every rank's share with the whole GPU (the "
        "others launch no kernels, only signal; fastest measured on an H100, in one process and across "

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "src/debug/error.h"
+#include "src/device/runtime/deferred_frees.h"
 
 namespace gyre {
 
@@ -52,12 +53,12 @@ DeviceWordReader::~DeviceWordReader() {
     if (rt->eventQuery(done_, &done) != ncclSuccess) break;
     if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  // Still queued behind a blocked stream: its buffer, stream and event stay
-  // allocated rather than be freed under it.
-  if (!done) return;
+  // Still queued behind a blocked stream, the read completes after its
+  // stream and event are destroyed (CUDA lets queued work finish) and before
+  // its buffer is freed (the free waits for the device).
   if (done_) rt->eventDestroy(done_);
   if (stream_) rt->streamDestroy(stream_);
-  if (host_) rt->freeMapped(host_);
+  freeAfterDeviceWork(DeferredFree::kMapped, host_);
 }
 
 }  // namespace gyre

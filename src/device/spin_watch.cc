@@ -1,6 +1,7 @@
 #include "src/device/spin_watch.h"
 
 #include "src/debug/error.h"
+#include "src/device/runtime/deferred_frees.h"
 #include "src/device/runtime/runtime.h"
 
 namespace gyre {
@@ -31,7 +32,7 @@ ncclResult_t SpinWatch::allocate() {
 
 void SpinWatch::release() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (host_) deviceRuntime()->freeMapped(host_);
+  freeAfterDeviceWork(DeferredFree::kMapped, host_);
   host_ = nullptr;
   abortHost_ = nullptr;
   timedOutHost_ = nullptr;

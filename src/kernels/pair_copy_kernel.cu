@@ -20,7 +20,8 @@ struct CudaPairBlock {
   __device__ void sync() const { __syncthreads(); }
   __device__ uint32_t load(const uint32_t* p) const { return *reinterpret_cast<const volatile uint32_t*>(p); }
   __device__ void store(uint32_t* p, uint32_t v) const { *reinterpret_cast<volatile uint32_t*>(p) = v; }
-  __device__ void fence() const { __threadfence(); }
+  // System scope: the peer may be another GPU (pair_copy_loop.h).
+  __device__ void fence() const { __threadfence_system(); }
   __device__ uint32_t arrive(uint32_t* count) const { return atomicAdd(count, 1u); }
   __device__ void pause() const { __nanosleep(100); }
   __device__ uint64_t nowNs() const {

@@ -3,13 +3,17 @@
 // of the tests' fake CUDA runtime (tests/support/fake_cuda/host_emulation.cc),
 // so CI runs this counting and these fences on several concurrent blocks.
 // `Ctx` supplies what differs: the block's and thread's indices, the block
-// barrier, flag loads and stores, a device-scope fence, the arrival count's
+// barrier, flag loads and stores, a system-scope fence, the arrival count's
 // atomic add, a clock and a pause.
 //
 // Every block takes part in every copy of the launch, a grid-stride loop of
 // 16-byte vectors where both buffers allow it; thread 0 of each block does
-// the block's flag work. Peers are ranks of this process on this GPU, so
-// device-scope fences order the data before the flags.
+// the block's flag work. Peers are ranks of this process on this GPU or on
+// another GPU it reaches by peer access: the data may be written into the
+// other GPU's memory and the flags read there, so the fences are
+// system-scope (__threadfence_system), which orders this GPU's stores as
+// every other agent sees them; a GPU-scope fence does not. The arrival
+// count's atomics stay in the copying rank's own memory.
 #pragma once
 
 #include <cstddef>
@@ -95,9 +99,9 @@ GYRE_HOST_DEVICE void runPairCopyBlock(const Ctx& ctx, const PairCopyWork& w) {
     ctx.sync();
     if (ctx.leader()) {
       ctx.fence();  // this block's part before its arrival
-      if (ctx.arrive(&p.flags->arrived) == ctx.blocks() - 1) {
+      if (ctx.arrive(p.arrived) == ctx.blocks() - 1) {
         ctx.store(&p.flags->ready, 0);
-        ctx.store(&p.flags->arrived, 0);
+        ctx.store(p.arrived, 0);
         ctx.fence();  // every block's part (each fenced before arriving) before done
         ctx.store(&p.flags->done, 1);
       }

@@ -5,12 +5,15 @@
 // pair of the batch: a waiting kernel occupies SM slots, not its stream's
 // hardware queue, and nothing of the batch queues behind it.
 //
-// Each pair owns a slot of three flags. The side that arrived first at the
-// pairing ("first") writes ready = 1 when its kernel starts and, before its
-// kernel ends, waits for done and clears it. The other side ("second") knows
-// both buffers: every block waits for ready and copies its part; the block
-// that finishes last clears ready and the arrival count, then writes done.
-// Cleared flags let the next launch of the same graphs meet afresh.
+// Each pair owns a slot of flags in the first side's memory. The side that
+// arrived first at the pairing ("first") writes ready = 1 when its kernel
+// starts and, before its kernel ends, waits for done and clears it. The other
+// side ("second") knows both buffers: every block waits for ready and copies
+// its part; the block that finishes last clears ready and its arrival count,
+// then writes done. The arrival count is the second side's own, in its own
+// GPU's memory: the two ranks may drive different GPUs, and atomics on a
+// peer GPU's memory are not native over PCIe. Cleared flags let the next
+// launch of the same graphs meet afresh.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +24,7 @@ namespace gyre {
 struct PairFlags {
   uint32_t ready;
   uint32_t done;
-  uint32_t arrived;  // the second side's blocks that finished their part
+  uint32_t arrived;  // where this slot is the second side's: its blocks that finished their part
 };
 
 enum class PairRole : uint8_t { kFirst = 0, kSecond = 1 };
@@ -33,6 +36,7 @@ struct PairCopy {
   const void* src = nullptr;  // kSecond: the sender's buffer
   void* dst = nullptr;        // kSecond: the receiver's buffer
   uint64_t bytes = 0;
+  uint32_t* arrived = nullptr;  // kSecond: its arrival count, in this rank's own memory
 };
 
 constexpr int kMaxPairCopies = 32;

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -243,4 +244,100 @@ TEST_CASE("the null stream is the current device's: kernels launch into it on wh
   CHECK(flags[0] == 3u);
   CHECK(flags[1] == 7u);
   rt()->freeHost(flags);
+}
+
+namespace {
+
+// How long `free` took while device 0's stream waited on a flag that
+// another thread sets after `holdMs`; the flag set before the free returned
+// shows the free waited for the device rather than for the clock.
+struct FreeBehindWait {
+  double seconds = 0;
+  bool releasedFirst = false;
+};
+FreeBehindWait freeBehindAWait(int freeOnDevice, const std::function<void()>& free, int holdMs = 300) {
+  cudaStream_t s = streamOn(0);
+  void* p = nullptr;
+  REQUIRE(rt()->deviceAlloc(sizeof(uint32_t), &p) == ncclSuccess);
+  auto* flag = static_cast<uint32_t*>(p);
+  __atomic_store_n(flag, 0u, __ATOMIC_RELEASE);
+  REQUIRE(rt()->streamWaitFlag(s, flag, 1) == ncclSuccess);
+  std::atomic<bool> released{false};
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(holdMs));
+    released = true;
+    __atomic_store_n(flag, 1u, __ATOMIC_RELEASE);
+  });
+  REQUIRE(rt()->setDevice(freeOnDevice) == ncclSuccess);
+  const auto start = std::chrono::steady_clock::now();
+  free();
+  FreeBehindWait out;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.releasedFirst = released.load();
+  releaser.join();
+  REQUIRE(rt()->streamSynchronize(s) == ncclSuccess);
+  REQUIRE(rt()->setDevice(0) == ncclSuccess);
+  REQUIRE(rt()->deviceFree(flag) == ncclSuccess);
+  rt()->streamDestroy(s);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cudaFree synchronises with the memory's device: it returns only after the stream wait queued before it "
+          "is released, and a free on another device does not wait for it",
+          "[device][devices][free]") {
+  void* mine = nullptr;
+  REQUIRE(rt()->setDevice(0) == ncclSuccess);
+  REQUIRE(rt()->deviceAlloc(4096, &mine) == ncclSuccess);
+  FreeBehindWait same = freeBehindAWait(0, [&] { CHECK(rt()->deviceFree(mine) == ncclSuccess); });
+  CHECK(same.releasedFirst);
+  CHECK(same.seconds >= 0.25);
+
+  void* other = nullptr;
+  REQUIRE(rt()->setDevice(1) == ncclSuccess);
+  REQUIRE(rt()->deviceAlloc(4096, &other) == ncclSuccess);
+  FreeBehindWait elsewhere = freeBehindAWait(1, [&] { CHECK(rt()->deviceFree(other) == ncclSuccess); });
+  CHECK_FALSE(elsewhere.releasedFirst);
+  CHECK(elsewhere.seconds < 0.25);
+}
+
+TEST_CASE("cudaFreeHost synchronises with the current device, for page-locked and mapped host memory alike",
+          "[device][devices][free]") {
+  void* pinned = nullptr;
+  REQUIRE(rt()->setDevice(0) == ncclSuccess);
+  REQUIRE(rt()->allocHost(4096, &pinned) == ncclSuccess);
+  FreeBehindWait host = freeBehindAWait(0, [&] { rt()->freeHost(pinned); });
+  CHECK(host.releasedFirst);
+  CHECK(host.seconds >= 0.25);
+
+  void* mappedHost = nullptr;
+  void* mappedDevice = nullptr;
+  REQUIRE(rt()->allocMapped(4096, &mappedHost, &mappedDevice) == ncclSuccess);
+  FreeBehindWait mapped = freeBehindAWait(0, [&] { rt()->freeMapped(mappedHost); });
+  CHECK(mapped.releasedFirst);
+  CHECK(mapped.seconds >= 0.25);
+}
+
+TEST_CASE("the fake's holdings count what a process has allocated, mapped and pinned, and fall back after the frees",
+          "[device][devices][free]") {
+  REQUIRE(rt()->setDevice(0) == ncclSuccess);
+  const gyre::FakeHoldings before = gyre::fakeHoldings();
+  void* d = nullptr;
+  void* h = nullptr;
+  void* mh = nullptr;
+  void* md = nullptr;
+  REQUIRE(rt()->deviceAlloc(100, &d) == ncclSuccess);
+  REQUIRE(rt()->allocHost(100, &h) == ncclSuccess);
+  REQUIRE(rt()->allocMapped(100, &mh, &md) == ncclSuccess);
+  const gyre::FakeHoldings during = gyre::fakeHoldings();
+  CHECK(during.deviceAllocations == before.deviceAllocations + 1);
+  CHECK(during.pinnedHost == before.pinnedHost + 2);
+  REQUIRE(rt()->deviceFree(d) == ncclSuccess);
+  rt()->freeHost(h);
+  rt()->freeMapped(mh);
+  const gyre::FakeHoldings after = gyre::fakeHoldings();
+  CHECK(after.deviceAllocations == before.deviceAllocations);
+  CHECK(after.pinnedHost == before.pinnedHost);
+  CHECK(after.ipcMappings == before.ipcMappings);
 }

@@ -55,7 +55,7 @@ PairRun pairs(gyre::PairFlags* flags, const std::vector<size_t>& sizes, const st
   for (size_t k = 0; k < sizes.size(); ++k) {
     run.first.pairs[run.first.n++] = gyre::PairCopy{&flags[k], gyre::PairRole::kFirst, 1, nullptr, nullptr, 0};
     run.second.pairs[run.second.n++] =
-        gyre::PairCopy{&flags[k], gyre::PairRole::kSecond, 0, src[k], dst[k], sizes[k]};
+        gyre::PairCopy{&flags[k], gyre::PairRole::kSecond, 0, src[k], dst[k], sizes[k], &flags[k].arrived};
   }
   return run;
 }

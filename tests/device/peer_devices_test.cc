@@ -329,6 +329,17 @@ TEST_CASE("ranks of one process on three fake GPUs exchange sends and receives e
   CHECK(result.allOk());
 }
 
+TEST_CASE("ranks of one process on three fake GPUs without native peer atomics (PCIe pairs) exchange sends and "
+          "receives from graphs exact: the point-to-point kernel counts its blocks in its own GPU's memory",
+          "[device][peer]") {
+  RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) {
+    gyre::fakeSetPeerAtomicsSupported(false);
+    return sendsOn({0, 1, 2});
+  }, peerOptions());
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
 TEST_CASE("ranks of one process on two fake GPUs reach each other's windows from their kernels", "[device][peer]") {
   RunResult result = runRanks(1, [](int, int, const ncclUniqueId&) { return windowsOn({0, 1}); }, peerOptions());
   INFO(result.describe());

@@ -8,6 +8,7 @@
 #include "src/debug/log.h"
 #include "src/device/copy/copy_calls.h"
 #include "src/device/copy/copy_exchange.h"
+#include "src/device/runtime/deferred_frees.h"
 #include "src/device/runtime/runtime.h"
 #include "src/device/shared_streams.h"
 #include "src/device/stream_completions.h"
@@ -107,13 +108,18 @@ ncclResult_t pairUp(const DeviceRequest& c, const std::vector<const DeviceReques
     b->firsts.push_back({&c, ticket});
     return ncclSuccess;
   }
-  giveBackFlags(comm, mine.flags);
-  if (!error.empty()) return failPair(c, ncclRemoteError, error);
+  if (!error.empty()) {
+    giveBackFlags(comm, mine.flags);
+    return failPair(c, ncclRemoteError, error);
+  }
   const CopyExchange::Offer& send = mine.isSend ? mine : other;
   const CopyExchange::Offer& recv = mine.isSend ? other : mine;
   error = CopyExchange::mismatch(mine, other);
   x.complete(ticket, nullptr, error);
-  if (!error.empty()) return failPair(c, ncclInvalidUsage, error);
+  if (!error.empty()) {
+    giveBackFlags(comm, mine.flags);
+    return failPair(c, ncclInvalidUsage, error);
+  }
   PairCopy& second = b->work.pairs[b->work.n++];
   second.flags = other.flags;
   second.role = PairRole::kSecond;
@@ -121,6 +127,9 @@ ncclResult_t pairUp(const DeviceRequest& c, const std::vector<const DeviceReques
   second.src = send.buffer;
   second.dst = recv.buffer;
   second.bytes = send.bytes;
+  // Its blocks count their arrivals in this rank's own slot (the graph
+  // holds it, as the first side holds its own), never on the peer's GPU.
+  second.arrived = &mine.flags->arrived;
   return ncclSuccess;
 }
 
@@ -217,10 +226,10 @@ void pollCapturedCopies(DeviceComm* comm) {
 
 void releaseCapturedCopies(CapturedCopies* c) {
   std::lock_guard<std::mutex> lock(c->mutex);
-  for (void* p : c->blocks) deviceRuntime()->deviceFree(p);
+  for (void* p : c->blocks) freeAfterDeviceWork(DeferredFree::kDevice, p);
   c->blocks.clear();
   c->freeFlags.clear();
-  if (c->abortHost) deviceRuntime()->freeMapped(const_cast<uint32_t*>(c->abortHost));
+  freeAfterDeviceWork(DeferredFree::kMapped, const_cast<uint32_t*>(c->abortHost));
   c->abort = nullptr;
   c->abortHost = nullptr;
   c->timedOutHost = nullptr;

@@ -14,6 +14,7 @@
 #include "src/debug/log.h"
 #include "src/device/copy/copy_exchange.h"
 #include "src/device/launch_events.h"
+#include "src/device/runtime/deferred_frees.h"
 #include "src/device/runtime/runtime.h"
 
 namespace gyre {
@@ -399,8 +400,7 @@ bool drainPeerCopies(DeviceComm* comm, bool abort, double seconds) {
   if (!s.lastCopies.waitAll(seconds) && !abort) return false;
   releaseIpcCopies(comm, false);
   s.lastCopies.destroy();
-  DeviceRuntime* rt = deviceRuntime();
-  s.scratch.releaseAll([rt](void* p) { rt->deviceFree(p); });
+  s.scratch.releaseAll([comm](void* p) { freeAfterDeviceWork(DeferredFree::kDevice, p, comm->cudaDev); });
   if (s.captured) releaseCapturedCopies(s.captured.get());
   if (s.exchange) s.exchange->release();
   s.exchange = nullptr;

@@ -5,15 +5,18 @@
 #include <map>
 #include <string>
 
+#include <sys/mman.h>
+
 #include "src/bootstrap/bootstrap.h"
 #include "src/call/datatypes.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 #include "src/device/copy/copy_calls.h"
-#include "src/device/device_words.h"
+#include "src/device/direct/direct_calls.h"
 #include "src/device/flag_ops.h"
 #include "src/device/launch_events.h"
+#include "src/device/runtime/deferred_frees.h"
 #include "src/device/runtime/ipc_registry.h"
 #include "src/device/process_liveness.h"
 #include "src/device/runtime/runtime.h"
@@ -35,10 +38,12 @@ constexpr uint32_t kReleaseAhead = 1u << 30;  // past every value a pending wait
 
 bool before(uint32_t value, uint32_t wanted) { return static_cast<int32_t>(value - wanted) < 0; }
 
-// Satisfies every wait this rank's streams have or will have on its inbox.
+// Satisfies every wait this rank's streams have or will have on its inbox:
+// host stores to the mapped words, which reach the waiting streams whatever
+// their hardware queue holds.
 void releaseWaits(DeviceComm* comm) {
   IpcCopyState& s = *comm->copies->ipc;
-  if (s.released.exchange(true) || !s.inbox) return;
+  if (s.released.exchange(true) || !s.inboxHost) return;
   const int n = comm->nranks;
   // Captured waits want 1 (and clear it after): every one is satisfied.
   std::vector<uint32_t> values(inboxWords(n), 1);
@@ -49,7 +54,7 @@ void releaseWaits(DeviceComm* comm) {
       values[kCopyDone * n + p] = s.awaitedDone[p] + kReleaseAhead;
     }
   }
-  deviceRuntime()->postWords(s.inbox, values.data(), values.size());
+  for (size_t i = 0; i < values.size(); ++i) __atomic_store_n(&s.inboxHost[i], values[i], __ATOMIC_RELEASE);
 }
 
 void failAndRelease(DeviceComm* comm, ncclResult_t r, int culprit) {
@@ -58,15 +63,10 @@ void failAndRelease(DeviceComm* comm, ncclResult_t r, int culprit) {
   releaseWaits(comm);
 }
 
-// The inbox is read without waiting on a stream (device_words.h): while a
-// read is queued the last values stand, so a blocked stream shows as no
-// progress.
+// When the inbox's flags last changed.
 struct StallClock {
   std::vector<uint32_t> seen;
   std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
-  DeviceWordReader reader;
-  std::vector<uint32_t> inbox;
-  std::chrono::steady_clock::time_point readAt = std::chrono::steady_clock::now();  // the last completed read
 };
 
 // One look at this rank's inbox: a peer process that is gone, or waits that
@@ -80,9 +80,8 @@ void watchOnce(DeviceComm* comm, StallClock* clock) {
     ready = s.awaitedReady;
     done = s.awaitedDone;
   }
-  if (clock->reader.read({{s.inbox, 2 * size_t(n)}}, &clock->inbox)) clock->readAt = std::chrono::steady_clock::now();
-  if (clock->inbox.empty()) clock->inbox.assign(2 * n, 0);
-  const std::vector<uint32_t>& flags = clock->inbox;
+  std::vector<uint32_t> flags(2 * size_t(n));
+  for (size_t i = 0; i < flags.size(); ++i) flags[i] = __atomic_load_n(&s.inboxHost[i], __ATOMIC_ACQUIRE);
   const std::vector<PeerInfo>& peers = comm->bootstrap->peers();
   int stalled = -1;
   bool stalledOnSend = false;
@@ -117,13 +116,6 @@ void watchOnce(DeviceComm* comm, StallClock* clock) {
     return;
   }
   if (std::chrono::duration<double>(now - clock->since).count() < comm->collTimeoutSeconds) return;
-  if (std::chrono::duration<double>(now - clock->readAt).count() >= comm->collTimeoutSeconds) {
-    failAndRelease(comm, fail(ncclRemoteError, "rank %d: its GPU has not run a copy of its send/recv flags for %.0f s "
-                              "(GYRE_TIMEOUT) while a call with rank %d waits: a stream of this process that shares "
-                              "its hardware queue (CUDA_DEVICE_MAX_CONNECTIONS) is blocked", comm->rank,
-                              comm->collTimeoutSeconds, stalled), stalled);
-    return;
-  }
   failAndRelease(comm, fail(ncclRemoteError, "rank %d: %s rank %d has not moved for %.0f s (GYRE_TIMEOUT): its "
                             "stream is stalled or it stopped", comm->rank,
                             stalledOnSend ? "an ncclSend whose data" : "an ncclRecv from", stalled,
@@ -156,11 +148,18 @@ bool reaches(const DeviceComm* comm, const PeerInfo& peer) {
          (rt->canAccessPeer(comm->cudaDev, device) && rt->canAccessPeer(device, comm->cudaDev));
 }
 
-// What each rank says at set-up: its inbox, and which ranks it can reach.
-struct IpcHello {
-  SharedAllocation inbox;
-  uint8_t shareable = 0;
-};
+// Registers the mailbox's inboxes for this rank's device: *devBase is
+// where the device sees their first word.
+ncclResult_t registerInboxes(IpcCopyState* s, uint32_t** devBase) {
+  size_t bytes = 0;
+  uint32_t* host = s->mailbox.inboxes(&bytes);
+  if (!host) return fail(ncclInternalError, "device send/recv between processes: the host's mailbox has no inboxes");
+  void* device = nullptr;
+  GYRE_CHECK(deviceRuntime()->registerHost(host, bytes, &device));
+  s->registered = host;
+  *devBase = static_cast<uint32_t*>(device);
+  return ncclSuccess;
+}
 
 }  // namespace
 
@@ -177,47 +176,43 @@ ncclResult_t setupIpcCopies(DeviceComm* comm, const Deadline& deadline) {
     return ncclSuccess;
   comm->copies->ipc = std::make_unique<IpcCopyState>();
   IpcCopyState& s = *comm->copies->ipc;
-  DeviceRuntime* rt = deviceRuntime();
   std::vector<bool> onHost(n, false), reach(n, false);
   const bool forcedStaged = env::getString("GYRE_DEVICE_PATH") == "staged";
   for (int r = 0; r < n; ++r) {
     onHost[r] = peers[r].hostHash == peers[me].hostHash;
     reach[r] = onHost[r] && peers[r].pid != peers[me].pid && !forcedStaged && reaches(comm, peers[r]);
   }
-  const size_t inboxBytes = inboxWords(n) * sizeof(uint32_t);
-  void* inbox = nullptr;
-  GYRE_CHECK(rt->deviceAlloc(inboxBytes, &inbox));
-  s.inbox = static_cast<uint32_t*>(inbox);
-  GYRE_CHECK(rt->memsetSync(s.inbox, 0, inboxBytes));
-  // Hello: the inbox, whether it could be shared, and one byte per rank: reached.
-  const size_t helloBytes = sizeof(IpcHello) + n;
-  std::vector<char> hellos(helloBytes * n, 0);
-  IpcHello mine;
-  uint64_t offset = 0;
-  mine.shareable = describeOwnAllocation(s.inbox, inboxBytes, &mine.inbox, &offset) && offset == 0 ? 1 : 0;
-  memcpy(&hellos[helloBytes * me], &mine, sizeof(mine));
-  for (int r = 0; r < n; ++r) hellos[helloBytes * me + sizeof(IpcHello) + r] = reach[r] ? 1 : 0;
-  GYRE_CHECK(comm->bootstrap->allGather(hellos.data(), helloBytes, deadline, &comm->abortFlag));
-  auto helloOf = [&](int r) {
-    IpcHello h;
-    memcpy(&h, &hellos[helloBytes * r], sizeof(h));
-    return h;
-  };
-  auto reached = [&](int from, int to) { return hellos[helloBytes * from + sizeof(IpcHello) + to] != 0; };
+  GYRE_CHECK(s.mailbox.setup(comm->bootstrap, onHost, inboxWords(n) + directInboxWords(n), deadline,
+                             &comm->abortFlag));
+  // The inboxes, registered where this rank has a peer to copy with; then
+  // one byte per rank: reached and registered.
+  bool wanted = std::find(reach.begin(), reach.end(), true) != reach.end();
+  uint32_t* devInboxes = nullptr;
+  ncclResult_t registered = wanted ? registerInboxes(&s, &devInboxes) : ncclSuccess;
+  if (registered != ncclSuccess)
+    GYRE_WARN("rank %d: cannot register the host's send/recv inboxes for its GPU, so its send/recv with other "
+              "processes stage: %s", me, lastErrorText());
+  std::vector<char> hellos(size_t(n) * n, 0);
+  for (int r = 0; r < n; ++r) hellos[size_t(me) * n + r] = reach[r] && registered == ncclSuccess ? 1 : 0;
+  GYRE_CHECK(comm->bootstrap->allGather(hellos.data(), n, deadline, &comm->abortFlag));
+  auto reached = [&](int from, int to) { return hellos[size_t(from) * n + to] != 0; };
   s.peers.assign(n, false);
   bool any = false;
   for (int r = 0; r < n; ++r) {
-    s.peers[r] = r != me && reached(me, r) && reached(r, me) && mine.shareable && helloOf(r).shareable;
+    s.peers[r] = r != me && reached(me, r) && reached(r, me);
     any |= s.peers[r];
   }
-  GYRE_CHECK(s.mailbox.setup(comm->bootstrap, onHost, deadline, &comm->abortFlag));
   s.peerInbox.assign(n, nullptr);
-  for (int r = 0; r < n; ++r) {
-    if (!s.peers[r]) continue;
-    void* base = nullptr;
-    GYRE_CHECK(mapPeerAllocation(peers[r].pid, helloOf(r).inbox, &s.heldBlocks, &base));
-    s.peerInbox[r] = static_cast<uint32_t*>(base);
+  s.devInboxes = devInboxes;
+  if (any) {
+    // A word's place in the segment is the same for the host and the device.
+    uint32_t* hostInboxes = static_cast<uint32_t*>(s.registered);
+    s.inboxHost = s.mailbox.inboxOf(me);
+    s.inbox = devInboxes + (s.inboxHost - hostInboxes);
+    for (int r = 0; r < n; ++r)
+      if (s.peers[r]) s.peerInbox[r] = devInboxes + (s.mailbox.inboxOf(r) - hostInboxes);
   }
+  GYRE_CHECK(s.mappings.setup());
   s.sendSeq.assign(n, 0);
   s.recvSeq.assign(n, 0);
   s.awaitedReady.assign(n, 0);
@@ -251,6 +246,7 @@ struct IpcRecv {
   const DeviceRequest* call;
   uint64_t seq;
   const void* source = nullptr;  // the sender's buffer as mapped here
+  uint64_t mapping = 0;          // its entry in the mapping cache (0: a window's)
   bool sizesMatch = true;
   uint32_t capturedSlot = 0;  // SendNote::capturedSlot
 };
@@ -368,7 +364,7 @@ ncclResult_t takeNotes(const std::vector<const DeviceRequest*>& calls, std::vect
       }
     } else if (recv.sizesMatch) {
       void* base = nullptr;
-      GYRE_CHECK(mapPeerAllocation(peer.pid, note.allocation, &s.heldBlocks, &base));
+      GYRE_CHECK(s.mappings.map(peer.pid, note.allocation, &base, &recv.mapping));
       recv.source = static_cast<char*>(base) + note.offset;
     } else {
       failCall(*c, ncclInvalidUsage, "mismatched sizes: rank " + std::to_string(c->root) + "'s ncclSend has " +
@@ -425,8 +421,10 @@ ncclResult_t enqueueStreamWork(DeviceComm* comm, const std::vector<IpcSend>& sen
       after.add(s.peerInbox[p] + kCopyDone * n + me, uint32_t(x.seq + 1), FlagOpKind::kWrite);
     }
     GYRE_CHECK(enqueueFlagOps(before, driver, FlagRunner::kStreamMemOps));
-    if (x.sizesMatch) GYRE_CHECK(rt->copyAsync(x.call->output, x.source, p2pBytes(*x.call), driver));
-    else mismatch = ncclInvalidUsage;  // already failed; the sender's stream still gets its done
+    if (x.sizesMatch) {
+      GYRE_CHECK(rt->copyAsync(x.call->output, x.source, p2pBytes(*x.call), driver));
+      if (x.mapping) GYRE_CHECK(s.mappings.used(x.mapping, driver, x.capturedSlot != 0));
+    } else mismatch = ncclInvalidUsage;  // already failed; the sender's stream still gets its done
     GYRE_CHECK(enqueueFlagOps(after, driver, FlagRunner::kStreamMemOps));
     countP2PPath(*x.call, P2PPath::IpcCopy);
   }
@@ -474,6 +472,16 @@ ncclResult_t launchIpcCopies(const std::vector<const DeviceRequest*>& calls, std
   return r;
 }
 
+bool directInboxOf(const DeviceComm* comm, int rank, uint32_t** device, uint32_t** host) {
+  const IpcCopyState* s = comm->copies && comm->copies->ipc ? comm->copies->ipc.get() : nullptr;
+  if (!s || !s->registered || !s->devInboxes) return false;
+  uint32_t* inbox = s->mailbox.inboxOf(rank);
+  if (!inbox) return false;
+  *host = inbox + inboxWords(comm->nranks);
+  *device = s->devInboxes + (*host - static_cast<uint32_t*>(s->registered));
+  return true;
+}
+
 void releaseIpcWaits(DeviceComm* comm) {
   if (comm->copies && comm->copies->ipc) releaseWaits(comm);
 }
@@ -488,12 +496,20 @@ void releaseIpcCopies(DeviceComm* comm, bool abort) {
   }
   s.wake.notify_all();
   if (s.watchdog.joinable()) s.watchdog.join();
-  releasePeerBlocks(&s.heldBlocks);
-  for (void* p : s.capturedScratch) deviceRuntime()->deviceFree(p);
+  s.mappings.releaseAll();
+  for (void* p : s.capturedScratch) freeAfterDeviceWork(DeferredFree::kDevice, p, comm->cudaDev);
   s.capturedScratch.clear();
-  // Peers' mappings of the inbox keep its memory until they close them.
-  if (s.inbox) deviceRuntime()->deviceFree(s.inbox);
-  s.inbox = nullptr;
+  // Streams may still wait on or write the inboxes: they stay registered
+  // and mapped until the device has run what was queued before now.
+  void* mapped = nullptr;
+  size_t mappedBytes = 0;
+  s.mailbox.detach(&mapped, &mappedBytes);
+  releaseAfterDeviceWork([registered = s.registered, mapped, mappedBytes] {
+    if (registered) deviceRuntime()->unregisterHost(registered);
+    if (mapped) munmap(mapped, mappedBytes);
+  }, comm->cudaDev);
+  s.registered = nullptr;
+  s.inbox = s.inboxHost = nullptr;
 }
 
 }  // namespace gyre

@@ -29,9 +29,14 @@
 // (src/device/flag_ops.h). A pair has kCapturedPairSlots such exchanges;
 // later captures stage.
 //
-// Inboxes are device memory every peer maps; each rank waits only on its
-// own, so a watchdog can release its waits when a peer dies, stalls past
-// GYRE_TIMEOUT, or the communicator is aborted, without touching its peers.
+// Inboxes are host memory in the mailbox's shared segment, which every
+// process registers for its device (cudaHostRegister): peers' streams write
+// flags there and each rank's streams wait only on its own. So a rank's host
+// releases its waits with plain stores when a peer dies, stalls past
+// GYRE_TIMEOUT, or the communicator is aborted, without touching its peers
+// and without a stream command, which could queue behind the very wait it
+// releases (CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream of a device on
+// one hardware queue). The watchdog reads them without the device.
 #pragma once
 
 #include <atomic>
@@ -45,6 +50,7 @@
 
 #include "include/gyre.h"
 #include "src/debug/deadline.h"
+#include "src/device/copy/ipc_mapping_cache.h"
 #include "src/device/copy/process_mailbox.h"
 #include "src/device/device_comm.h"
 
@@ -56,10 +62,14 @@ struct IpcCopyState {
   ProcessMailbox mailbox;
   std::vector<bool> peers;            // by rank: pairs with this rank copy by IPC
   // [kSendReady][rank], [kCopyDone][rank], then captured exchanges'
-  // [ready][rank][slot], [done][rank][slot].
+  // [ready][rank][slot], [done][rank][slot]: as the device addresses it, and
+  // as the host does.
   uint32_t* inbox = nullptr;
-  std::vector<uint32_t*> peerInbox;   // by rank, mapped here (null where not a peer)
-  std::set<uint64_t> heldBlocks;      // peers' allocations mapped for this communicator
+  uint32_t* inboxHost = nullptr;
+  std::vector<uint32_t*> peerInbox;   // by rank, as this device addresses it (null where not a peer)
+  void* registered = nullptr;         // the mailbox's inboxes, registered for the device
+  uint32_t* devInboxes = nullptr;     // the same, as the device addresses them
+  IpcMappingCache mappings;           // senders' buffers mapped here (ipc_mapping_cache.h)
   std::vector<uint64_t> sendSeq, recvSeq;  // by peer: exchanges so far
   std::vector<uint32_t> capturedSends;     // by peer: capture slots taken
   std::unique_ptr<std::atomic<bool>[]> capturedWith;  // by peer: some graph waits on it (the watchdog reads it)
@@ -88,6 +98,12 @@ bool copiesByIpc(const DeviceComm* comm, int peer);
 // with IPC peers, group order); calls whose sender cannot share its buffer
 // go to `staged` on both sides.
 ncclResult_t launchIpcCopies(const std::vector<const DeviceRequest*>& calls, std::vector<DeviceRequest>* staged);
+
+// The direct path's inboxes (direct_calls.h) follow each rank's IPC-copy
+// flags in the same registered host memory: rank `rank`'s, as this device
+// (*device) and this host (*host) address it. False where this rank's
+// inboxes are not registered.
+bool directInboxOf(const DeviceComm* comm, int rank, uint32_t** device, uint32_t** host);
 
 // Abort: satisfies every wait this rank's streams have on its inbox.
 void releaseIpcWaits(DeviceComm* comm);

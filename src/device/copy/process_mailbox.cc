@@ -35,8 +35,8 @@ ProcessMailbox::Slot* ProcessMailbox::slot(int from, int to, uint64_t seq) {
   return static_cast<Slot*>(base_) + pair * kDepth + seq % kDepth;
 }
 
-ncclResult_t ProcessMailbox::setup(Bootstrap* bootstrap, const std::vector<bool>& local, const Deadline& deadline,
-                                   const std::atomic<bool>* abort) {
+ncclResult_t ProcessMailbox::setup(Bootstrap* bootstrap, const std::vector<bool>& local, size_t inboxWords,
+                                   const Deadline& deadline, const std::atomic<bool>* abort) {
   const int n = bootstrap->nranks(), me = bootstrap->rank();
   localIndex_.assign(n, -1);
   int creator = -1;
@@ -46,7 +46,12 @@ ncclResult_t ProcessMailbox::setup(Bootstrap* bootstrap, const std::vector<bool>
       if (creator < 0) creator = r;
     }
   const size_t notes = size_t(nlocal_) * nlocal_ * kDepth, records = size_t(nlocal_) * kDepth;
-  bytes_ = notes * sizeof(Slot) + records * sizeof(Record);
+  // The inboxes start on a page of their own: the device maps whole pages.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto pageUp = [page](size_t b) { return (b + page - 1) / page * page; };
+  inboxWords_ = inboxWords;
+  inboxOffset_ = pageUp(notes * sizeof(Slot) + records * sizeof(Record));
+  bytes_ = inboxOffset_ + pageUp(size_t(nlocal_) * inboxWords * sizeof(uint32_t));
   std::vector<MailboxHello> hellos(n);
   hellos[me].pid = getpid();
   int fd = -1;
@@ -99,6 +104,23 @@ ncclResult_t ProcessMailbox::setup(Bootstrap* bootstrap, const std::vector<bool>
   }
   base_ = creator >= 0 ? mapped : nullptr;
   return ncclSuccess;
+}
+
+uint32_t* ProcessMailbox::inboxes(size_t* bytes) const {
+  *bytes = base_ ? bytes_ - inboxOffset_ : 0;
+  return base_ ? reinterpret_cast<uint32_t*>(static_cast<char*>(base_) + inboxOffset_) : nullptr;
+}
+
+uint32_t* ProcessMailbox::inboxOf(int rank) const {
+  size_t bytes = 0;
+  uint32_t* first = inboxes(&bytes);
+  return first ? first + size_t(localIndex_[rank]) * inboxWords_ : nullptr;
+}
+
+void ProcessMailbox::detach(void** base, size_t* bytes) {
+  *base = base_;
+  *bytes = bytes_;
+  base_ = nullptr;
 }
 
 ProcessMailbox::Record* ProcessMailbox::record(int rank, uint64_t seq) {

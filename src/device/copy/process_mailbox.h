@@ -8,7 +8,11 @@
 //   - records: an all-gather of a small record per rank and call, for the
 //     direct collectives of processes sharing a GPU (direct_calls.h), when
 //     every rank of the communicator is on this host. Each rank has a ring of
-//     records; it reuses a slot once every peer collected it.
+//     records; it reuses a slot once every peer collected it;
+//   - inboxes: `inboxWords` 32-bit words per rank, page-aligned, which the
+//     IPC copies register for the device (ipc_copies.h): peers' streams
+//     write their flags there, the owner's streams wait on them, and the
+//     owner's host releases those waits with plain stores.
 //
 // The segment is a memfd of the lowest local rank, mapped by the others
 // through /proc/<pid>/fd/<fd> at set-up: it has no name in /dev/shm, so a
@@ -52,9 +56,17 @@ class ProcessMailbox {
   // Every rank of the communicator calls it. `local` marks the ranks on this
   // host that use the mailbox (all ranks agree on it); the others take part
   // in the exchanges only.
-  ncclResult_t setup(Bootstrap* bootstrap, const std::vector<bool>& local, const Deadline& deadline,
-                     const std::atomic<bool>* abort);
+  ncclResult_t setup(Bootstrap* bootstrap, const std::vector<bool>& local, size_t inboxWords,
+                     const Deadline& deadline, const std::atomic<bool>* abort);
   bool ready() const { return base_ != nullptr; }
+
+  // The inboxes of every local rank, one after another (null without a
+  // mailbox), and `rank`'s in them.
+  uint32_t* inboxes(size_t* bytes) const;
+  uint32_t* inboxOf(int rank) const;
+  // Hands the mapping to the caller, who unmaps it (munmap(*base, *bytes))
+  // once nothing uses it; the mailbox is unusable from then on.
+  void detach(void** base, size_t* bytes);
 
   // Posts the `seq`-th note from `from` to `to`; waits (until `deadline`)
   // only while the ring's slot still holds an untaken note.
@@ -96,6 +108,7 @@ class ProcessMailbox {
 
   std::vector<int> localIndex_;  // by rank, -1 where not in the mailbox
   int nlocal_ = 0;
+  size_t inboxWords_ = 0, inboxOffset_ = 0;
   void* base_ = nullptr;
   size_t bytes_ = 0;
 };

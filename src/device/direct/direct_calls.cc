@@ -17,12 +17,14 @@
 #include "src/debug/log.h"
 #include "src/device/call_scalar.h"
 #include "src/device/copy/copy_calls.h"
+#include "src/device/copy/ipc_copies.h"
 #include "src/device/direct/direct_inprocess.h"
 #include "src/device/direct/direct_share.h"
 #include "src/device/device_words.h"
 #include "src/device/flag_ops.h"
 #include "src/device/launch_events.h"
 #include "src/device/on_device.h"
+#include "src/device/runtime/deferred_frees.h"
 #include "src/device/runtime/ipc_registry.h"
 #include "src/device/process_liveness.h"
 #include "src/call/datatypes.h"
@@ -38,7 +40,7 @@ constexpr uint32_t kReleaseAhead = 1u << 30;  // a generation every pending wait
 
 // An inbox: this rank's [kReady][peer] and [kDone][peer] generations, then
 // its captured calls' flags (direct_share.h).
-size_t inboxWords(int nranks) { return 2 * size_t(nranks) + capturedCallFlagWords(nranks); }
+size_t inboxWords(int nranks) { return directInboxWords(nranks); }
 
 // Stream order: ready to every peer, wait for theirs, this rank's share
 // (every share on the leader, none on the others), done to every peer, wait
@@ -80,6 +82,11 @@ void releaseWaits(DeviceComm* comm) {
   // Captured calls' waits want 1 (and clear it after): every one is satisfied.
   std::vector<uint32_t> values(inboxWords(comm->nranks), 1);
   std::fill(values.begin(), values.begin() + 2 * comm->nranks, d.generation + kReleaseAhead);
+  if (d.inboxHost) {
+    // Host stores reach the waiting streams whatever their hardware queue holds.
+    for (size_t i = 0; i < values.size(); ++i) __atomic_store_n(&d.inboxHost[i], values[i], __ATOMIC_RELEASE);
+    return;
+  }
   deviceRuntime()->postWords(d.inbox, values.data(), values.size());
 }
 
@@ -154,9 +161,17 @@ void checkStalled(DeviceComm* comm, StallClock* clock) {
   DirectState& d = *comm->direct;
   const int n = comm->nranks, me = comm->rank;
   const uint32_t g = d.generation.load();
-  const std::vector<DeviceWordReader::Range> ranges = {{d.inbox, 2 * size_t(n)},
-                                                       {d.peerInbox[me == 0 ? 1 : 0] + kReady * n + me, 1}};
-  if (clock->reader.read(ranges, &clock->words)) clock->readAt = std::chrono::steady_clock::now();
+  const int other = me == 0 ? 1 : 0;
+  if (d.inboxHost) {  // host memory: read as it is
+    clock->words.resize(2 * size_t(n) + 1);
+    for (size_t i = 0; i < 2 * size_t(n); ++i) clock->words[i] = __atomic_load_n(&d.inboxHost[i], __ATOMIC_ACQUIRE);
+    clock->words[2 * n] = __atomic_load_n(&d.peerInboxHost[other][kReady * n + me], __ATOMIC_ACQUIRE);
+    clock->readAt = std::chrono::steady_clock::now();
+  } else {
+    const std::vector<DeviceWordReader::Range> ranges = {{d.inbox, 2 * size_t(n)},
+                                                         {d.peerInbox[other] + kReady * n + me, 1}};
+    if (clock->reader.read(ranges, &clock->words)) clock->readAt = std::chrono::steady_clock::now();
+  }
   if (clock->words.empty()) clock->words.assign(2 * n + 1, 0);
   const std::vector<uint32_t> flags(clock->words.begin(), clock->words.begin() + 2 * n);
   const uint32_t mineOut = clock->words[2 * n];
@@ -259,8 +274,45 @@ struct ProcessSetup {
 // Ranks of different processes: the inbox this rank's peers signal into,
 // and the peers' inboxes, which travel as CUDA IPC handles; all ranks must
 // agree on GYRE_DIRECT_LEADER.
+// The inboxes in the host's registered mailbox (ipc_copies.h): whether
+// every rank's could be found there.
+bool inboxesInHostMemory(DeviceComm* comm) {
+  DirectState& d = *comm->direct;
+  const int n = comm->nranks;
+  std::vector<uint32_t*> device(n, nullptr), host(n, nullptr);
+  for (int p = 0; p < n; ++p)
+    if (!directInboxOf(comm, p, &device[p], &host[p])) return false;
+  d.inbox = device[comm->rank];
+  d.inboxHost = host[comm->rank];
+  d.peerInbox = device;
+  d.peerInboxHost = host;
+  return true;
+}
+
 ncclResult_t setupAcrossProcesses(DeviceComm* comm, const Deadline& deadline) {
   DirectState& d = *comm->direct;
+  // Every rank registered the mailbox's inboxes, or said so and stopped
+  // copying by IPC with this one: agree on where the inboxes live.
+  std::vector<uint8_t> inHost(comm->nranks, 0);
+  inHost[comm->rank] = inboxesInHostMemory(comm) ? 1 : 0;
+  GYRE_CHECK(comm->bootstrap->allGather(inHost.data(), 1, deadline, &comm->abortFlag));
+  if (std::all_of(inHost.begin(), inHost.end(), [](uint8_t v) { return v != 0; })) {
+    bool leader = true;
+    GYRE_CHECK(leaderChoice(&leader));
+    std::vector<int32_t> leaders(comm->nranks, 0);
+    leaders[comm->rank] = leader ? 1 : 0;
+    GYRE_CHECK(comm->bootstrap->allGather(leaders.data(), sizeof(int32_t), deadline, &comm->abortFlag));
+    for (int p = 0; p < comm->nranks; ++p)
+      if (leaders[p] != leaders[0])
+        return fail(ncclInvalidUsage, "GYRE_DIRECT_LEADER differs between ranks (rank 0: %d, rank %d: %d); set it "
+                    "alike on every rank", leaders[0], p, leaders[p]);
+    d.leaderRunsAll = leaders[0] != 0;
+    for (uint32_t* inbox : d.peerInbox) d.capturedFlags.push_back(inbox + 2 * comm->nranks);
+    return ncclSuccess;
+  }
+  d.inbox = d.inboxHost = nullptr;
+  d.peerInbox.clear();
+  d.peerInboxHost.clear();
   DeviceRuntime* rt = deviceRuntime();
   const size_t inboxBytes = inboxWords(comm->nranks) * sizeof(uint32_t);
   void* inbox = nullptr;
@@ -356,6 +408,8 @@ ncclResult_t setupDirect(DeviceComm* comm, const Deadline& deadline) {
   return ncclSuccess;
 }
 
+size_t directInboxWords(int nranks) { return 2 * size_t(nranks) + capturedCallFlagWords(nranks); }
+
 bool takesDirect(const DeviceRequest& c) {
   const DirectState* d = c.comm->direct.get();
   if (!d) return false;
@@ -442,7 +496,6 @@ ncclResult_t launchDirectCalls(const std::vector<DeviceRequest>& calls, std::vec
 bool drainDirect(DeviceComm* comm, bool abort, double seconds) {
   if (!comm->direct) return true;
   DirectState& d = *comm->direct;
-  DeviceRuntime* rt = deviceRuntime();
   if (abort) releaseWaits(comm);
   if (!d.lastCall.waitAll(seconds)) return false;
   {
@@ -464,9 +517,9 @@ bool drainDirect(DeviceComm* comm, bool abort, double seconds) {
       Deadline deadline = Deadline::afterSeconds(seconds);
       comm->bootstrap->barrier(deadline, &comm->abortFlag);
     }
-    rt->deviceFree(d.inbox);
+    if (!d.inboxHost) freeAfterDeviceWork(DeferredFree::kDevice, d.inbox, comm->cudaDev);  // else the mailbox's
   }
-  rt->deviceFree(d.abortWord);
+  freeAfterDeviceWork(DeferredFree::kDevice, d.abortWord, comm->cudaDev);
   d.flagWatch.release();
   comm->direct.reset();
   return true;

@@ -66,10 +66,19 @@ class DirectClique;
 // Calls of processes captured into graphs that run direct; later captures stage.
 constexpr uint32_t kCapturedDirectCalls = 4096;
 
+// Words of one rank's inbox.
+size_t directInboxWords(int nranks);
+
 struct DirectState {
-  // This rank's inbox in device memory: [kReady][peer], [kDone][peer], then
-  // per captured call [slot][kReady][peer], [slot][kDone][peer].
+  // This rank's inbox: [kReady][peer], [kDone][peer], then per captured call
+  // [slot][kReady][peer], [slot][kDone][peer]. Host memory in the host's
+  // mailbox, registered for the device (ipc_copies.h), so a release is a
+  // host store that no blocked hardware queue holds back (inboxHost); device
+  // memory shared by CUDA IPC where that registration failed (inboxHost
+  // null: releases are stream writes then).
   uint32_t* inbox = nullptr;
+  uint32_t* inboxHost = nullptr;
+  std::vector<uint32_t*> peerInboxHost;  // by rank, where inboxHost is set
   std::vector<uint32_t*> peerInbox;  // each rank's inbox as mapped here (this rank's own included)
   std::atomic<uint32_t> generation{0};  // calls run directly so far
   uint64_t callSeq = 0;              // collectives offered to the direct path, checked across ranks

@@ -14,6 +14,7 @@
 #include "src/device/flag_ops.h"
 #include "src/device/launch_events.h"
 #include "src/device/on_device.h"
+#include "src/device/runtime/deferred_frees.h"
 #include "src/device/runtime/runtime.h"
 #include "src/device/shared_streams.h"
 
@@ -21,7 +22,7 @@ namespace gyre {
 namespace {
 
 void destroyEvent(void* e) { deviceRuntime()->eventDestroy(e); }
-void freeDevice(void* p) { deviceRuntime()->deviceFree(p); }
+void freeDevice(void* p) { freeAfterDeviceWork(DeferredFree::kDevice, p); }
 
 
 // What ranks of one process post to their clique per call: their CallInfo,

@@ -14,6 +14,7 @@
 #include "src/device/call_scalar.h"
 #include "src/device/launch_events.h"
 #include "src/device/on_device.h"
+#include "src/device/runtime/deferred_frees.h"
 #include "src/device/runtime/runtime.h"
 #include "src/lower/lower.h"
 #include "src/call/datatypes.h"
@@ -498,14 +499,13 @@ void abortKernels(DeviceComm* comm) {
 bool drainKernels(DeviceComm* comm, bool abort, double seconds) {
   if (!comm->kernels) return true;
   KernelState& k = *comm->kernels;
-  DeviceRuntime* rt = deviceRuntime();
   if (abort) abortKernels(comm);
   if (!k.lastLaunch.waitAll(seconds)) return false;
   k.watchdog.stop();  // its reads of the connections end before they close
   pollKernelStatus(comm);
   k.lastLaunch.destroy();
   k.arenas.release();
-  rt->freeMapped(k.statusHost);
+  freeAfterDeviceWork(DeferredFree::kMapped, k.statusHost, comm->cudaDev);
   comm->kernels.reset();
   return true;
 }

@@ -4,6 +4,7 @@
 
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/device/runtime/deferred_frees.h"
 
 namespace gyre {
 namespace {
@@ -38,10 +39,8 @@ ncclResult_t ImageArenas::carve(size_t bytes, LaneImage* image) {
 }
 
 void ImageArenas::release() {
-  DeviceRuntime* rt = deviceRuntime();
-  RelaxedCapture relaxed;  // cudaFree and cudaFreeHost, at destroy beside another thread's capture
-  for (Chunk& c : device_) rt->deviceFree(c.base);
-  for (Chunk& c : host_) rt->freeHost(c.base);
+  for (Chunk& c : device_) freeAfterDeviceWork(DeferredFree::kDevice, c.base);
+  for (Chunk& c : host_) freeAfterDeviceWork(DeferredFree::kHost, c.base);
   device_.clear();
   host_.clear();
 }

@@ -188,6 +188,18 @@ class CudaRuntime final : public DeviceRuntime {
     RelaxedCapture relaxed;  // as allocMapped
     cudaFreeHost(host);
   }
+  ncclResult_t registerHost(void* p, size_t bytes, void** device) override {
+    RelaxedCapture relaxed;  // set-up, as allocMapped
+    GYRE_CHECK(check(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+                     "cudaHostRegister"));
+    ncclResult_t r = check(cudaHostGetDevicePointer(device, p, 0), "cudaHostGetDevicePointer");
+    if (r != ncclSuccess) cudaHostUnregister(p);
+    return r;
+  }
+  void unregisterHost(void* p) override {
+    RelaxedCapture relaxed;
+    cudaHostUnregister(p);
+  }
   ncclResult_t ipcGetHandle(void* devicePtr, IpcHandle* out) override {
     static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(IpcHandle));
     cudaIpcMemHandle_t h;

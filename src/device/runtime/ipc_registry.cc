@@ -56,11 +56,10 @@ bool describeOwnAllocation(const void* p, size_t bytes, SharedAllocation* out, u
   return true;
 }
 
-ncclResult_t mapPeerAllocation(int64_t ownerPid, const SharedAllocation& a, std::set<uint64_t>* held, void** base) {
-  // A captured call opens its peer's buffer while the application captures.
-  RelaxedCapture relaxed;
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
+namespace {
+
+// r.mutex held. Takes a hold on the block of `a`, opening it if need be.
+ncclResult_t holdBlock(Registry& r, int64_t ownerPid, const SharedAllocation& a, uint64_t* block, void** base) {
   const uint64_t inBlock = a.base - a.blockBase;
   uint64_t serial = 0;
   auto known = r.byBuffer.find({ownerPid, a.bufferId});
@@ -89,24 +88,53 @@ ncclResult_t mapPeerAllocation(int64_t ownerPid, const SharedAllocation& a, std:
     r.byBuffer[{ownerPid, a.bufferId}] = serial;
   }
   Block& b = r.blocks[serial];
-  if (held->insert(serial).second) ++b.holders;
+  ++b.holders;
+  *block = serial;
   *base = b.localBase + inBlock;
+  return ncclSuccess;
+}
+
+// r.mutex held. The last holder of a block closes it.
+void letGo(Registry& r, uint64_t serial) {
+  auto it = r.blocks.find(serial);
+  if (it == r.blocks.end() || --it->second.holders > 0) return;
+  deviceRuntime()->ipcCloseHandle(it->second.opened);
+  r.blocks.erase(it);
+  // Lookups that led to it now miss and open afresh.
+  for (auto b = r.byBuffer.begin(); b != r.byBuffer.end();) b = b->second == serial ? r.byBuffer.erase(b) : ++b;
+  for (auto l = r.latestAt.begin(); l != r.latestAt.end();) l = l->second == serial ? r.latestAt.erase(l) : ++l;
+}
+
+}  // namespace
+
+ncclResult_t mapPeerAllocation(int64_t ownerPid, const SharedAllocation& a, std::set<uint64_t>* held, void** base) {
+  RelaxedCapture relaxed;  // a captured call opens its peer's buffer while the application captures
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  uint64_t serial = 0;
+  GYRE_CHECK(holdBlock(r, ownerPid, a, &serial, base));
+  if (!held->insert(serial).second) letGo(r, serial);  // one hold per set
   return ncclSuccess;
 }
 
 void releasePeerBlocks(std::set<uint64_t>* held) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  for (uint64_t serial : *held) {
-    auto it = r.blocks.find(serial);
-    if (it == r.blocks.end() || --it->second.holders > 0) continue;
-    deviceRuntime()->ipcCloseHandle(it->second.opened);
-    r.blocks.erase(it);
-    // Lookups that led to it now miss and open afresh.
-    for (auto b = r.byBuffer.begin(); b != r.byBuffer.end();) b = b->second == serial ? r.byBuffer.erase(b) : ++b;
-    for (auto l = r.latestAt.begin(); l != r.latestAt.end();) l = l->second == serial ? r.latestAt.erase(l) : ++l;
-  }
+  for (uint64_t serial : *held) letGo(r, serial);
   held->clear();
+}
+
+ncclResult_t mapPeerBlock(int64_t ownerPid, const SharedAllocation& a, uint64_t* block, void** base) {
+  RelaxedCapture relaxed;
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return holdBlock(r, ownerPid, a, block, base);
+}
+
+void releasePeerBlock(uint64_t block) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  letGo(r, block);
 }
 
 }  // namespace gyre

@@ -36,4 +36,9 @@ ncclResult_t mapPeerAllocation(int64_t ownerPid, const SharedAllocation& a, std:
 // Lets go of the blocks `held` names; the last holder of a block closes it.
 void releasePeerBlocks(std::set<uint64_t>* held);
 
+// The same, one hold at a time: each mapPeerBlock takes a hold on the block
+// (*block names it), which releasePeerBlock lets go of.
+ncclResult_t mapPeerBlock(int64_t ownerPid, const SharedAllocation& a, uint64_t* block, void** base);
+void releasePeerBlock(uint64_t block);
+
 }  // namespace gyre

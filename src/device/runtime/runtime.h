@@ -86,6 +86,13 @@ class DeviceRuntime {
   // Page-locked host memory the device also addresses (*device).
   virtual ncclResult_t allocMapped(size_t bytes, void** host, void** device) = 0;
   virtual void freeMapped(void* host) = 0;
+  // Page-locks existing host memory and maps it for the device
+  // (cudaHostRegister, mapped and portable): *device addresses it from
+  // kernels and stream memory operations. A host store to such a word
+  // reaches a stream waiting on it with no stream command, so it cannot
+  // queue behind the wait it releases.
+  virtual ncclResult_t registerHost(void* p, size_t bytes, void** device) = 0;
+  virtual void unregisterHost(void* p) = 0;
   // Sharing deviceAlloc'd memory with another process (CUDA IPC). Opening a
   // handle made by this same process fails, as in CUDA, and so does opening
   // an allocation this process has open already (cudaErrorAlreadyMapped).

@@ -10,6 +10,7 @@
 #include "src/device/on_device.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
+#include "src/device/runtime/deferred_frees.h"
 #include "src/device/runtime/runtime.h"
 #include "src/host/run_calls.h"
 #include "src/call/coll_kind.h"
@@ -397,10 +398,7 @@ bool drainStaging(DeviceComm* comm, double seconds) {
   bool drained = s.idle.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return s.jobsInFlight == 0; });
   if (!drained) return false;
   DeviceRuntime* rt = deviceRuntime();
-  RelaxedCapture relaxed;  // cudaFreeHost, as cudaHostAlloc above
-  s.buffers.releaseAll([rt](void* p) {
-    if (rt) rt->freeHost(p);
-  });
+  s.buffers.releaseAll([](void* p) { freeAfterDeviceWork(DeferredFree::kHost, p); });
   s.worker.stop();         // idle: no job is in flight, and it never takes this mutex
   s.order.destroy();
   for (StreamHandle& stream : s.ownStreams)

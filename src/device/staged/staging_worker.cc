@@ -4,6 +4,7 @@
 
 #include "src/debug/error.h"
 #include "src/device/on_device.h"
+#include "src/device/runtime/deferred_frees.h"
 #include "src/device/runtime/runtime.h"
 
 namespace gyre {
@@ -82,7 +83,7 @@ void StagingWorker::stop() {
   }
   wake_.notify_all();
   thread_.join();
-  deviceRuntime()->freeMapped(hostFlag_);
+  freeAfterDeviceWork(DeferredFree::kMapped, hostFlag_);
   hostFlag_ = deviceFlag_ = nullptr;
 }
 

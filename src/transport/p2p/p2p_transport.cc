@@ -12,6 +12,7 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/net_address.h"
 #include "src/debug/error.h"
+#include "src/device/runtime/deferred_frees.h"
 #include "src/device/runtime/ipc_registry.h"
 #include "src/device/runtime/runtime.h"
 #include "src/transport/abort_notice.h"
@@ -181,7 +182,7 @@ class P2PTransport final : public Transport {
     auto* s = static_cast<P2PConn*>(conn.state);
     DeviceRuntime* rt = deviceRuntime();
     releasePeerBlocks(&s->heldBlocks);
-    if (rt && s->owned) rt->deviceFree(s->owned);
+    if (rt) freeAfterDeviceWork(DeferredFree::kDevice, s->owned);
     s->socket.close();
     delete s;
     conn.state = nullptr;

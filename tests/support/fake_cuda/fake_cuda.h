@@ -52,4 +52,17 @@ GYRE_FAKE_CUDA_API void fakeBreakContext(const char* cudaErrorText);
 // Collective kernels this process has launched (a fused group counts once).
 GYRE_FAKE_CUDA_API int64_t fakeKernelLaunches();
 
+// What this process holds now: cudaMalloc'd allocations not freed, CUDA IPC
+// mappings not closed, page-locked host allocations (cudaHostAlloc, mapped
+// or not) not freed. A communicator destroyed or aborted leaves these as
+// they were before it was made, once its frees have run.
+struct FakeHoldings {
+  int64_t deviceAllocations = 0;
+  int64_t ipcMappings = 0;
+  int64_t pinnedHost = 0;
+};
+GYRE_FAKE_CUDA_API FakeHoldings fakeHoldings();
+// cudaIpcOpenMemHandle calls that opened a mapping, since the process began.
+GYRE_FAKE_CUDA_API int64_t fakeIpcOpens();
+
 }  // namespace gyre

@@ -40,6 +40,11 @@ GYRE_FAKE_CUDA_API uint32_t fakeContextDevices();
 // Whether distinct fake devices support peer access
 // (cudaDeviceCanAccessPeer; they do unless a test says otherwise).
 GYRE_FAKE_CUDA_API void fakeSetPeerAccessSupported(bool supported);
+// Whether distinct fake devices have native peer atomics (NVLink: yes, the
+// default; a PCIe pair: no, cudaDevP2PAttrNativeAtomicSupported 0). Without
+// them the point-to-point kernel's atomic add on another device's memory
+// faults, breaking the context, where on a GPU it would not be atomic.
+GYRE_FAKE_CUDA_API void fakeSetPeerAtomicsSupported(bool supported);
 // The fake device owning `p` (deviceAlloc'd or IPC-mapped memory), or -1.
 GYRE_FAKE_CUDA_API int fakeDeviceOf(const void* p);
 // A test's emulated kernel on the calling thread's current device touches

@@ -4,6 +4,7 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -64,6 +65,7 @@ class FakeStream {
 
   void synchronize() { order_->synchronize(); }
   bool idle() { return order_->idle(); }
+  const std::shared_ptr<StreamOrder>& order() const { return order_; }
 
  private:
   std::mutex mutex_;
@@ -161,6 +163,8 @@ class FakeRuntime final : public DeviceRuntime {
     inContext();
     if (!p) return ncclSuccess;
     GYRE_CHECK(allowed(capture_.unsafeCall(), "cudaFree"));
+    const int owner = devices_.ownerOf(p);
+    awaitDeviceWork(owner >= 0 ? owner : device_, "cudaFree");
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = allocations_.find(p);
     if (it == allocations_.end()) return fail(ncclInvalidArgument, "fake CUDA: %p is not device memory", p);
@@ -194,6 +198,7 @@ class FakeRuntime final : public DeviceRuntime {
   void freeHost(void* p) override {
     inContext();
     if (allowed(capture_.unsafeCall(), "cudaFreeHost") != ncclSuccess) return;
+    awaitDeviceWork(device_, "cudaFreeHost");
     unpinHost(p);
   }
   void unpinHost(void* p) {
@@ -203,10 +208,33 @@ class FakeRuntime final : public DeviceRuntime {
       releaseWhenIdle([p] { ::operator delete(p); });
     }
   }
-  // CUDA frees nothing queued work still uses (cudaFree waits for the
-  // device; the fake, so that a test does not hang where a GPU would, lets
-  // the caller go): memory freed while any stream has work waits for a
-  // moment when none has. mutex_ held.
+  // cudaFree and cudaFreeHost synchronise with the device, as the driver's
+  // do: they return once every command queued on the device's streams
+  // before the call has finished, so a free behind a spinning kernel or a
+  // stream wait blocks as on a GPU. Where a GPU would hang for good, the
+  // fake gives up after kFreeWaitSeconds and ends the process loudly, so a
+  // test fails naming the free instead of running into its time limit.
+  static constexpr int kFreeWaitSeconds = 30;
+  void awaitDeviceWork(int device, const char* call) {
+    std::vector<std::pair<std::shared_ptr<StreamOrder>, uint64_t>> marks;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [handle, s] : streams_)
+        if (s->device() == device) marks.emplace_back(s->order(), s->order()->queuedSoFar());
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(kFreeWaitSeconds);
+    for (const auto& [order, queued] : marks) {
+      if (order->awaitFinished(queued, until)) continue;
+      fprintf(stderr, "fake CUDA: %s has waited %d s for device %d's queued work (a spinning kernel or a stream "
+              "wait nobody releases): on a GPU this free never returns. Ending the process.\n", call,
+              kFreeWaitSeconds, device);
+      fflush(stderr);
+      std::abort();
+    }
+  }
+  // A free on one device does not wait for another's streams, which may
+  // still read the memory through peer access: memory freed while any
+  // stream has work is unmapped at a moment when none has. mutex_ held.
   void releaseWhenIdle(std::function<void()> release) {
     deferredFrees_.push_back(std::move(release));
     for (const auto& [handle, s] : streams_)
@@ -411,9 +439,28 @@ class FakeRuntime final : public DeviceRuntime {
     *device = *host;
     return ncclSuccess;
   }
+  // cudaFreeHost, as the real adapter frees it.
   void freeMapped(void* host) override {
     inContext();
+    awaitDeviceWork(device_, "cudaFreeHost");
     unpinHost(host);
+  }
+
+  // cudaHostRegister: pinned, and the device addresses it where the host does
+  // (unified addressing). Every device reaches it.
+  ncclResult_t registerHost(void* p, size_t bytes, void** device) override {
+    inContext();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!hostAllocations_.emplace(p, bytes == 0 ? 1 : bytes).second)
+      return fail(ncclUnhandledCudaError, "cudaHostRegister failed: part or all of the range is already registered "
+                  "(cudaErrorHostMemoryAlreadyRegistered)");
+    *device = p;
+    return ncclSuccess;
+  }
+  void unregisterHost(void* p) override {
+    inContext();
+    std::lock_guard<std::mutex> lock(mutex_);
+    hostAllocations_.erase(p);
   }
 
   ncclResult_t ipcGetHandle(void* devicePtr, IpcHandle* out) override {
@@ -463,6 +510,7 @@ class FakeRuntime final : public DeviceRuntime {
     if (p == MAP_FAILED) return fail(ncclUnhandledCudaError, "fake CUDA: cannot map peer memory: %s", strerror(errno));
     std::lock_guard<std::mutex> lock(mutex_);
     opened_[p] = {h.size, h.pid, h.serial};
+    ipcOpens_.fetch_add(1, std::memory_order_relaxed);
     devices_.own(p, h.size, h.device, device_);  // cudaIpcMemLazyEnablePeerAccess: this mapping reaches it
     *out = static_cast<char*>(p) + h.offset;
     return ncclSuccess;
@@ -553,7 +601,8 @@ class FakeRuntime final : public DeviceRuntime {
     // so the tests' small copies still run the blocks' arrival count.
     const int blocks = std::max<int>(static_cast<int>(pairCopyBlocks(work)), kFakePairCopyBlocks);
     s.push([this, work, blocks, threads = std::max(blockThreads_, 2), device = s.device()] {
-      if (!faulted(devices_.unreachable(device, work))) runPairCopiesOnHost(work, blocks, threads);
+      if (!faulted(devices_.unreachable(device, work)) && !faulted(peerAtomicIn(device, work)))
+        runPairCopiesOnHost(work, blocks, threads);
     }, CommandKind::kStarted, blocks);
     return ncclSuccess;
   }
@@ -582,6 +631,16 @@ class FakeRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   int64_t kernelLaunches() const { return kernelLaunches_.load(); }
+  int64_t ipcOpens() const { return ipcOpens_.load(); }
+  std::atomic<int64_t> ipcOpens_{0};
+  FakeHoldings holdings() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    FakeHoldings h;
+    h.deviceAllocations = static_cast<int64_t>(allocations_.size());
+    h.ipcMappings = static_cast<int64_t>(opened_.size());
+    h.pinnedHost = static_cast<int64_t>(hostAllocations_.size());
+    return h;
+  }
 
   // Several devices and peer access (fake_devices.h).
   ncclResult_t enablePeerAccess(int device, int peerDevice) override {
@@ -599,6 +658,22 @@ class FakeRuntime final : public DeviceRuntime {
     }
   }
   void setPeerAccessible(bool accessible) { peerAccessible_.store(accessible); }
+  void setPeerAtomics(bool supported) { peerAtomics_.store(supported); }
+  // The point-to-point kernel's only atomics are its arrival counts.
+  std::string peerAtomicIn(int device, const PairCopyWork& work) {
+    if (peerAtomics_.load()) return "";
+    for (int i = 0; i < work.n; ++i) {
+      const PairCopy& p = work.pairs[i];
+      if (p.role != PairRole::kSecond) continue;
+      const uint32_t* counter = p.arrived ? p.arrived : &p.flags->arrived;
+      const int owner = devices_.ownerOf(counter);
+      if (owner >= 0 && owner != device)
+        return "the point-to-point kernel on device " + std::to_string(device) + " made an atomic add on device " +
+               std::to_string(owner) + "'s memory, and the two have no native peer atomics (a PCIe pair: "
+               "cudaDevP2PAttrNativeAtomicSupported is 0)";
+    }
+    return "";
+  }
   int deviceOf(const void* p) { return devices_.ownerOf(p); }
   bool kernelTouch(const void* p) {
     const std::string why = devices_.unreachable(device_, p, "a kernel");
@@ -627,6 +702,7 @@ class FakeRuntime final : public DeviceRuntime {
   }
   FakeDevices devices_;
   std::atomic<bool> peerAccessible_{true};
+  std::atomic<bool> peerAtomics_{true};
 
  public:
 
@@ -771,8 +847,11 @@ int fakeLaunchGraph(const FakeGraph& graph, cudaStream_t stream) { return theFak
 const char* fakeCudaErrorName(int error) { return fakecuda::captureErrorName(error); }
 void fakeBreakContext(const char* cudaErrorText) { theFake()->breakContext(cudaErrorText); }
 int64_t fakeKernelLaunches() { return theFake()->kernelLaunches(); }
+FakeHoldings fakeHoldings() { return theFake()->holdings(); }
+int64_t fakeIpcOpens() { return theFake()->ipcOpens(); }
 uint32_t fakeContextDevices() { return theFake()->contextDevices(); }
 void fakeSetPeerAccessSupported(bool supported) { theFake()->setPeerAccessible(supported); }
+void fakeSetPeerAtomicsSupported(bool supported) { theFake()->setPeerAtomics(supported); }
 void fakeSetResidentBlocks(int slots) { theFake()->setResidentBlocks(slots); }
 int fakeDeviceOf(const void* p) { return theFake()->deviceOf(p); }
 bool fakeKernelTouch(const void* p) { return theFake()->kernelTouch(p); }

@@ -9,6 +9,7 @@ namespace gyre {
 void StreamOrder::queued() {
   std::lock_guard<std::mutex> lock(mutex_);
   ++pending_;
+  ++queuedTotal_;
 }
 
 // Notified under the lock: a synchronize() that returns may destroy nothing
@@ -16,6 +17,7 @@ void StreamOrder::queued() {
 void StreamOrder::finished() {
   std::lock_guard<std::mutex> lock(mutex_);
   --pending_;
+  ++finishedTotal_;
   running_ = false;
   changed_.notify_all();
 }
@@ -33,6 +35,16 @@ void StreamOrder::markStarted() {
 void StreamOrder::synchronize() {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return pending_ == 0; });
+}
+
+uint64_t StreamOrder::queuedSoFar() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queuedTotal_;
+}
+
+bool StreamOrder::awaitFinished(uint64_t count, std::chrono::steady_clock::time_point until) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return changed_.wait_until(lock, until, [&] { return finishedTotal_ >= count; });
 }
 
 bool StreamOrder::idle() {

@@ -18,7 +18,9 @@
 // threads.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -39,12 +41,17 @@ class StreamOrder {
   // Until every queued command has finished.
   void synchronize();
   bool idle();
+  // Commands queued so far; and until the first `count` have finished or
+  // `until` passes (false then), as cudaFree waits for work issued before it.
+  uint64_t queuedSoFar();
+  bool awaitFinished(uint64_t count, std::chrono::steady_clock::time_point until);
 
  private:
   std::mutex mutex_;
   std::condition_variable changed_;
   int pending_ = 0;       // queued or running
   bool running_ = false;  // a started command has not finished
+  uint64_t queuedTotal_ = 0, finishedTotal_ = 0;  // commands finish in queue order
 };
 
 enum class CommandKind {
