@@ -77,8 +77,10 @@ GYRE_EXPORT ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
 }
 
 GYRE_EXPORT ncclResult_t ncclMemFree(void* ptr) {
-  GYRE_CHECK(checkNotForkedChild("ncclMemFree"));
+  // Host memory first: freeing it is safe in a forked child, which holds a
+  // private copy of what it inherited (shareable_memory.cc).
   if (!ptr || freeShareable(ptr)) return ncclSuccess;
+  GYRE_CHECK(checkNotForkedChild("ncclMemFree"));
   DeviceRuntime* rt = deviceRuntime();
   if (!rt) return fail(ncclInvalidArgument, "ncclMemFree: %p was not allocated by ncclMemAlloc", ptr);
   void* raw = nullptr;
@@ -103,7 +105,7 @@ GYRE_EXPORT ncclResult_t gyreMemAllocHost(void** ptr, size_t size) {
 }
 
 GYRE_EXPORT ncclResult_t gyreMemFreeHost(void* ptr) {
-  GYRE_CHECK(checkNotForkedChild("gyreMemFreeHost"));
+  // No fork check: a forked child frees its private copies (shareable_memory.cc).
   if (!ptr || freeShareable(ptr)) return ncclSuccess;
   return fail(ncclInvalidArgument, "gyreMemFreeHost: %p is not the start of a gyreMemAllocHost allocation", ptr);
 }
