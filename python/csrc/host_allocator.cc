@@ -3,6 +3,7 @@
 #include <gyre.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include <c10/core/Allocator.h>
 
@@ -34,9 +36,26 @@ int64_t setting(const char* name, int64_t fallback) {
   return v;
 }
 
+constexpr size_t kPage = 4096;
+
+size_t pagesOf(size_t bytes) { return (bytes + kPage - 1) / kPage; }
+
+// A freed allocation kept for the next one of the same size: a new memfd
+// costs its syscalls, a page fault per 4 KiB page on first touch (shared
+// memory gets no transparent huge pages) and, in every peer, an open and a
+// mapping; the kept one is faulted in already and still mapped by the peers
+// that read it (a gathered list's flat buffer, an optimizer's temporaries,
+// every step).
+struct Kept {
+  void* p;
+  size_t pages;
+  pid_t owner;  // a forked child must not hand out what it inherited
+};
+
 struct Arena {
   std::mutex mutex;
   std::unordered_map<const void*, size_t> live;  // gyre's allocations: start -> bytes asked
+  std::vector<Kept> kept;                        // oldest first
   HostAllocatorStats stats;
   c10::Allocator* replaced = nullptr;
 };
@@ -51,20 +70,57 @@ Arena& arena() {
 void lockForFork() { arena().mutex.lock(); }
 void unlockAfterFork() { arena().mutex.unlock(); }
 
-// The deleter of a tensor's memory from gyre. gyre's registry forgets it;
-// its pages go once no peer maps them any more.
+// Takes the oldest kept allocation out of the cache (the lock held); the
+// caller frees it after unlocking.
+void* evictOldest(Arena& a) {
+  Kept k = a.kept.front();
+  a.kept.erase(a.kept.begin());
+  a.stats.keptBytes -= k.pages * kPage;
+  return k.p;
+}
+
+// The deleter of a tensor's memory from gyre: kept for reuse while the
+// cache has room, otherwise freed (gyre's registry forgets it; its pages go
+// once no peer maps them any more).
 void freeFromGyre(void* p) {
   Arena& a = arena();
+  std::vector<void*> release;
   {
     std::lock_guard<std::mutex> lock(a.mutex);
     auto it = a.live.find(p);
     if (it != a.live.end()) {
+      const size_t pages = pagesOf(it->second);
       a.stats.liveBytes -= it->second;
       --a.stats.liveAllocations;
       a.live.erase(it);
+      if (pages * kPage <= a.stats.keepBytes) {
+        while (a.stats.keptBytes + pages * kPage > a.stats.keepBytes) release.push_back(evictOldest(a));
+        a.kept.push_back(Kept{p, pages, getpid()});
+        a.stats.keptBytes += pages * kPage;
+        p = nullptr;
+      }
     }
   }
-  gyreMemFreeHost(p);
+  for (void* q : release) gyreMemFreeHost(q);
+  if (p) gyreMemFreeHost(p);
+}
+
+// A kept allocation of exactly `n`'s pages, or nullptr (the lock held).
+// Those a forked child inherited are private copies now: dropped.
+void* reuseKept(Arena& a, size_t n, std::vector<void*>* release) {
+  const size_t pages = pagesOf(n);
+  const pid_t self = getpid();
+  void* found = nullptr;
+  for (size_t i = a.kept.size(); i-- > 0;) {
+    Kept& k = a.kept[i];
+    if (k.owner != self || (k.pages == pages && !found)) {
+      if (k.owner != self) release->push_back(k.p);
+      else found = k.p;
+      a.stats.keptBytes -= k.pages * kPage;
+      a.kept.erase(a.kept.begin() + static_cast<ptrdiff_t>(i));
+    }
+  }
+  return found;
 }
 
 // torch's raw_deallocate (and anything else that frees through
@@ -78,12 +134,25 @@ c10::DataPtr allocateTensorMemory(size_t n) {
   Arena& a = arena();
   if (n >= a.stats.minBytes) {
     bool room;
+    void* p = nullptr;
+    std::vector<void*> release;
     {
       std::lock_guard<std::mutex> lock(a.mutex);
-      room = a.stats.liveAllocations < a.stats.maxAllocations;
+      p = reuseKept(a, n, &release);
+      // Kept allocations hold descriptors too: the oldest go to make room.
+      while (!p && !a.kept.empty() && a.stats.liveAllocations + a.kept.size() >= a.stats.maxAllocations)
+        release.push_back(evictOldest(a));
+      room = p || a.stats.liveAllocations < a.stats.maxAllocations;
       if (room) ++a.stats.liveAllocations;  // held while the allocation is made
+      if (p) {
+        a.live.emplace(p, n);
+        a.stats.liveBytes += n;
+        ++a.stats.allocations;
+        ++a.stats.reused;
+      }
     }
-    void* p = nullptr;
+    for (void* q : release) gyreMemFreeHost(q);
+    if (p) return c10::DataPtr(p, p, &freeFromGyre, c10::Device(c10::DeviceType::CPU));
     // Refused in a forked child and wherever the memfd or the mapping cannot
     // be made (descriptors or address space exhausted): torch's own then.
     if (room && gyreMemAllocHost(&p, n) == ncclSuccess && p != nullptr) {
@@ -145,6 +214,7 @@ bool installHostAllocator() {
     a.stats.minBytes = static_cast<uint64_t>(setting("GYRE_TORCH_ALLOCATOR_MIN_BYTES", 1 << 20));
     const int64_t most = setting("GYRE_TORCH_ALLOCATOR_MAX_ALLOCATIONS", 0);
     a.stats.maxAllocations = most > 0 ? static_cast<uint64_t>(most) : defaultMaxAllocations();
+    a.stats.keepBytes = static_cast<uint64_t>(setting("GYRE_TORCH_ALLOCATOR_KEEP_BYTES", int64_t{512} << 20));
     a.replaced = c10::GetAllocator(c10::DeviceType::CPU);
     pthread_atfork(lockForFork, unlockAfterFork, unlockAfterFork);
     // Priority 1 outranks torch's default CPU allocator (0); one that
@@ -158,7 +228,9 @@ bool installHostAllocator() {
 HostAllocatorStats hostAllocatorStats() {
   Arena& a = arena();
   std::lock_guard<std::mutex> lock(a.mutex);
-  return a.stats;
+  HostAllocatorStats s = a.stats;
+  s.keptAllocations = a.kept.size();
+  return s;
 }
 
 bool inHostArena(const void* p) {

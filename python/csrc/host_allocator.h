@@ -6,9 +6,13 @@
 // bound on live allocations reached), come from the allocator it replaced,
 // whose own deleter frees them.
 //
+// Freed allocations are kept, up to a bound, for the next of the same size:
+// the peers' mappings of them stay valid and their pages faulted in.
+//
 // Settings (docs/ENVIRONMENT.md): GYRE_TORCH_ALLOCATOR (0: leave torch's
-// allocator alone), GYRE_TORCH_ALLOCATOR_MIN_BYTES (the threshold) and
-// GYRE_TORCH_ALLOCATOR_MAX_ALLOCATIONS (each allocation holds a descriptor).
+// allocator alone), GYRE_TORCH_ALLOCATOR_MIN_BYTES (the threshold),
+// GYRE_TORCH_ALLOCATOR_MAX_ALLOCATIONS (each allocation, live or kept, holds
+// a descriptor) and GYRE_TORCH_ALLOCATOR_KEEP_BYTES (the cache's bound).
 #pragma once
 
 #include <cstddef>
@@ -24,6 +28,10 @@ struct HostAllocatorStats {
   uint64_t liveBytes = 0;
   uint64_t allocations = 0;  // served from gyre since install
   uint64_t fallbacks = 0;    // at or above minBytes, but served by the replaced allocator
+  uint64_t reused = 0;       // of `allocations`, served by a freed one of the same size
+  uint64_t keepBytes = 0;    // freed allocations kept for reuse, at most this many bytes
+  uint64_t keptBytes = 0;    // now kept
+  uint64_t keptAllocations = 0;
 };
 
 // Installs the allocator unless GYRE_TORCH_ALLOCATOR=0 or another allocator

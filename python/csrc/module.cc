@@ -67,6 +67,10 @@ PYBIND11_MODULE(_C, m) {
     d["live_bytes"] = s.liveBytes;
     d["allocations"] = s.allocations;
     d["fallbacks"] = s.fallbacks;
+    d["reused"] = s.reused;
+    d["keep_bytes"] = s.keepBytes;
+    d["kept_bytes"] = s.keptBytes;
+    d["kept_allocations"] = s.keptAllocations;
     return d;
   });
   m.def("in_host_arena", [](const at::Tensor& t) {

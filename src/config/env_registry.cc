@@ -184,8 +184,12 @@ const std::vector<VarSpec>& registry() {
        "CPU tensors from this size come from gyre's shareable memory (smaller ones from torch's own allocator)", 1,
        int64_t{1} << 40},
       {"GYRE_TORCH_ALLOCATOR_MAX_ALLOCATIONS", Type::Int, "0", "0..1048576",
-       "most shareable tensor allocations live at once (each holds a file descriptor); beyond it torch's own "
+       "most shareable tensor allocations held at once, live or kept for reuse (each holds a file descriptor); beyond it torch's own "
        "allocator serves them. 0: a quarter of RLIMIT_NOFILE's soft limit", 0, 1 << 20},
+      {"GYRE_TORCH_ALLOCATOR_KEEP_BYTES", Type::Bytes, "536870912", "0..1099511627776",
+       "freed shareable tensor memory kept for the next tensor of the same size (its pages stay faulted in and "
+       "mapped by the peers); the oldest is released beyond this many bytes. 0 keeps nothing", 0,
+       int64_t{1} << 40},
       {"GYRE_TIMEOUT", Type::Int, "300", "1..86400",
        "seconds any wait on a peer inside a collective may last before it fails (every communicator starts "
        "with it; gyreCommSetTimeout changes one communicator's)", 1, 86400},

@@ -9,12 +9,17 @@ Runs of 2 ranks, each checking against references the ranks compute alone
   such tensors are exact; a tensor freed while its collective is in flight
   stays valid until the collective ends; a full descriptor table makes the
   allocator fall back to torch's; the bound on live allocations holds; a
+  freed allocation is reused for the same size, within the bound on kept
+  bytes; a
   forked child gets a private copy of what it inherited (its writes do not
   reach the parent) and allocates from torch's allocator; DDP trains to the
   same parameters as one process on the whole batch; after the tensors are
-  freed and the group destroyed no gyre memory stays mapped or open.
+  freed and the group destroyed no gyre memory stays mapped or open but
+  what the allocator keeps for reuse.
 - `mixed`: rank 1 opts out (GYRE_TORCH_ALLOCATOR=0): its tensors stay on the
-  heap, the collectives between an arena rank and a heap rank are exact.
+  heap, the collectives between an arena rank and a heap rank are exact;
+  rank 0 keeps nothing (GYRE_TORCH_ALLOCATOR_KEEP_BYTES=0), so after destroy
+  it holds no gyre memory at all.
 - `peer_killed`: rank 1 SIGKILLs itself while rank 0 gathers from its arena
   tensor: rank 0 gets gyre's error or the result, never a crash or a hang;
   nothing is left in /dev/shm by either.
@@ -142,6 +147,30 @@ def check_fallbacks(check, rank, world):
     del held
 
 
+def check_reuse(check):
+    import torch
+    import torch_gyre
+
+    # A freed allocation is handed out again for the same size, within the
+    # bound on kept bytes (GYRE_TORCH_ALLOCATOR_KEEP_BYTES=24M in this run).
+    first = torch.empty(5 * MIN_BYTES // 4)
+    where = first.data_ptr()
+    before = torch_gyre.host_allocator_stats()["reused"]
+    del first
+    again = torch.empty(5 * MIN_BYTES // 4)
+    stats = torch_gyre.host_allocator_stats()
+    check(again.data_ptr() == where and stats["reused"] == before + 1, "a freed 5 MiB allocation was not reused")
+    big = [torch.empty(4 * MIN_BYTES // 4) for _ in range(4)]  # 4 x 4 MiB
+    del big
+    stats = torch_gyre.host_allocator_stats()
+    check(stats["kept_bytes"] <= stats["keep_bytes"], "kept %d bytes, more than %d" %
+          (stats["kept_bytes"], stats["keep_bytes"]))
+    huge = torch.empty(32 * MIN_BYTES // 4)  # beyond the bound: freed, not kept
+    kept = torch_gyre.host_allocator_stats()["kept_bytes"]
+    del huge
+    check(torch_gyre.host_allocator_stats()["kept_bytes"] == kept, "an allocation larger than the bound was kept")
+
+
 def check_fork(check):
     import torch
     import torch_gyre
@@ -232,6 +261,8 @@ def worker(rank, world):
     if MODE == "arena":
         check_fallbacks(check, rank, world)
         print("rank %d: %s done" % (rank, "check_fallbacks"), flush=True)
+        check_reuse(check)
+        print("rank %d: %s done" % (rank, "check_reuse"), flush=True)
         check_fork(check)
         print("rank %d: %s done" % (rank, "check_fork"), flush=True)
         check_ddp(check, rank, world)
@@ -241,9 +272,10 @@ def worker(rank, world):
     import gc
     gc.collect()
     maps, fds = gyre_memory_held()
-    live = torch_gyre.host_allocator_stats()["live_allocations"]
-    check(maps == live and fds == live, "after destroy: %d mappings and %d descriptors of gyre memory for %d live "
-          "tensors" % (maps, fds, live))
+    stats = torch_gyre.host_allocator_stats()
+    held = stats["live_allocations"] + stats["kept_allocations"]
+    check(maps == held and fds == held, "after destroy: %d mappings and %d descriptors of gyre memory for %d live "
+          "and kept allocations" % (maps, fds, held))
     print("rank %d: %d checks passed, %d failed; %s" % (rank, check.passed, len(check.failures),
                                                         torch_gyre.host_allocator_stats()), flush=True)
     if check.failures:
@@ -259,8 +291,9 @@ def driver():
     argv = [sys.executable, os.path.abspath(__file__), "--worker"]
     ok = True
     runs = [
-        ("arena", {"GYRE_TORCH_ALLOCATOR_MAX_ALLOCATIONS": "8"}, None, [0, 0]),
-        ("mixed", {}, lambda r: {"GYRE_TORCH_ALLOCATOR": "0"} if r == 1 else {}, [0, 0]),
+        ("arena", {"GYRE_TORCH_ALLOCATOR_MAX_ALLOCATIONS": "8", "GYRE_TORCH_ALLOCATOR_KEEP_BYTES": "24M"}, None,
+         [0, 0]),
+        ("mixed", {"GYRE_TORCH_ALLOCATOR_KEEP_BYTES": "0"}, lambda r: {"GYRE_TORCH_ALLOCATOR": "0"} if r == 1 else {}, [0, 0]),
         ("peer_killed", {"GYRE_TIMEOUT": "10"}, None, [0, -signal.SIGKILL]),
     ]
     for mode, env, per_rank, expect in runs:
