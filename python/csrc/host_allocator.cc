@@ -54,7 +54,8 @@ struct Kept {
 
 struct Arena {
   std::mutex mutex;
-  std::unordered_map<const void*, size_t> live;  // gyre's allocations: start -> bytes asked
+  // gyre's allocations: start -> bytes asked and the process that made it
+  std::unordered_map<const void*, std::pair<size_t, pid_t>> live;
   std::vector<Kept> kept;                        // oldest first
   HostAllocatorStats stats;
   c10::Allocator* replaced = nullptr;
@@ -89,11 +90,13 @@ void freeFromGyre(void* p) {
     std::lock_guard<std::mutex> lock(a.mutex);
     auto it = a.live.find(p);
     if (it != a.live.end()) {
-      const size_t pages = pagesOf(it->second);
-      a.stats.liveBytes -= it->second;
+      const size_t pages = pagesOf(it->second.first);
+      // What a forked child inherited is a private copy there: freed, never kept.
+      const bool ours = it->second.second == getpid();
+      a.stats.liveBytes -= it->second.first;
       --a.stats.liveAllocations;
       a.live.erase(it);
-      if (pages * kPage <= a.stats.keepBytes) {
+      if (ours && pages * kPage <= a.stats.keepBytes) {
         while (a.stats.keptBytes + pages * kPage > a.stats.keepBytes) release.push_back(evictOldest(a));
         a.kept.push_back(Kept{p, pages, getpid()});
         a.stats.keptBytes += pages * kPage;
@@ -145,7 +148,7 @@ c10::DataPtr allocateTensorMemory(size_t n) {
       room = p || a.stats.liveAllocations < a.stats.maxAllocations;
       if (room) ++a.stats.liveAllocations;  // held while the allocation is made
       if (p) {
-        a.live.emplace(p, n);
+        a.live.emplace(p, std::make_pair(n, getpid()));
         a.stats.liveBytes += n;
         ++a.stats.allocations;
         ++a.stats.reused;
@@ -157,7 +160,7 @@ c10::DataPtr allocateTensorMemory(size_t n) {
     // be made (descriptors or address space exhausted): torch's own then.
     if (room && gyreMemAllocHost(&p, n) == ncclSuccess && p != nullptr) {
       std::lock_guard<std::mutex> lock(a.mutex);
-      a.live.emplace(p, n);
+      a.live.emplace(p, std::make_pair(n, getpid()));
       a.stats.liveBytes += n;
       ++a.stats.allocations;
       return c10::DataPtr(p, p, &freeFromGyre, c10::Device(c10::DeviceType::CPU));

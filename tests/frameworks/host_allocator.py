@@ -187,13 +187,16 @@ def check_fork(check):
             fresh = torch.empty(MIN_BYTES)
             if torch_gyre.in_host_arena(fresh):
                 code |= 2  # a child of a process with live communicators must not allocate from gyre
+            kept = torch_gyre.host_allocator_stats()["kept_bytes"]
             del t, fresh
+            if torch_gyre.host_allocator_stats()["kept_bytes"] != kept:
+                code |= 8  # an inherited (now private) allocation must not be kept for reuse
         except Exception:
             code |= 4
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
-          "the forked child failed (status %#x: 1 contents, 2 allocator, 4 exception)" % status)
+          "the forked child failed (status %#x: 1 contents, 2 allocator, 4 exception, 8 kept)" % status)
     check(torch.equal(t, torch.full((MIN_BYTES,), 7.0)), "the child's write reached the parent's tensor")
 
 
