@@ -12,10 +12,12 @@ Runs of 2 ranks, each checking against references the ranks compute alone
   freed allocation is reused for the same size, within the bound on kept
   bytes; a
   forked child gets a private copy of what it inherited (its writes do not
-  reach the parent) and allocates from torch's allocator; DDP trains to the
-  same parameters as one process on the whole batch; after the tensors are
-  freed and the group destroyed no gyre memory stays mapped or open but
+  reach the parent) and allocates from torch's allocator; after the tensors
+  are freed and the group destroyed no gyre memory stays mapped or open but
   what the allocator keeps for reuse.
+- `ddp`: DDP on a model with a 2 MiB weight (in gyre's memory) trains to the
+  same parameters as one process on the whole batch. (No check after
+  destroy: torch 2.6's DDP keeps its group alive past it.)
 - `mixed`: rank 1 opts out (GYRE_TORCH_ALLOCATOR=0): its tensors stay on the
   heap, the collectives between an arena rank and a heap rank are exact;
   rank 0 keeps nothing (GYRE_TORCH_ALLOCATOR_KEEP_BYTES=0), so after destroy
@@ -280,17 +282,29 @@ def worker(rank, world):
         print("rank %d: %s done" % (rank, "check_reuse"), flush=True)
         check_fork(check)
         print("rank %d: %s done" % (rank, "check_fork"), flush=True)
+    if MODE == "ddp":
         check_ddp(check, rank, world)
         print("rank %d: %s done" % (rank, "check_ddp"), flush=True)
     dist.barrier()
     dist.destroy_process_group()
+    # torch 2.x lets go of the group's backend (and with it the peers'
+    # mapped tensors) once the last reference is collected: a few seconds.
     import gc
-    gc.collect()
-    maps, fds = gyre_memory_held()
-    stats = torch_gyre.host_allocator_stats()
-    held = stats["live_allocations"] + stats["kept_allocations"]
-    check(maps == held and fds == held, "after destroy: %d mappings and %d descriptors of gyre memory for %d live "
-          "and kept allocations" % (maps, fds, held))
+    deadline = time.monotonic() + 10
+    while True:
+        gc.collect()
+        maps, fds = gyre_memory_held()
+        stats = torch_gyre.host_allocator_stats()
+        held = stats["live_allocations"] + stats["kept_allocations"]
+        if (maps == held and fds == held) or time.monotonic() > deadline or MODE == "ddp":
+            break
+        time.sleep(0.1)
+    # torch 2.6's DDP keeps its group (and so the peers' mapped tensors)
+    # alive past destroy_process_group, while the process lives: the ddp run
+    # checks its results only.
+    if MODE != "ddp":
+        check(maps == held and fds == held, "after destroy: %d mappings and %d descriptors of gyre memory for %d "
+              "live and kept allocations" % (maps, fds, held))
     print("rank %d: %d checks passed, %d failed; %s" % (rank, check.passed, len(check.failures),
                                                         torch_gyre.host_allocator_stats()), flush=True)
     if check.failures:
@@ -308,6 +322,7 @@ def driver():
     runs = [
         ("arena", {"GYRE_TORCH_ALLOCATOR_MAX_ALLOCATIONS": "8", "GYRE_TORCH_ALLOCATOR_KEEP_BYTES": "24M"}, None,
          [0, 0]),
+        ("ddp", {}, None, [0, 0]),
         ("mixed", {"GYRE_TORCH_ALLOCATOR_KEEP_BYTES": "0"}, lambda r: {"GYRE_TORCH_ALLOCATOR": "0"} if r == 1 else {}, [0, 0]),
         ("peer_killed", {"GYRE_TIMEOUT": "10"}, None, [0, -signal.SIGKILL]),
     ]
