@@ -540,6 +540,13 @@ ncclResult_t gyreCommSetTimeout(ncclComm_t comm, double seconds);
  * ncclMemFree. */
 ncclResult_t gyreMemAllocHost(void** ptr, size_t size);
 ncclResult_t gyreMemFreeHost(void* ptr);
+/* Copies `bytes` from src to dst (which must not overlap) as a host
+ * collective writes a large output: with non-temporal ("streaming") stores
+ * on x86-64, which write each destination line once instead of first
+ * reading it, and memcpy elsewhere; the stores are complete when it returns.
+ * It pays where the destination is not read soon and outgrows the caches
+ * (GYRE_STREAMING_STORES_MIN_BYTES; bench/compare/path_costs times it). */
+ncclResult_t gyreMemcpyStreaming(void* dst, const void* src, size_t bytes);
 
 #ifdef __cplusplus
 } /* extern "C" */

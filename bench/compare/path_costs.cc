@@ -10,7 +10,7 @@
 // Columns, GB/s (1e9 B/s) of the reader's copy, median over the iterations:
 //   memcpy      the reader's own warm buffers (the ceiling of any copy)
 //   memcpy-nt   the same with non-temporal (streaming) stores: the library's
-//               copyStreaming (src/host/streaming_copy.h)
+//               own, through gyreMemcpyStreaming
 //   first-touch memcpy into freshly mapped pages: the page faults a never
 //               reused destination pays
 //   mapped      memcpy from the owner's shared mapping (single copy of a
@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "src/host/streaming_copy.h"
+#include "gyre.h"
 
 namespace {
 
@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
       memcpy(r.dst, r.own, n);
       t[0].push_back(now() - t0);
       t0 = now();
-      gyre::copyStreaming(r.dst, r.own, n);
+      gyreMemcpyStreaming(r.dst, r.own, n);
       t[1].push_back(now() - t0);
       char* fresh = static_cast<char*>(mapBytes(n, false));
       t0 = now();

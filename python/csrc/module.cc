@@ -4,6 +4,7 @@
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "host_allocator.h"
 #include "named_group.h"
 #include "process_group.h"
 
@@ -54,6 +55,27 @@ PYBIND11_MODULE(_C, m) {
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("backend"), py::arg("devices"));
 #endif
+  // torch's CPU allocator (host_allocator.h), installed by __init__.py.
+  m.def("_install_host_allocator", &torch_gyre::installHostAllocator);
+  m.def("host_allocator_stats", [] {
+    const torch_gyre::HostAllocatorStats s = torch_gyre::hostAllocatorStats();
+    py::dict d;
+    d["installed"] = s.installed;
+    d["min_bytes"] = s.minBytes;
+    d["max_allocations"] = s.maxAllocations;
+    d["live_allocations"] = s.liveAllocations;
+    d["live_bytes"] = s.liveBytes;
+    d["allocations"] = s.allocations;
+    d["fallbacks"] = s.fallbacks;
+    d["reused"] = s.reused;
+    d["keep_bytes"] = s.keepBytes;
+    d["kept_bytes"] = s.keptBytes;
+    d["kept_allocations"] = s.keptAllocations;
+    return d;
+  });
+  m.def("in_host_arena", [](const at::Tensor& t) {
+    return t.device().is_cpu() && t.storage() && torch_gyre::inHostArena(t.storage().data_ptr().get());
+  }, py::arg("tensor"));
   m.attr("torch_major") = GYRE_TORCH_MAJOR;
 #if defined(GYRE_TORCH_CUDART)
   m.attr("cuda") = true;

@@ -13,6 +13,15 @@ processes may share one GPU)::
     dist.init_process_group("gyre")        # env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
     dist.all_reduce(tensor)
 
+On import it also replaces torch's CPU allocator: tensors of at least
+GYRE_TORCH_ALLOCATOR_MIN_BYTES (1 MiB) then live in memory that the other
+ranks of the host map, so the host collectives read and write them in place
+(one copy instead of two). Smaller tensors, and any that gyre cannot serve,
+come from torch's allocator as before. ``GYRE_TORCH_ALLOCATOR=0`` in the
+environment before the import leaves torch's allocator alone;
+``host_allocator_stats()`` says what it did and ``in_host_arena(t)`` whether
+a tensor's memory is gyre's.
+
 Each process group's timeout becomes the timeout of its own gyre
 communicator (gyreCommSetTimeout; it replaces GYRE_TIMEOUT for that group),
 so a peer that dies or stalls makes the others' operations on that group
@@ -27,12 +36,15 @@ import torch.distributed as _dist
 from . import _C
 from ._version import __version__
 
-__all__ = ["ProcessGroupGyre", "BACKEND_NAME", "CUDA", "__version__"]
+__all__ = ["ProcessGroupGyre", "BACKEND_NAME", "CUDA", "__version__", "host_allocator_stats", "in_host_arena"]
 
 BACKEND_NAME = "gyre"
 ProcessGroupGyre = _C.ProcessGroupGyre
 # Whether this build runs CUDA tensors (built against a torch with CUDA).
 CUDA = bool(_C.cuda)
+# The CPU allocator's counters (a dict) and whether a tensor's memory is its.
+host_allocator_stats = _C.host_allocator_stats
+in_host_arena = _C.in_host_arena
 
 
 def _create(store, rank, size, timeout):
@@ -88,3 +100,4 @@ def _register():
 
 
 _register()
+_C._install_host_allocator()

@@ -1,4 +1,5 @@
-// C API: ncclMemAlloc/Free, buffer registration and memory windows
+// C API: ncclMemAlloc/Free, gyre's host memory and streaming copy, buffer
+// registration and memory windows
 // (window.h; the collective exchange is window_exchange.cc). Registration is an
 // optimisation hint in NCCL (zero-copy for registered buffers); gyre's staged
 // device path copies anyway, so it keeps a record per communicator, checks
@@ -22,6 +23,7 @@
 #include "src/enqueue/arg_checks.h"
 #include "src/enqueue/enqueue.h"
 #include "src/host/shareable_memory.h"
+#include "src/host/streaming_copy.h"
 
 using namespace gyre;
 
@@ -77,8 +79,10 @@ GYRE_EXPORT ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
 }
 
 GYRE_EXPORT ncclResult_t ncclMemFree(void* ptr) {
-  GYRE_CHECK(checkNotForkedChild("ncclMemFree"));
+  // Host memory first: freeing it is safe in a forked child, which holds a
+  // private copy of what it inherited (shareable_memory.cc).
   if (!ptr || freeShareable(ptr)) return ncclSuccess;
+  GYRE_CHECK(checkNotForkedChild("ncclMemFree"));
   DeviceRuntime* rt = deviceRuntime();
   if (!rt) return fail(ncclInvalidArgument, "ncclMemFree: %p was not allocated by ncclMemAlloc", ptr);
   void* raw = nullptr;
@@ -103,9 +107,20 @@ GYRE_EXPORT ncclResult_t gyreMemAllocHost(void** ptr, size_t size) {
 }
 
 GYRE_EXPORT ncclResult_t gyreMemFreeHost(void* ptr) {
-  GYRE_CHECK(checkNotForkedChild("gyreMemFreeHost"));
+  // No fork check: a forked child frees its private copies (shareable_memory.cc).
   if (!ptr || freeShareable(ptr)) return ncclSuccess;
   return fail(ncclInvalidArgument, "gyreMemFreeHost: %p is not the start of a gyreMemAllocHost allocation", ptr);
+}
+
+GYRE_EXPORT ncclResult_t gyreMemcpyStreaming(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return ncclSuccess;
+  if (!dst || !src)
+    return fail(ncclInvalidArgument, "gyreMemcpyStreaming: %s is NULL (bytes %zu)", dst ? "src" : "dst", bytes);
+  const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
+  if (d < s + bytes && s < d + bytes)
+    return fail(ncclInvalidArgument, "gyreMemcpyStreaming: dst %p and src %p overlap (bytes %zu)", dst, src, bytes);
+  copyStreaming(dst, src, bytes);
+  return ncclSuccess;
 }
 
 GYRE_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {

@@ -181,6 +181,20 @@ const std::vector<VarSpec>& registry() {
        "ranks of another job at the same address are refused"},
       {"GYRE_INIT_TIMEOUT", Type::Int, "120", "1..86400",
        "seconds a rank waits for all ranks to join at communicator init", 1, 86400},
+      {"GYRE_TORCH_ALLOCATOR", Type::Int, "1", "0..1",
+       "torch_gyre replaces torch's CPU allocator on import: tensors from GYRE_TORCH_ALLOCATOR_MIN_BYTES live in "
+       "memory the other ranks of the host map (as gyreMemAllocHost's), so host collectives read them in place; "
+       "0 leaves torch's allocator alone", 0, 1},
+      {"GYRE_TORCH_ALLOCATOR_MIN_BYTES", Type::Bytes, "1048576", "1..1099511627776",
+       "CPU tensors from this size come from gyre's shareable memory (smaller ones from torch's own allocator)", 1,
+       int64_t{1} << 40},
+      {"GYRE_TORCH_ALLOCATOR_MAX_ALLOCATIONS", Type::Int, "0", "0..1048576",
+       "most shareable tensor allocations held at once, live or kept for reuse (each holds a file descriptor); beyond it torch's own "
+       "allocator serves them. 0: a quarter of RLIMIT_NOFILE's soft limit", 0, 1 << 20},
+      {"GYRE_TORCH_ALLOCATOR_KEEP_BYTES", Type::Bytes, "536870912", "0..1099511627776",
+       "freed shareable tensor memory kept for the next tensor of the same size (its pages stay faulted in and "
+       "mapped by the peers); the oldest is released beyond this many bytes. 0 keeps nothing", 0,
+       int64_t{1} << 40},
       {"GYRE_TIMEOUT", Type::Int, "300", "1..86400",
        "seconds any wait on a peer inside a collective may last before it fails (every communicator starts "
        "with it; gyreCommSetTimeout changes one communicator's)", 1, 86400},

@@ -26,7 +26,9 @@ struct ShareableRange {
 // A zeroed shareable allocation of at least `bytes` (page-aligned).
 ncclResult_t allocShareable(size_t bytes, void** out);
 // Releases an allocation made by allocShareable; false if `p` is not the
-// start of one (the caller then tries its other allocators).
+// start of one (the caller then tries its other allocators). Safe in a
+// forked child: there each inherited allocation is a private copy, mapped
+// at the same address and never announced to a peer.
 bool freeShareable(void* p);
 // Whether [p, p + bytes) lies inside one shareable allocation, and which.
 // Cheap when the process has none (one atomic load).

@@ -150,6 +150,48 @@ TEST_CASE("ncclMemAlloc without a GPU and gyreMemAllocHost return zeroed page-al
   CHECK(result.allOk());
 }
 
+TEST_CASE("a child forked from a process with a live communicator and gyreMemAllocHost memory reads a private copy "
+          "of it, whose writes stay the child's, and may free it",
+          "[sharedbuffers]") {
+  RankOptions options;
+  options.idMode = IdMode::kNone;
+  RunResult result = runRanks(
+      1,
+      [](int, int, const ncclUniqueId&) {
+        ncclUniqueId id;
+        RANK_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId: %s", lastError().c_str());
+        ncclComm_t comm = nullptr;  // live across the fork: the child is a forked child to gyre
+        RANK_CHECK(gyreCommInitRankHost(&comm, 1, id, 0, nullptr) == ncclSuccess, "init: %s", lastError().c_str());
+        const size_t bytes = 3 * 4096 + 5;
+        void* p = nullptr;
+        RANK_CHECK(gyreMemAllocHost(&p, bytes) == ncclSuccess && p, "gyreMemAllocHost: %s", lastError().c_str());
+        memset(p, 0x11, bytes);
+        pid_t pid = fork();
+        if (pid == 0) {
+          auto* b = static_cast<unsigned char*>(p);
+          int code = 0;
+          for (size_t i = 0; i < bytes; ++i)
+            if (b[i] != 0x11) code |= 1;  // did not inherit the contents
+          memset(p, 0x22, bytes);
+          if (gyreMemFreeHost(p) != ncclSuccess) code |= 2;
+          if (gyreMemMappings().count(reinterpret_cast<uintptr_t>(p)) != 0) code |= 4;  // still mapped
+          _exit(code);
+        }
+        int status = 0;
+        RANK_CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork/waitpid failed: %s", strerror(errno));
+        RANK_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                   "the child failed (status %#x: 1 contents, 2 free, 4 still mapped)", status);
+        auto* b = static_cast<unsigned char*>(p);
+        for (size_t i = 0; i < bytes; ++i) RANK_CHECK(b[i] == 0x11, "the child's write reached byte %zu", i);
+        RANK_CHECK(gyreMemFreeHost(p) == ncclSuccess, "gyreMemFreeHost: %s", lastError().c_str());
+        RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy: %s", lastError().c_str());
+        return 0;
+      },
+      options);
+  INFO(result.describe());
+  CHECK(result.allOk());
+}
+
 TEST_CASE("single-copy allgather and broadcast over 2 and 3 ranks on gyreMemAllocHost buffers read through the "
           "peers' mappings, match the inputs, and ncclCommDestroy unmaps every peer's buffer",
           "[sharedbuffers][singlecopy]") {

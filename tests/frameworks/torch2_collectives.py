@@ -53,8 +53,16 @@ def thread_names():
 
 
 def gyre_mappings():
+    """gyre's mappings but the CPU allocator's own (its live tensors and the
+    allocations it keeps for reuse, one mapping each, all "gyre-host-mem"
+    like the peers' tensors a group maps)."""
+    import torch_gyre
     with open("/proc/self/maps") as f:
-        return [line.split(None, 5)[-1].strip() for line in f if "gyre-" in line]
+        names = [line.split(None, 5)[-1].strip() for line in f if "gyre-" in line]
+    stats = torch_gyre.host_allocator_stats()
+    own = stats["live_allocations"] + stats["kept_allocations"]
+    host = [n for n in names if "gyre-host-mem" in n]
+    return [n for n in names if "gyre-host-mem" not in n] + host[own:]
 
 
 def worker(rank, world):

@@ -139,3 +139,17 @@ TEST_CASE("gyreCommSetTimeout takes seconds in (0, 86400] and names a bad value"
   CHECK(x == 7);
   CHECK(ncclCommDestroy(comm) == ncclSuccess);
 }
+
+TEST_CASE("gyreMemcpyStreaming copies like memcpy and names a NULL or overlapping buffer") {
+  std::string src(3 * 4096 + 77, '\0'), dst(src.size(), '\0');
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 7 + 3);
+  // Unaligned at both ends: the streaming loop's head and tail.
+  CHECK(gyreMemcpyStreaming(&dst[5], &src[9], src.size() - 20) == ncclSuccess);
+  CHECK(std::memcmp(&dst[5], &src[9], src.size() - 20) == 0);
+  CHECK(dst[4] == 0);
+  CHECK(gyreMemcpyStreaming(nullptr, src.data(), 0) == ncclSuccess);
+  CHECK(gyreMemcpyStreaming(nullptr, src.data(), 8) == ncclInvalidArgument);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("dst is NULL") != std::string::npos);
+  CHECK(gyreMemcpyStreaming(&src[0], &src[100], 200) == ncclInvalidArgument);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("overlap") != std::string::npos);
+}
