@@ -174,9 +174,16 @@ std::string describeMissing(const RootGather& g, double timeoutSeconds) {
 void gatherAtRoot(const Socket& listener, uint64_t secret, double timeoutSeconds, RootGather* g) {
   Deadline deadline = Deadline::afterSeconds(kFirstArrivalSeconds);
   PendingHellos<RootHello> pending;
+  const LinkSecret link{secret, g->secretsRandom, LinkPurpose::Rendezvous};
+  pending.setLink(&link, listenerIdOf(link, NetAddress()));
   // Each caller's hello as it completes (or the caller fails to send one).
-  auto onHello = [&](Socket& s, const NetAddress& from, const RootHello& hello, bool complete) {
+  auto onHello = [&](Socket& s, const NetAddress& from, const RootHello& hello, bool complete,
+                     const std::string& refusal) {
     if (!g->failure.empty()) return;
+    if (!refusal.empty()) {
+      GYRE_WARN("rendezvous root: refused a connection from %s: %s", from.toString().c_str(), refusal.c_str());
+      return;
+    }
     if (!complete || memcmp(hello.magic, kRootHelloMagic, sizeof(kRootHelloMagic)) != 0) {
       GYRE_WARN("rendezvous root: ignored a connection from %s that is not a gyre rank", from.toString().c_str());
       return;
