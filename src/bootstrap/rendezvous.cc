@@ -223,10 +223,12 @@ ncclResult_t joinRendezvous(const std::vector<UniqueIdContents>& ids, int rank, 
   hello.info = self;
   GYRE_CHECK(s.sendAll(&hello, sizeof(hello), deadline, abort, what.c_str()));
   RootReply reply{};
-  if (s.recvAll(&reply, sizeof(reply), deadline, abort, what.c_str()) != ncclSuccess)
+  if (s.recvAll(&reply, sizeof(reply), deadline, abort, what.c_str()) != ncclSuccess) {
+    if (s.cipherFailed()) return ncclRemoteError;  // e.g. authentication failed, as recorded
     return fail(ncclRemoteError,
                 "init: no answer from the %s (it exited or timed out, or the unique id is "
                 "stale and something else now listens there)", rootName.c_str());
+  }
   GYRE_CHECK(checkRootReply(&reply, nranks, id, rootName));
   peers->resize(nranks);
   GYRE_CHECK(s.recvAll(peers->data(), nranks * sizeof(PeerInfo), deadline, abort, what.c_str()));

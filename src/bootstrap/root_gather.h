@@ -39,6 +39,7 @@ struct RootGather {
   std::vector<Joined> ranks;
   std::vector<RootBlock> roots;  // root 0 of several only
   std::string failure;           // empty while all is well
+  std::string refused;           // the last caller refused at the handshake, and why
   bool complete() const;
 };
 

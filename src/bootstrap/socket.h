@@ -66,6 +66,9 @@ class Socket {
   bool hasPendingOutput() const { return channel_ && channel_->hasPendingOutput(); }
 
   void attachChannel(std::unique_ptr<RecordChannel> channel) { channel_ = std::move(channel); }
+  // The record layer refused what arrived (or the handshake's answer): the
+  // failure recorded says why, and no other reading of it applies.
+  bool cipherFailed() const { return channel_ && !channel_->problem().empty(); }
   bool encrypted() const { return channel_ != nullptr; }
 
   // For poll() and socket options only: bytes go through sendv/recvv.
