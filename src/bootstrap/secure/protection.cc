@@ -186,6 +186,12 @@ ncclResult_t chooseProtection(int fd, const LinkSecret& link, bool* encrypt, con
     return ncclSuccess;
   }
   *encrypt = true;
+  static std::once_flag said;
+  std::call_once(said, [mode, haveKey] {
+    GYRE_INFO("INIT", "GYRE_ENCRYPT=%s: %s are encrypted and authenticated (AES-256-GCM records, keys from %s)",
+              encryptModeName(mode), mode == EncryptMode::On ? "all socket connections" : "socket connections between hosts",
+              haveKey ? "the user key and the unique id" : "the unique id's random secret");
+  });
   return ncclSuccess;
 }
 
