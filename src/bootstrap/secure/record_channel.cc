@@ -17,8 +17,11 @@ namespace gyre {
 namespace {
 
 constexpr size_t kMaxRecordBytes = kRecordHeaderBytes + kMaxRecordPlaintext + kRecordTagBytes;
-// Room to read the next record's start along with this one's end.
-constexpr size_t kInBufferBytes = kMaxRecordBytes + (64 << 10);
+// Room to read the next records' start along with this one's end.
+constexpr size_t kReadAheadBytes = 16 << 10;
+constexpr size_t kInBufferBytes = kMaxRecordBytes + kReadAheadBytes;
+// Messages up to this size are sealed whole, whatever their pieces.
+constexpr size_t kCoalesceBytes = 4096;
 
 void nonceFor(const unsigned char iv[12], uint64_t seq, unsigned char out[12]) {
   memcpy(out, iv, 12);
@@ -130,20 +133,23 @@ bool RecordChannel::openRecord(const iovec* iov, int iovcnt, size_t* delivered) 
     return failWith(EBADMSG, "authentication failed (the cipher would not start)"), false;
   const unsigned char* src = rec + kRecordHeaderBytes;
   // Straight into the caller's buffers when the whole record fits there.
-  const bool direct = confirmation_.empty() && totalOf(iov, iovcnt) >= len;
-  if (direct) {
-    size_t left = len;
-    for (int i = 0; i < iovcnt && left > 0; ++i) {
-      const size_t k = std::min(iov[i].iov_len, left);
-      if (k == 0) continue;
-      if (EVP_DecryptUpdate(ctx, static_cast<unsigned char*>(iov[i].iov_base), &n, src, static_cast<int>(k)) != 1)
-        return failWith(EBADMSG, "authentication failed"), false;
-      src += k;
-      left -= k;
-    }
-  } else {
-    plain_.resize(std::max(plain_.size(), len));
-    if (EVP_DecryptUpdate(ctx, plain_.data(), &n, src, static_cast<int>(len)) != 1)
+  // As much as the caller's buffers take goes straight there (no copy of
+  // its own); the rest waits in plain_. Nothing is handed up before the tag
+  // below is checked.
+  const size_t direct = confirmation_.empty() ? std::min(totalOf(iov, iovcnt), len) : 0;
+  size_t left = direct;
+  for (int i = 0; i < iovcnt && left > 0; ++i) {
+    const size_t k = std::min(iov[i].iov_len, left);
+    if (k == 0) continue;
+    if (EVP_DecryptUpdate(ctx, static_cast<unsigned char*>(iov[i].iov_base), &n, src, static_cast<int>(k)) != 1)
+      return failWith(EBADMSG, "authentication failed"), false;
+    src += k;
+    left -= k;
+  }
+  const size_t rest = len - direct;
+  if (rest > 0) {
+    plain_.resize(std::max(plain_.size(), rest));
+    if (EVP_DecryptUpdate(ctx, plain_.data(), &n, src, static_cast<int>(rest)) != 1)
       return failWith(EBADMSG, "authentication failed"), false;
   }
   unsigned char tag[kRecordTagBytes];
@@ -158,16 +164,15 @@ bool RecordChannel::openRecord(const iovec* iov, int iovcnt, size_t* delivered) 
   ++recvSeq_;
   inPos_ += kRecordHeaderBytes + len + kRecordTagBytes;
   if (inPos_ == inEnd_) inPos_ = inEnd_ = 0;
-  if (direct) {
-    *delivered = len;
-  } else if (!confirmation_.empty()) {
+  if (!confirmation_.empty()) {
     const bool same = len == confirmation_.size() && memcmp(plain_.data(), confirmation_.data(), len) == 0;
     confirmation_.clear();
     if (!same) return failWith(EBADMSG, "authentication failed: the peer's key confirmation is wrong"), false;
-  } else {
-    plainPos_ = 0;
-    plainEnd_ = len;
+    return true;
   }
+  *delivered = direct;
+  plainPos_ = 0;
+  plainEnd_ = rest;
   return true;
 }
 
@@ -234,7 +239,14 @@ bool RecordChannel::takePreambleIfHere() {
 ssize_t RecordChannel::sendv(int fd, const iovec* iov, int iovcnt) {
   if (failed_) return failWith(failed_, problem_);
   if (!hasPendingOutput()) {
-    const size_t take = std::min(totalOf(iov, iovcnt), kMaxRecordPlaintext);
+    // Small messages go whole in one record (one system call each side);
+    // a large one is cut at its pieces' edges, so a small header and a large
+    // payload become records the receiver's reads of each match exactly and
+    // decrypt straight into place.
+    const size_t total = totalOf(iov, iovcnt);
+    size_t first = 0;
+    for (int i = 0; i < iovcnt && first == 0; ++i) first = iov[i].iov_len;
+    const size_t take = std::min(total <= kCoalesceBytes ? total : first, kMaxRecordPlaintext);
     if (take == 0) return 0;
     out_.clear();
     outPos_ = 0;
@@ -274,12 +286,20 @@ ssize_t RecordChannel::recvv(int fd, const iovec* iov, int iovcnt) {
       continue;  // into plain_ (or an empty record)
     }
     if (in_.empty()) in_.resize(kInBufferBytes);
-    if (inPos_ > 0 && in_.size() - inPos_ < kMaxRecordBytes) {  // make room for a whole record
+    // Read to the end of the record under way (so a large record lands whole,
+    // and is not moved), or a small read ahead while its length is unknown or
+    // it is small (several small records per system call).
+    size_t need = kReadAheadBytes;
+    if (preambleBytes_ == 0 && avail >= kRecordHeaderBytes) {
+      const size_t whole = kRecordHeaderBytes + readLength(in_.data() + inPos_) + kRecordTagBytes;
+      need = std::max(whole - avail, whole <= kReadAheadBytes ? kReadAheadBytes - avail : size_t{0});
+    }
+    if (inPos_ > 0 && in_.size() - inEnd_ < need) {  // room for it: move the little that is left
       memmove(in_.data(), in_.data() + inPos_, avail);
       inPos_ = 0;
       inEnd_ = avail;
     }
-    const ssize_t n = ::recv(fd, in_.data() + inEnd_, in_.size() - inEnd_, MSG_DONTWAIT);
+    const ssize_t n = ::recv(fd, in_.data() + inEnd_, std::min(need, in_.size() - inEnd_), MSG_DONTWAIT);
     if (n == 0) {
       if (preambleBytes_ > 0)
         return failWith(EPROTO, "the peer closed the connection without answering this rank's encrypted hello: it "
