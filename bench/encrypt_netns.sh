@@ -5,7 +5,9 @@
 # default GYRE_ENCRYPT=auto (which encrypts connections between hosts),
 # alternating REPEATS times. The benchmark meets at MASTER_ADDR:MASTER_PORT
 # as NCCL_COMM_ID does, so its id has no random secret: the encrypted runs
-# get a key file (GYRE_ENCRYPT_KEY_FILE), as such a job would. Prints, per size, the median out-of-place busbw
+# get a key file (GYRE_ENCRYPT_KEY_FILE), as such a job would. Both "hosts"
+# share this machine's cores: the veth is a memory copy, so the run is bound
+# by the CPU, which the cipher shares with everything else. Prints, per size, the median out-of-place busbw
 # of each mode and their ratio: the table bench/perf_report reads (kind
 # `encrypt`). Needs root and iproute2.
 #

@@ -50,6 +50,19 @@ size_t totalOf(const iovec* iov, int iovcnt) {
   return t;
 }
 
+// The non-empty rest of the iovecs after their first `skip` bytes.
+void afterOffset(const iovec* iov, int iovcnt, size_t skip, std::vector<iovec>* out) {
+  out->clear();
+  for (int i = 0; i < iovcnt; ++i) {
+    if (skip >= iov[i].iov_len) {
+      skip -= iov[i].iov_len;
+      continue;
+    }
+    out->push_back({static_cast<char*>(iov[i].iov_base) + skip, iov[i].iov_len - skip});
+    skip = 0;
+  }
+}
+
 }  // namespace
 
 #if GYRE_HAVE_OPENSSL
@@ -238,33 +251,59 @@ bool RecordChannel::takePreambleIfHere() {
 
 ssize_t RecordChannel::sendv(int fd, const iovec* iov, int iovcnt) {
   if (failed_) return failWith(failed_, problem_);
-  if (!hasPendingOutput()) {
-    // Small messages go whole in one record (one system call each side);
-    // a large one is cut at its pieces' edges, so a small header and a large
-    // payload become records the receiver's reads of each match exactly and
-    // decrypt straight into place.
-    const size_t total = totalOf(iov, iovcnt);
-    size_t first = 0;
-    for (int i = 0; i < iovcnt && first == 0; ++i) first = iov[i].iov_len;
-    const size_t take = std::min(total <= kCoalesceBytes ? total : first, kMaxRecordPlaintext);
-    if (take == 0) return 0;
+  // Records go out one after another until the socket would block, as a
+  // sendmsg() would: a short return tells the caller the socket is full.
+  const size_t total = totalOf(iov, iovcnt);
+  size_t done = 0;
+  std::vector<iovec> rest;
+  for (;;) {
+    while (outPos_ < out_.size()) {
+      const ssize_t n = ::send(fd, out_.data() + outPos_, out_.size() - outPos_, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        // The caller comes back with the bytes from `done` on (this record's first).
+        if (done > 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return static_cast<ssize_t>(done);
+        return -1;
+      }
+      outPos_ += static_cast<size_t>(n);
+    }
+    done += outPlain_;
     out_.clear();
-    outPos_ = 0;
-    if (!sealInto(iov, iovcnt, take)) return failWith(EPROTO, "the cipher failed to seal a record");
+    outPos_ = outPlain_ = 0;
+    if (done >= total) return static_cast<ssize_t>(done);
+    afterOffset(iov, iovcnt, done, &rest);
+    // Small messages go whole in one record (one system call each side); a
+    // large one is cut at its pieces' edges, so a small header and a large
+    // payload become records that the receiver's reads of each match and
+    // that decrypt straight into place.
+    const size_t left = total - done;
+    const size_t take = std::min(left <= kCoalesceBytes ? left : rest[0].iov_len, kMaxRecordPlaintext);
+    if (!sealInto(rest.data(), static_cast<int>(rest.size()), take))
+      return failWith(EPROTO, "the cipher failed to seal a record");
     outPlain_ = take;
   }
-  while (outPos_ < out_.size()) {
-    const ssize_t n = ::send(fd, out_.data() + outPos_, out_.size() - outPos_, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0) return -1;  // EAGAIN and friends: the caller comes back with the same bytes
-    outPos_ += static_cast<size_t>(n);
-  }
-  const size_t done = outPlain_;
-  out_.clear();
-  outPos_ = outPlain_ = 0;
-  return static_cast<ssize_t>(done);
 }
 
 ssize_t RecordChannel::recvv(int fd, const iovec* iov, int iovcnt) {
+  // Record after record until the buffers are full or the socket has
+  // nothing more, as a recvmsg() would: a short return means "no more now".
+  const size_t total = totalOf(iov, iovcnt);
+  size_t got = 0;
+  std::vector<iovec> rest;
+  while (got < total) {
+    afterOffset(iov, iovcnt, got, &rest);
+    const ssize_t n = recvRecords(fd, rest.data(), static_cast<int>(rest.size()));
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      continue;
+    }
+    // A failure or the end of the stream shows on the next call.
+    if (got > 0) return static_cast<ssize_t>(got);
+    return n;
+  }
+  return static_cast<ssize_t>(got);
+}
+
+ssize_t RecordChannel::recvRecords(int fd, const iovec* iov, int iovcnt) {
   if (failed_) return failWith(failed_, problem_);
   if (totalOf(iov, iovcnt) == 0) return 0;
   for (;;) {

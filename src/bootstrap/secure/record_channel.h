@@ -95,6 +95,8 @@ class RecordChannel {
   // Hands a complete preamble to takePreamble_ (true if none is due, or it was taken).
   bool takePreambleIfHere();
   ssize_t failWith(int err, std::string why);
+  // One record's worth (or what plain_ holds) into the iovecs: recvv's step.
+  ssize_t recvRecords(int fd, const iovec* iov, int iovcnt);
 
   std::unique_ptr<Impl> impl_;
   size_t preambleBytes_ = 0;
