@@ -57,8 +57,10 @@ ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadlin
       if (isHello && hello.tag == kTagProbe) {
         // A liveness probe: it only woke this accept, and proves nothing.
       } else if (!refusal.empty()) {
-        GYRE_WARN("refused a connection from %s%s: %s", from.toString().c_str(),
-                  isHello ? (" claiming rank " + std::to_string(hello.fromRank)).c_str() : "", refusal.c_str());
+        lastRefusal_ = "a connection from " + from.toString() +
+                       (isHello ? " claiming rank " + std::to_string(hello.fromRank) : std::string()) +
+                       " was refused: " + refusal;
+        GYRE_WARN("%s", lastRefusal_.c_str());
       } else if (!isHello) {
         GYRE_WARN("dropped a connection from %s that is not a gyre peer", from.toString().c_str());
       } else if (hello.secret != link_.secret) {
@@ -93,6 +95,10 @@ ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadlin
     } else {
       r = acceptAround(listener_, !pending_.empty(), deadline, abort, what, &s, &from, &sliceEnded);
     }
+    // A peer refused at the handshake (another key, or not encrypting) is
+    // likely the one that never came: say so with the timeout.
+    if (r != ncclSuccess && deadline.expired() && !lastRefusal_.empty())
+      return fail(r, "%s: timed out; %s", what, lastRefusal_.c_str());
     GYRE_CHECK(r);
     if (!sliceEnded) pending_.add(std::move(s), from, kHelloSeconds);
   }

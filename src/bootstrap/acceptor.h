@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -54,6 +55,7 @@ class Acceptor {
   int myRank_ = -1;
   std::map<std::pair<int, int>, Socket> early_;
   PendingHellos<ConnHello> pending_;  // accepted, hello not read yet
+  std::string lastRefusal_;           // the last caller refused, and why (for a timeout's message)
 };
 
 // Connects to a peer's acceptor and introduces this rank with `tag`. The
