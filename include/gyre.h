@@ -548,6 +548,19 @@ ncclResult_t gyreMemFreeHost(void* ptr);
  * (GYRE_STREAMING_STORES_MIN_BYTES; bench/compare/path_costs times it). */
 ncclResult_t gyreMemcpyStreaming(void* dst, const void* src, size_t bytes);
 
+/* Sets the pre-shared key that encrypts and authenticates gyre's socket
+ * connections (the rendezvous, bootstrap, and socket/net transport control
+ * and data connections): AES-256-GCM records whose keys are derived (HKDF)
+ * from this key, the unique id's secret and random bytes of each connection.
+ * Every process of a job sets the same key before ncclGetUniqueId or init
+ * (as NCCL 2.32's ncclSetEncryption asks). Without a key, GYRE_ENCRYPT=auto
+ * (the default) already encrypts connections between hosts with keys from
+ * the unique id's random secret; a key is needed with NCCL_COMM_ID, whose id
+ * has no random secret. 16..4096 bytes; the key is copied and wiped from
+ * gyre's memory when replaced; key = NULL with bytes = 0 forgets it.
+ * Returns ncclInvalidUsage when gyre was built without OpenSSL 3. */
+ncclResult_t gyreSetEncryptionKey(const void* key, size_t bytes);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

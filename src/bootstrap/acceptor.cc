@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "src/bootstrap/secure/handshake.h"
 #include "src/bootstrap/wire.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
@@ -43,21 +44,30 @@ void Acceptor::close() {
 
 ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadline,
                                   const std::atomic<bool>* abort, Socket* out) {
-  if (secret_ == 0) return fail(ncclInternalError, "acceptor: waiting for rank %d before the session secret is set",
+  if (link_.secret == 0) return fail(ncclInternalError, "acceptor: waiting for rank %d before the session secret is set",
                                 fromRank);
   auto key = std::make_pair(fromRank, tag);
   char what[96];
   snprintf(what, sizeof(what), "waiting for rank %d to connect (tag %d)", fromRank, tag);
   Deadline probeAt = Deadline::afterSeconds(kFirstProbeSeconds);
   for (;;) {
-    pending_.poll([this](Socket& s, const NetAddress& from, const ConnHello& hello, bool complete) {
-      if (!complete || memcmp(hello.magic, kConnHelloMagic, sizeof(kConnHelloMagic)) != 0) {
+    pending_.poll([this](Socket& s, const NetAddress& from, const ConnHello& hello, bool complete,
+                         const std::string& refusal) {
+      const bool isHello = complete && memcmp(hello.magic, kConnHelloMagic, sizeof(kConnHelloMagic)) == 0;
+      if (isHello && hello.tag == kTagProbe) {
+        // A liveness probe: it only woke this accept, and proves nothing.
+      } else if (!refusal.empty()) {
+        lastRefusal_ = "a connection from " + from.toString() +
+                       (isHello ? " claiming rank " + std::to_string(hello.fromRank) : std::string()) +
+                       " was refused: " + refusal;
+        GYRE_WARN("%s", lastRefusal_.c_str());
+      } else if (!isHello) {
         GYRE_WARN("dropped a connection from %s that is not a gyre peer", from.toString().c_str());
-      } else if (hello.secret != secret_) {
+      } else if (hello.secret != link_.secret) {
         GYRE_WARN("refused a connection from %s claiming rank %d: wrong session secret (another "
                   "communicator, a stale one, or a caller that knows only the unique id)",
                   from.toString().c_str(), hello.fromRank);
-      } else if (hello.tag != kTagProbe) {
+      } else {
         early_[{hello.fromRank, hello.tag}] = std::move(s);
       }
     });
@@ -85,6 +95,10 @@ ncclResult_t Acceptor::acceptFrom(int fromRank, int tag, const Deadline& deadlin
     } else {
       r = acceptAround(listener_, !pending_.empty(), deadline, abort, what, &s, &from, &sliceEnded);
     }
+    // A peer refused at the handshake (another key, or not encrypting) is
+    // likely the one that never came: say so with the timeout.
+    if (r != ncclSuccess && deadline.expired() && !lastRefusal_.empty())
+      return fail(r, "%s: timed out; %s", what, lastRefusal_.c_str());
     GYRE_CHECK(r);
     if (!sliceEnded) pending_.add(std::move(s), from, kHelloSeconds);
   }
@@ -110,11 +124,12 @@ ncclResult_t Acceptor::probe(int rank, const Deadline& deadline, const std::atom
                 "during init", what, rank, p.host, p.pid, addr.toString().c_str());
   if (r != ncclSuccess) return ncclSuccess;  // slow or unreachable: the deadline decides
   TentativeFailures tentative;  // the probe only wakes the peer's accept; its fate does not matter
-  (void)sendHello(s, secret_, myRank_, kTagProbe, Deadline::afterMs(100), abort, what);
+  // No secret in it: a probe may go in the clear where connections are encrypted.
+  (void)sendHello(s, 0, myRank_, kTagProbe, Deadline::afterMs(100), abort, what);
   return ncclSuccess;
 }
 
-ncclResult_t connectToPeer(const NetAddress& peer, uint64_t secret, int myRank, int tag,
+ncclResult_t connectToPeer(const NetAddress& peer, const LinkSecret& link, int myRank, int tag,
                            const Deadline& deadline, const std::atomic<bool>* abort, Socket* out,
                            const char* what) {
   // Every peer listened before it published its address, so a refusal that
@@ -129,7 +144,11 @@ ncclResult_t connectToPeer(const NetAddress& peer, uint64_t secret, int myRank, 
     return fail(ncclRemoteError, "%s: rank at %s refused the connection after listening there: it failed or "
                 "exited during init", what, peer.toString().c_str());
   }
-  return sendHello(*out, secret, myRank, tag, deadline, abort, what);
+  bool encrypt = false;
+  GYRE_CHECK(chooseProtection(out->fd(), link, &encrypt, what));
+  if (encrypt)
+    GYRE_CHECK(secureConnect(*out, link, peer, deadline, abort, std::string(what) + " at " + peer.toString()));
+  return sendHello(*out, link.secret, myRank, tag, deadline, abort, what);
 }
 
 }  // namespace gyre

@@ -12,6 +12,8 @@ namespace gyre {
 ncclResult_t Bootstrap::create(const std::vector<UniqueIdContents>& ids, int rank, int nranks, PeerInfo self,
                                const Deadline& connectDeadline, const Deadline& deadline,
                                const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out) {
+  GYRE_CHECK(checkProtectionPossible(LinkSecret{ids[0].secret, !ids[0].fixedAddress, LinkPurpose::Rendezvous},
+                                     "init"));
   auto b = std::make_unique<Bootstrap>();
   b->rank_ = rank;
   b->nranks_ = nranks;
@@ -21,15 +23,15 @@ ncclResult_t Bootstrap::create(const std::vector<UniqueIdContents>& ids, int ran
   GYRE_CHECK(selectInterface(&itf));
   GYRE_CHECK(b->acceptor_.listen(itf.address));
   self.listen = b->acceptor_.address().toWire();
-  GYRE_CHECK(joinRendezvous(ids, rank, nranks, self, connectDeadline, deadline, abort, &b->peers_, &b->secret_));
-  b->acceptor_.setSecret(b->secret_);
+  GYRE_CHECK(joinRendezvous(ids, rank, nranks, self, connectDeadline, deadline, abort, &b->peers_, &b->link_));
+  b->acceptor_.setLink(b->link_);
   b->acceptor_.setPeers(&b->peers_, rank);
   if (nranks > 1) {
     int next = (rank + 1) % nranks;
     int prev = (rank + nranks - 1) % nranks;
     char what[64];
     snprintf(what, sizeof(what), "init: connecting the bootstrap ring to rank %d", next);
-    GYRE_CHECK(connectToPeer(NetAddress::fromWire(b->peers_[next].listen), b->secret_, rank, kTagBootstrapRing,
+    GYRE_CHECK(connectToPeer(NetAddress::fromWire(b->peers_[next].listen), b->link_, rank, kTagBootstrapRing,
                              deadline, abort, &b->ringNext_, what));
     GYRE_CHECK(b->acceptor_.acceptFrom(prev, kTagBootstrapRing, deadline, abort, &b->ringPrev_));
   }

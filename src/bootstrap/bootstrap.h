@@ -26,7 +26,9 @@ class Bootstrap {
   int nranks() const { return nranks_; }
   // The session secret from the rendezvous (not the unique id's): what every
   // rank-to-rank connection and shared-memory handshake of this communicator proves.
-  uint64_t secret() const { return secret_; }
+  uint64_t secret() const { return link_.secret; }
+  // The same, with what encrypted connections need to know of it.
+  const LinkSecret& link() const { return link_; }
   const std::vector<PeerInfo>& peers() const { return peers_; }
   Acceptor& acceptor() { return acceptor_; }
 
@@ -41,7 +43,7 @@ class Bootstrap {
  private:
   int rank_ = 0;
   int nranks_ = 0;
-  uint64_t secret_ = 0;
+  LinkSecret link_;
   std::vector<PeerInfo> peers_;
   Acceptor acceptor_;
   Socket ringNext_;

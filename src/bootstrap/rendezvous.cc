@@ -14,6 +14,7 @@
 #include "src/bootstrap/root_blocks.h"
 #include "src/bootstrap/root_exchange.h"
 #include "src/bootstrap/root_gather.h"
+#include "src/bootstrap/secure/handshake.h"
 #include "src/config/env.h"
 #include "src/debug/error.h"
 #include "src/debug/fork_guard.h"
@@ -58,8 +59,9 @@ double initTimeoutSeconds() {
 
 }  // namespace
 
-void serveRendezvous(Socket listener, uint64_t secret, double timeoutSeconds) {
+void serveRendezvous(Socket listener, uint64_t secret, double timeoutSeconds, bool secretRandom) {
   RootGather g;
+  g.secretsRandom = secretRandom;
   gatherAtRoot(listener, secret, timeoutSeconds, &g);
   // A rank of this process that has its answer may return and exit before
   // this (detached) thread reaches the next rank: answer it last.
@@ -116,12 +118,15 @@ ncclResult_t startDetachedRoot(UniqueIdContents* contents) {
 }
 
 ncclResult_t startFixedRoot(const UniqueIdContents& contents, std::thread* thread) {
+  GYRE_CHECK(checkProtectionPossible(LinkSecret{contents.secret, false, LinkPurpose::Rendezvous}, "init"));
   Socket listener;
   NetAddress bound;
   GYRE_CHECK(Socket::listenOn(contents.root, &listener, &bound));
   trackRootFd(listener.fd());
   *thread = std::thread([hazard = ForkHazard(), l = std::move(listener), secret = contents.secret,
-                         timeout = initTimeoutSeconds()]() mutable { serveRendezvous(std::move(l), secret, timeout); });
+                         timeout = initTimeoutSeconds()]() mutable {
+    serveRendezvous(std::move(l), secret, timeout, /*secretRandom=*/false);
+  });
   return ncclSuccess;
 }
 
@@ -163,7 +168,7 @@ ncclResult_t checkPeerTable(const std::vector<PeerInfo>& peers, const std::strin
 ncclResult_t joinRendezvous(const std::vector<UniqueIdContents>& ids, int rank, int nranks,
                             const PeerInfo& self, const Deadline& connectDeadline, const Deadline& deadline,
                             const std::atomic<bool>* abort, std::vector<PeerInfo>* peers,
-                            uint64_t* sessionSecret) {
+                            LinkSecret* session) {
   const int nRoots = static_cast<int>(ids.size());
   const int rootIndex = rootOfRank(rank, nranks, nRoots);
   const UniqueIdContents& id = ids[rootIndex];
@@ -201,6 +206,11 @@ ncclResult_t joinRendezvous(const std::vector<UniqueIdContents>& ids, int rank, 
                 "init: could not reach the %s before GYRE_INIT_TIMEOUT (is the unique id "
                 "stale, or did the process that made it exit?)%s", rootName.c_str(), from.c_str());
   }
+  // Every rank knows the same facts about the ids, so all agree on this.
+  const LinkSecret rootLink{id.secret, !id.fixedAddress, LinkPurpose::Rendezvous};
+  bool encrypt = false;
+  GYRE_CHECK(chooseProtection(s.fd(), rootLink, &encrypt, what.c_str()));
+  if (encrypt) GYRE_CHECK(secureConnect(s, rootLink, id.root, deadline, abort, "the " + rootName));
   RootHello hello{};
   memcpy(hello.magic, kRootHelloMagic, sizeof(hello.magic));
   hello.secret = id.secret;
@@ -213,15 +223,23 @@ ncclResult_t joinRendezvous(const std::vector<UniqueIdContents>& ids, int rank, 
   hello.info = self;
   GYRE_CHECK(s.sendAll(&hello, sizeof(hello), deadline, abort, what.c_str()));
   RootReply reply{};
-  if (s.recvAll(&reply, sizeof(reply), deadline, abort, what.c_str()) != ncclSuccess)
+  if (s.recvAll(&reply, sizeof(reply), deadline, abort, what.c_str()) != ncclSuccess) {
+    if (s.cipherFailed()) return ncclRemoteError;  // e.g. authentication failed, as recorded
     return fail(ncclRemoteError,
                 "init: no answer from the %s (it exited or timed out, or the unique id is "
                 "stale and something else now listens there)", rootName.c_str());
+  }
   GYRE_CHECK(checkRootReply(&reply, nranks, id, rootName));
   peers->resize(nranks);
   GYRE_CHECK(s.recvAll(peers->data(), nranks * sizeof(PeerInfo), deadline, abort, what.c_str()));
   GYRE_CHECK(checkPeerTable(*peers, rootName));
-  *sessionSecret = reply.sessionSecret;
+  // With NCCL_COMM_ID and no user key nothing kept the session secret off
+  // the wire: it keys nothing either (every rank decides the same).
+  bool haveKey = false;
+  std::vector<unsigned char> key;
+  GYRE_CHECK(userKey(&key, &haveKey));
+  if (!key.empty()) wipe(key.data(), key.size());
+  *session = LinkSecret{reply.sessionSecret, !id.fixedAddress || haveKey, LinkPurpose::Session};
   return ncclSuccess;
 }
 

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/bootstrap/secure/protection.h"
 #include "src/bootstrap/socket.h"
 #include "src/bootstrap/unique_id.h"
 #include "src/bootstrap/wire.h"
@@ -20,7 +21,9 @@ namespace gyre {
 // Serves one rendezvous on `listener` until every rank (of its block) has
 // joined or `timeoutSeconds` passes; in the latter case it tells the ranks
 // that did join which ranks (or roots) are missing. Hellos without the id's secret are refused and logged.
-void serveRendezvous(Socket listener, uint64_t secret, double timeoutSeconds);
+// `secretRandom`: the id's secret came from ncclGetUniqueId (not NCCL_COMM_ID),
+// so it keys encrypted connections (secure/protection.h).
+void serveRendezvous(Socket listener, uint64_t secret, double timeoutSeconds, bool secretRandom = true);
 
 // Starts a root on the interface chosen by NCCL_SOCKET_IFNAME (for ncclGetUniqueId).
 ncclResult_t startDetachedRoot(UniqueIdContents* contents);
@@ -37,6 +40,6 @@ ncclResult_t startFixedRoot(const UniqueIdContents& contents, std::thread* threa
 ncclResult_t joinRendezvous(const std::vector<UniqueIdContents>& ids, int rank, int nranks, const PeerInfo& self,
                             const Deadline& connectDeadline, const Deadline& deadline,
                             const std::atomic<bool>* abort, std::vector<PeerInfo>* peers,
-                            uint64_t* sessionSecret);
+                            LinkSecret* session);
 
 }  // namespace gyre

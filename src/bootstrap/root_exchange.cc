@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "src/bootstrap/root_blocks.h"
+#include "src/bootstrap/secure/handshake.h"
 #include "src/debug/error.h"
 #include "src/debug/log.h"
 
@@ -89,7 +90,14 @@ void exchangeWithFirstRoot(const RootGather& g, double timeoutSeconds, RootReply
                            " refused the connection: the process that made commIds[0] exited or its id is stale"
                      : "root 0 (commIds[0]) at " + first.toString() + " could not be reached: " + lastErrorText();
   } else {
-    why = handOver(g, s, deadline, reply, table);
+    const LinkSecret link{g.firstRootSecret, g.secretsRandom, LinkPurpose::Rendezvous};
+    bool encrypt = false;
+    if (chooseProtection(s.fd(), link, &encrypt, "rendezvous root: connecting to root 0") != ncclSuccess ||
+        (encrypt && secureConnect(s, link, first, deadline, nullptr, "root 0 (commIds[0]) at " + first.toString()) !=
+                        ncclSuccess))
+      why = lastErrorText();
+    else
+      why = handOver(g, s, deadline, reply, table);
   }
   if (!why.empty()) {
     if (!g.failure.empty()) why = g.failure + "; and " + why;

@@ -174,9 +174,22 @@ std::string describeMissing(const RootGather& g, double timeoutSeconds) {
 void gatherAtRoot(const Socket& listener, uint64_t secret, double timeoutSeconds, RootGather* g) {
   Deadline deadline = Deadline::afterSeconds(kFirstArrivalSeconds);
   PendingHellos<RootHello> pending;
+  const LinkSecret link{secret, g->secretsRandom, LinkPurpose::Rendezvous};
+  pending.setLink(&link, listenerIdOf(link, NetAddress()));
   // Each caller's hello as it completes (or the caller fails to send one).
-  auto onHello = [&](Socket& s, const NetAddress& from, const RootHello& hello, bool complete) {
+  auto onHello = [&](Socket& s, const NetAddress& from, const RootHello& hello, bool complete,
+                     const std::string& refusal) {
     if (!g->failure.empty()) return;
+    if (!refusal.empty()) {
+      GYRE_WARN("rendezvous root: refused a connection from %s: %s", from.toString().c_str(), refusal.c_str());
+      g->refused = "a connection from " + from.toString() + " was refused: " + refusal;
+      // A clear caller can read why (nothing secret in it); an encrypted
+      // one was already told by the handshake's answer.
+      if (!s.encrypted() && complete && memcmp(hello.magic, kRootHelloMagic, sizeof(kRootHelloMagic)) == 0)
+        sendReply(s, kRootFailed, "the rendezvous root refused rank " + std::to_string(hello.rank) + ": " + refusal,
+                  Deadline::afterSeconds(kHelloSeconds));
+      return;
+    }
     if (!complete || memcmp(hello.magic, kRootHelloMagic, sizeof(kRootHelloMagic)) != 0) {
       GYRE_WARN("rendezvous root: ignored a connection from %s that is not a gyre rank", from.toString().c_str());
       return;
@@ -217,7 +230,10 @@ void gatherAtRoot(const Socket& listener, uint64_t secret, double timeoutSeconds
       break;
     if (!sliceEnded) pending.add(std::move(s), from, kHelloSeconds);
   }
-  if (g->failure.empty() && !g->complete()) g->failure = describeMissing(*g, timeoutSeconds);
+  if (g->failure.empty() && !g->complete()) {
+    g->failure = describeMissing(*g, timeoutSeconds);
+    if (!g->refused.empty()) g->failure += "; " + g->refused;
+  }
 }
 
 }  // namespace gyre

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "src/bootstrap/secure/protection.h"
 #include "src/bootstrap/socket.h"
 #include "src/bootstrap/wire.h"
 
@@ -32,15 +33,21 @@ struct RootGather {
   int rootIndex = -1;  // which root this one is, once a caller said so
   WireAddress firstRoot{};
   uint64_t firstRootSecret = 0;
+  // The ids' secrets are random (ncclGetUniqueId), not derived from an
+  // address (NCCL_COMM_ID): they can key encrypted connections.
+  bool secretsRandom = true;
   std::vector<Joined> ranks;
   std::vector<RootBlock> roots;  // root 0 of several only
   std::string failure;           // empty while all is well
+  std::string refused;           // the last caller refused at the handshake, and why
   bool complete() const;
 };
 
 // Accepts until every expected caller has come or `timeoutSeconds` after
 // the first one (root 0 of several waits kRootExchangeGraceSeconds longer for
 // the other roots, so that a root's own "rank K did not join" arrives first).
+// Callers prove `secret`; those GYRE_ENCRYPT wants encrypted do the encrypted
+// handshake first, keyed by it (g->secretsRandom says whether it can be).
 void gatherAtRoot(const Socket& listener, uint64_t secret, double timeoutSeconds, RootGather* g);
 
 // The checks gatherAtRoot makes of what callers send, apart from the socket

@@ -29,6 +29,7 @@ Socket& Socket::operator=(Socket&& o) noexcept {
   if (this != &o) {
     close();
     fd_ = o.fd_;
+    channel_ = std::move(o.channel_);
     o.fd_ = -1;
   }
   return *this;
@@ -37,6 +38,28 @@ Socket& Socket::operator=(Socket&& o) noexcept {
 void Socket::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  channel_.reset();  // wipes its keys
+}
+
+ssize_t Socket::sendv(const iovec* iov, int iovcnt) const {
+  if (channel_) return channel_->sendv(fd_, iov, iovcnt);
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = static_cast<size_t>(iovcnt);
+  return ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+ssize_t Socket::recvv(const iovec* iov, int iovcnt) const {
+  if (channel_) return channel_->recvv(fd_, iov, iovcnt);
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = static_cast<size_t>(iovcnt);
+  return ::recvmsg(fd_, &msg, MSG_DONTWAIT);
+}
+
+std::string Socket::errorText(int err) const {
+  if (channel_ && (err == EBADMSG || err == EPROTO) && !channel_->problem().empty()) return channel_->problem();
+  return strerror(err);
 }
 
 ncclResult_t pollFd(int fd, short events, const Deadline& deadline, const std::atomic<bool>* abort,
@@ -129,25 +152,28 @@ ncclResult_t Socket::acceptOne(Socket* out, NetAddress* from, const Deadline& de
 ncclResult_t Socket::trySend(const void* data, size_t bytes, size_t* done, const char* what) const {
   *done = 0;
   if (bytes == 0) return ncclSuccess;
-  ssize_t n = ::send(fd_, data, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+  const iovec v{const_cast<void*>(data), bytes};
+  ssize_t n = sendv(&v, 1);
   if (n >= 0) {
     *done = static_cast<size_t>(n);
     return ncclSuccess;
   }
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return ncclSuccess;
-  return fail(ncclRemoteError, "%s: connection lost (%s)", what, strerror(errno));
+  return fail(ncclRemoteError, "%s: connection lost (%s)", what, errorText(errno).c_str());
 }
 
 ncclResult_t Socket::tryRecv(void* data, size_t bytes, size_t* done, const char* what) const {
   *done = 0;
   if (bytes == 0) return ncclSuccess;
-  ssize_t n = ::recv(fd_, data, bytes, MSG_DONTWAIT);
+  const iovec v{data, bytes};
+  ssize_t n = recvv(&v, 1);
   if (n > 0) {
     *done = static_cast<size_t>(n);
     return ncclSuccess;
   }
   if (n == 0) return fail(ncclRemoteError, "%s: connection closed by the peer", what);
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return ncclSuccess;
+  if (errno == EBADMSG || errno == EPROTO) return fail(ncclRemoteError, "%s: %s", what, errorText(errno).c_str());
   return fail(ncclRemoteError, "%s: connection lost (%s)", what, strerror(errno));
 }
 
@@ -172,7 +198,7 @@ ncclResult_t Socket::recvAll(void* data, size_t bytes, const Deadline& deadline,
     GYRE_CHECK(tryRecv(p, bytes, &n, what));
     p += n;
     bytes -= n;
-    if (bytes > 0 && n == 0) GYRE_CHECK(pollFd(fd_, POLLIN, deadline, abort, what));
+    if (bytes > 0 && n == 0 && !hasBufferedInput()) GYRE_CHECK(pollFd(fd_, POLLIN, deadline, abort, what));
   }
   return ncclSuccess;
 }

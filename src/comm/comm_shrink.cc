@@ -74,7 +74,7 @@ ncclResult_t shareShrinkId(ncclComm* comm, const std::vector<int>& survivors, in
   }
   Socket s;
   NetAddress leader = NetAddress::fromWire(boot.peers()[survivors[0]].listen);
-  GYRE_CHECK(connectToPeer(leader, boot.secret(), comm->rank, tag, deadline, &never, &s, what));
+  GYRE_CHECK(connectToPeer(leader, boot.link(), comm->rank, tag, deadline, &never, &s, what));
   return s.recvAll(id, sizeof(*id), deadline, &never, what);
 }
 

@@ -179,6 +179,13 @@ const std::vector<VarSpec>& registry() {
       {"GYRE_JOB_ID", Type::String, "", "any text, the same on every rank of one job",
        "with NCCL_COMM_ID: mixed into the rendezvous secret (with SLURM/Open MPI/PMIx/torchrun job ids) so "
        "ranks of another job at the same address are refused"},
+      {"GYRE_ENCRYPT", Type::Choice, "auto", "auto,on,off",
+       "socket connections gyre owns (rendezvous, bootstrap, socket/net transport control and data): auto encrypts "
+       "and authenticates those between hosts (AES-256-GCM records, keys from the unique id's secret or a key) and "
+       "leaves same-host ones clear; on encrypts every one (fails without OpenSSL or a key); off sends all in the clear"},
+      {"GYRE_ENCRYPT_KEY_FILE", Type::String, "", "file path (16..4096 bytes, the same on every rank)",
+       "a pre-shared key for encrypted connections, mixed with the unique id's secret (needed with NCCL_COMM_ID, "
+       "whose id has no random secret); gyreSetEncryptionKey sets one from the program instead"},
       {"GYRE_INIT_TIMEOUT", Type::Int, "120", "1..86400",
        "seconds a rank waits for all ranks to join at communicator init", 1, 86400},
       {"GYRE_TORCH_ALLOCATOR", Type::Int, "1", "0..1",

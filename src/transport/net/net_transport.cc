@@ -223,7 +223,7 @@ class NetTransport final : public Transport {
     NetConn* c = newConn(ctx, peer, true, out);
     GYRE_CHECK(checkStepSize(c, ctx.slotBytes));
     NetAddress addr = NetAddress::fromWire(ctx.bootstrap->peers()[peer].listen);
-    GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->secret(), ctx.rank, controlTag(ctx.channel), ctx.deadline,
+    GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->link(), ctx.rank, controlTag(ctx.channel), ctx.deadline,
                              ctx.abort, &c->control, c->what.c_str()));
     NetParams params{ctx.slotBytes};
     GYRE_CHECK(c->control.sendAll(&params, sizeof(params), ctx.deadline, ctx.abort, c->what.c_str()));

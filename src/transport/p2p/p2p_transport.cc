@@ -101,7 +101,7 @@ class P2PTransport final : public Transport {
   ncclResult_t connectSend(const ConnectContext& ctx, int peer, Connection* out) override {
     auto* s = start(ctx, peer, true, out);
     NetAddress addr = NetAddress::fromWire(ctx.bootstrap->peers()[peer].listen);
-    GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->secret(), ctx.rank, tagOf(ctx.channel), ctx.deadline, ctx.abort,
+    GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->link(), ctx.rank, tagOf(ctx.channel), ctx.deadline, ctx.abort,
                              &s->socket, s->what.c_str()));
     P2PHello hello{};
     memcpy(hello.magic, kHelloMagic, sizeof(hello.magic));
@@ -161,10 +161,13 @@ class P2PTransport final : public Transport {
     auto* s = static_cast<P2PConn*>(conn.state);
     if (peerClosedOf(conn) || s->socket.fd() < 0) return ncclSuccess;
     int32_t notice = -1;
-    ssize_t n = recv(s->socket.fd(), &notice, sizeof(notice), MSG_PEEK | MSG_DONTWAIT);
+    // Encrypted (GYRE_ENCRYPT=on), the notice is one record, handed up whole or not at all.
+    const iovec v{&notice, sizeof(notice)};
+    ssize_t n = s->socket.encrypted() ? s->socket.recvv(&v, 1)
+                                      : recv(s->socket.fd(), &notice, sizeof(notice), MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) markPeerClosed(conn);
     if (n != static_cast<ssize_t>(sizeof(notice))) return ncclSuccess;
-    (void)::recv(s->socket.fd(), &notice, sizeof(notice), MSG_DONTWAIT);
+    if (!s->socket.encrypted()) (void)::recv(s->socket.fd(), &notice, sizeof(notice), MSG_DONTWAIT);
     // A negative word is no rank either: widened as is, it names none.
     const uint64_t named = static_cast<uint64_t>(static_cast<int64_t>(notice));
     return failFromAbortNotice(named, s->rank, conn.peer, s->nranks, culprit);
@@ -175,7 +178,8 @@ class P2PTransport final : public Transport {
     auto* s = static_cast<P2PConn*>(conn.state);
     if (!s || s->socket.fd() < 0) return;
     int32_t notice = culprit;
-    (void)::send(s->socket.fd(), &notice, sizeof(notice), MSG_NOSIGNAL | MSG_DONTWAIT);
+    const iovec v{&notice, sizeof(notice)};
+    (void)s->socket.sendv(&v, 1);
   }
 
   void close(Connection& conn) override {

@@ -121,7 +121,6 @@ void DataPath::run(int t) {
 
 bool DataPath::movePieces(int k, bool* moved, bool* blocked) {
   const size_t ks = static_cast<size_t>(k);
-  const int fd = socks_[ks].fd();
   constexpr size_t kHeader = sizeof(PieceHeader);
   for (;;) {
     const uint64_t j = done_[ks];
@@ -143,15 +142,19 @@ bool DataPath::movePieces(int k, bool* moved, bool* blocked) {
       if (was < kHeader) iov[iovcnt++] = {reinterpret_cast<char*>(&header_[ks]) + was, kHeader - was};
       const size_t pieceDone = was > kHeader ? was - kHeader : 0;
       if (len > pieceDone) iov[iovcnt++] = {base + pieceDone, len - pieceDone};
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = static_cast<size_t>(iovcnt);
-      ssize_t n = isSend_ ? ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recvmsg(fd, &msg, MSG_DONTWAIT);
+      // Through the record layer when encrypted; it says EAGAIN only when
+      // it holds nothing more for us, so polling the descriptor then is safe.
+      const Socket& sock = socks_[ks];
+      ssize_t n = isSend_ ? sock.sendv(iov, iovcnt) : sock.recvv(iov, iovcnt);
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
         *blocked = true;
         return true;
       }
       if (n <= 0) {
+        if (n < 0 && (errno == EBADMSG || errno == EPROTO)) {
+          recordCipherFailure(k, socks_[ks].errorText(errno));
+          return false;
+        }
         recordError(k, n == 0 ? 0 : errno, base + pieceDone, len - pieceDone);
         return false;
       }
@@ -189,6 +192,12 @@ void DataPath::recordError(int k, int err, const char* at, size_t bytes) {
     snprintf(text, sizeof(text), "%s, data socket %d: connection lost (%s): rank %d died or aborted", what_.c_str(),
              k, strerror(err), peer_);
   recordFailure(text, badBuffer ? ncclInvalidArgument : ncclRemoteError, badBuffer ? rank_ : peer_);
+}
+
+void DataPath::recordCipherFailure(int k, const std::string& why) {
+  char text[512];
+  snprintf(text, sizeof(text), "%s, data socket %d: %s", what_.c_str(), k, why.c_str());
+  recordFailure(text, ncclRemoteError, peer_);
 }
 
 void DataPath::recordForeignPiece(int k, const PieceHeader& got, const PieceHeader& want) {

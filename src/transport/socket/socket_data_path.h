@@ -109,6 +109,8 @@ class DataPath {
   // `err` 0: the peer closed the socket in the middle of a piece; else the
   // errno of the failed send/recv of `bytes` at `at`.
   void recordError(int k, int err, const char* at, size_t bytes);
+  // Socket k's encrypted stream failed (authentication failed, or cut).
+  void recordCipherFailure(int k, const std::string& why);
   // The peer's header of a piece on socket k is not the piece this rank expects.
   void recordForeignPiece(int k, const PieceHeader& got, const PieceHeader& want);
   // Keeps the first failure for the executor and wakes it.

@@ -60,16 +60,15 @@ ncclResult_t progressSend(SocketConn* s, Connection& conn, int* culprit) {
     size_t payloadDone = s->partialBytes > sizeof(SlotMeta) ? s->partialBytes - sizeof(SlotMeta) : 0;
     char* from = payloadSource(conn, s->sent);
     if (payload > payloadDone) iov[iovcnt++] = {from + payloadDone, payload - payloadDone};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = iovcnt;
-    ssize_t n = sendmsg(s->socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    // Encrypted, a send that says EAGAIN holds its record and is retried
+    // with these same bytes on the next pass (partialBytes has not moved).
+    ssize_t n = s->socket.sendv(iov, iovcnt);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
       if (errno == EFAULT) return unreadableBuffer(s, conn, from, m.bytes, culprit);
       *culprit = conn.peer;
       return fail(ncclRemoteError, "%s: connection lost (%s): rank %d died or aborted", s->what.c_str(),
-                  strerror(errno), conn.peer);
+                  s->socket.errorText(errno).c_str(), conn.peer);
     }
     s->partialBytes += static_cast<size_t>(n);
     if (s->partialBytes < sizeof(SlotMeta) + payload) break;
@@ -119,15 +118,19 @@ ssize_t readControl(SocketConn* s, char* dst, size_t want, bool* drained) {
       errno = EAGAIN;
       return -1;
     }
+    // A short read means the kernel had no more, unless the record layer
+    // still holds decrypted bytes the kernel no longer shows.
     if (want >= kReadAheadBytes) {
-      ssize_t n = recv(s->socket.fd(), dst, want, MSG_DONTWAIT);
-      *drained = n > 0 && static_cast<size_t>(n) < want;
+      const iovec v{dst, want};
+      ssize_t n = s->socket.recvv(&v, 1);
+      *drained = n > 0 && static_cast<size_t>(n) < want && !s->socket.hasBufferedInput();
       return n;
     }
     if (s->ahead.empty()) s->ahead.resize(kReadAheadBytes);
-    ssize_t n = recv(s->socket.fd(), s->ahead.data(), s->ahead.size(), MSG_DONTWAIT);
+    const iovec v{s->ahead.data(), s->ahead.size()};
+    ssize_t n = s->socket.recvv(&v, 1);
     if (n <= 0) return n;
-    *drained = static_cast<size_t>(n) < s->ahead.size();
+    *drained = static_cast<size_t>(n) < s->ahead.size() && !s->socket.hasBufferedInput();
     s->aheadPos = 0;
     s->aheadEnd = static_cast<size_t>(n);
   }
@@ -180,7 +183,7 @@ ncclResult_t progressRecv(SocketConn* s, Connection& conn, int* culprit) {
         if (errno == EFAULT) return unreadableBuffer(s, conn, s->incomingDst, s->incoming.bytes, culprit);
         *culprit = conn.peer;
         return fail(ncclRemoteError, "%s: connection to rank %d lost (%s)", s->what.c_str(), conn.peer,
-                    strerror(errno));
+                    s->socket.errorText(errno).c_str());
       }
       got = static_cast<size_t>(n);
     }

@@ -83,7 +83,7 @@ class SocketTransport final : public Transport {
     s->what = "socket to rank " + std::to_string(peer) + " (" + ctx.bootstrap->peers()[peer].host + ")";
     out->state = s;
     NetAddress addr = NetAddress::fromWire(ctx.bootstrap->peers()[peer].listen);
-    GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->secret(), ctx.rank, transportTag(ctx.channel), ctx.deadline,
+    GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->link(), ctx.rank, transportTag(ctx.channel), ctx.deadline,
                              ctx.abort, &s->socket, s->what.c_str()));
     unpacedOnLoopback(s->socket.fd());
     SocketParams params{ctx.slotBytes, counts.nthreads, counts.nsocks};
@@ -92,7 +92,7 @@ class SocketTransport final : public Transport {
       s->data = std::make_unique<DataPath>(true, counts.nthreads, counts.nsocks, s->what, ctx.rank, peer,
                                          ctx.helperNuma);
       for (int i = 0; i < counts.total(); ++i) {
-        GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->secret(), ctx.rank, dataTag(ctx.channel, i), ctx.deadline,
+        GYRE_CHECK(connectToPeer(addr, ctx.bootstrap->link(), ctx.rank, dataTag(ctx.channel, i), ctx.deadline,
                                  ctx.abort, &s->data->socket(i), s->what.c_str()));
         unpacedOnLoopback(s->data->socket(i).fd());
       }
@@ -144,11 +144,14 @@ class SocketTransport final : public Transport {
       control = s->sent != loadAcquire(&s->tail);
       helpers = s->head != s->sent;
     } else {
-      events = POLLIN;
       // A payload held for an offer waits on the executor, not on the socket.
       control = !s->controlClosed &&
                 (s->incomingBytes < sizeof(SlotMeta) ||
                  (s->recvd - loadAcquire(&s->head) < kFifoSlots && !payloadAwaitsOffer(s, conn)));
+      // Decrypted bytes the record layer holds make no POLLIN: wait on
+      // POLLOUT instead, which this receiving socket (it sends nothing but an
+      // abort notice) always has, so the executor comes back at once.
+      events = control && s->socket.hasBufferedInput() ? POLLOUT : POLLIN;
       helpers = s->tail != s->recvd;
     }
     out->revents = 0;
@@ -165,12 +168,14 @@ class SocketTransport final : public Transport {
 
   void sendAbortNotice(Connection& conn, int culprit) override {
     auto* s = static_cast<SocketConn*>(conn.state);
-    if (!conn.isSend || !s || !s->socket.valid() || s->partialBytes != 0) return;  // mid-message: just close
+    // Mid-message (or mid-record): just close.
+    if (!conn.isSend || !s || !s->socket.valid() || s->partialBytes != 0 || s->socket.hasPendingOutput()) return;
     SlotMeta notice{};
     notice.flags = kMetaAbort;
     notice.count = static_cast<uint64_t>(culprit);
-    // Raw send: a failure here must not replace the error being reported.
-    (void)::send(s->socket.fd(), &notice, sizeof(notice), MSG_NOSIGNAL | MSG_DONTWAIT);
+    // Not through fail(): a failure here must not replace the error being reported.
+    const iovec v{&notice, sizeof(notice)};
+    (void)s->socket.sendv(&v, 1);
   }
 
   // Stops and joins the helper threads before the slots they use go away.
