@@ -27,25 +27,9 @@ std::string pluginPath() {
   return p ? p : "";
 }
 
-// Init on 2 ranks with the plugin and `env`; the first rank's error text ("" if init succeeded).
+// Init on 2 ranks with the plugin and `fault` set; the first rank's error text ("" if init succeeded).
 std::string initErrorWith(const std::pair<std::string, std::string>& fault) {
-  RankOptions options;
-  options.timeout_s = 30;
-  options.env = {{"NCCL_SHM_DISABLE", "1"}, {"NCCL_NET_PLUGIN", pluginPath()}, {"GYRE_INIT_TIMEOUT", "10"},
-                 {fault.first, fault.second}};
-  RunResult result = runRanks(
-      2,
-      [](int rank, int n, const ncclUniqueId& id) {
-        ncclComm_t comm = nullptr;
-        ncclResult_t r = gyreCommInitRankHost(&comm, n, id, rank, nullptr);
-        rankRecord("error", r == ncclSuccess ? "" : lastError());
-        if (r == ncclSuccess) ncclCommDestroy(comm);
-        return 0;
-      },
-      options);
-  INFO(result.describe());
-  REQUIRE(result.allOk());
-  return result.ranks[0].records["error"];
+  return initError({{"NCCL_NET_PLUGIN", pluginPath()}, {fault.first, fault.second}});
 }
 
 // 2 ranks run AllReduces through the plugin with `fault` set until one fails;

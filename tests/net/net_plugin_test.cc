@@ -111,28 +111,6 @@ void expectCollectivesThroughPlugin(int nranks, const std::string& plugin, int n
   if (all.find("via NET/GyreTest/0") != std::string::npos) (void)system(("rm -rf " + logDir).c_str());
 }
 
-// Runs init on 2 ranks with `env`; returns the first rank's error text ("" if init succeeded).
-std::string initError(const std::vector<std::pair<std::string, std::optional<std::string>>>& env) {
-  RankOptions options;
-  options.timeout_s = 30;
-  options.env = env;
-  options.env.push_back({"NCCL_SHM_DISABLE", "1"});
-  options.env.push_back({"GYRE_INIT_TIMEOUT", "10"});
-  RunResult result = runRanks(
-      2,
-      [](int rank, int n, const ncclUniqueId& id) {
-        ncclComm_t comm = nullptr;
-        ncclResult_t r = gyreCommInitRankHost(&comm, n, id, rank, nullptr);
-        rankRecord("error", r == ncclSuccess ? "" : lastError());
-        if (r == ncclSuccess) ncclCommDestroy(comm);
-        return 0;
-      },
-      options);
-  INFO(result.describe());
-  REQUIRE(result.allOk());
-  return result.ranks[0].records["error"];
-}
-
 }  // namespace
 
 TEST_CASE("every collective over 2 ranks runs through the ncclNetPlugin_v12 table of a plugin exporting v8 to v12",

@@ -3,12 +3,15 @@
 // from each rank's inputs (never from gyre's own output).
 #pragma once
 
+#include <catch2/catch.hpp>
 #include <dirent.h>
 
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../support/fork_ranks.h"
@@ -117,6 +120,29 @@ inline std::vector<std::string> filesIn(const std::string& dir) {
 inline const std::vector<size_t>& netCounts() {
   static const std::vector<size_t> counts = {0, 1, 2, 7, 131, 8191, 65537, 200003};
   return counts;
+}
+
+// Runs init on 2 host ranks with shared memory off and `env`; returns the
+// first rank's error text ("" if init succeeded).
+inline std::string initError(const std::vector<std::pair<std::string, std::optional<std::string>>>& env) {
+  RankOptions options;
+  options.timeout_s = 30;
+  options.env = env;
+  options.env.push_back({"NCCL_SHM_DISABLE", "1"});
+  options.env.push_back({"GYRE_INIT_TIMEOUT", "10"});
+  RunResult result = runRanks(
+      2,
+      [](int rank, int n, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        ncclResult_t r = gyreCommInitRankHost(&comm, n, id, rank, nullptr);
+        rankRecord("error", r == ncclSuccess ? "" : lastError());
+        if (r == ncclSuccess) ncclCommDestroy(comm);
+        return 0;
+      },
+      options);
+  INFO(result.describe());
+  REQUIRE(result.allOk());
+  return result.ranks[0].records["error"];
 }
 
 }  // namespace gyre::nettest
