@@ -25,7 +25,6 @@ struct FreeQueue {
   std::mutex mutex;
   std::condition_variable drained;
   std::deque<PendingFree> pending;
-  std::thread thread;
   bool running = false;   // the thread has not ended
   bool stopping = false;  // the process exits: what is left stays
 };
@@ -80,11 +79,9 @@ void stopAtExit() {
   FreeQueue& q = queue();
   std::unique_lock<std::mutex> lock(q.mutex);
   q.stopping = true;
-  const bool ended =
-      q.drained.wait_for(lock, std::chrono::duration<double>(kExitWaitSeconds), [&] { return !q.running; });
-  if (!q.thread.joinable()) return;
-  if (ended) q.thread.join();
-  else q.thread.detach();  // blocked in a free: the process's end releases the device
+  // A thread still blocked in a free after this is left to the process's end,
+  // which releases the device anyway.
+  q.drained.wait_for(lock, std::chrono::duration<double>(kExitWaitSeconds), [&] { return !q.running; });
 }
 
 void hand(PendingFree f) {
@@ -96,13 +93,12 @@ void hand(PendingFree f) {
   if (q.running || q.stopping) return;
   static std::once_flag atExit;
   std::call_once(atExit, [] { atexit(stopAtExit); });
-  // Joined here, by waitForDeferredFrees and at exit once it has ended
-  // (it cleared `running` last, so the join does not wait), so no finished
-  // thread outlives the next of them: destroy leaves no thread behind.
-  if (q.thread.joinable()) q.thread.join();
   q.running = true;
-  // A fork while it runs leaves the child a queue without its thread.
-  q.thread = std::thread([hazard = ForkHazard()] { run(); });
+  // Detached, and waited for through `running` (waitForDeferredFrees, and
+  // at exit): a finished thread left unjoined would outlive destroy in a
+  // process that ends with _exit. A fork while it runs leaves the child a
+  // queue without its thread, so it holds a ForkHazard.
+  std::thread([hazard = ForkHazard()] { run(); }).detach();
 }
 
 }  // namespace
@@ -124,9 +120,7 @@ void releaseAfterDeviceWork(std::function<void()> release, int device) {
 bool waitForDeferredFrees(double seconds) {
   FreeQueue& q = queue();
   std::unique_lock<std::mutex> lock(q.mutex);
-  if (!q.drained.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return !q.running; })) return false;
-  if (q.thread.joinable()) q.thread.join();
-  return true;
+  return q.drained.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return !q.running; });
 }
 
 }  // namespace gyre
