@@ -53,7 +53,7 @@ const std::vector<VarSpec>& registry() {
        GYRE_THRESHOLD_UNSET},
       {"GYRE_SINGLE_COPY_REFERENCE_MIN_BYTES", Type::String, "", kThresholdValues,
        "planner threshold: host Broadcast/AllGather of heap buffers read them with "
-       "process_vm_readv from this size instead of sending them through the FIFO (default: 1 MiB on Intel, never "
+       "process_vm_readv from this size instead of sending them through the FIFO (default: 64 KiB on Intel, never "
        "elsewhere); "
        GYRE_THRESHOLD_UNSET},
       {"GYRE_TWO_CHANNEL_MIN_BYTES", Type::String, "", kThresholdValues,

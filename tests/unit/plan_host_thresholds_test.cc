@@ -87,10 +87,10 @@ TEST_CASE("an AMD EPYC keeps the thresholds measured on it: mesh ReduceScatter u
   CHECK(whyOf(t, kReference).find("AMD") != std::string::npos);
 }
 
-TEST_CASE("an Intel Xeon with a large L3 reads heap Broadcast/AllGather buffers by process_vm_readv from 1 MiB "
+TEST_CASE("an Intel Xeon with a large L3 reads heap Broadcast/AllGather buffers by process_vm_readv from 64 KiB "
           "and runs mesh ReduceScatter single copy up to 4 L2s (8 MiB)") {
   HostThresholds t = thresholdsForCpu(intelXeon());
-  CHECK(t.singleCopyByReferenceMinBytes == (1u << 20));
+  CHECK(t.singleCopyByReferenceMinBytes == (64u << 10));
   CHECK(t.singleCopyReduceScatterMeshMaxBytes == (8u << 20));
   CHECK(whyOf(t, kReference).find("Intel") != std::string::npos);
   // Intel's L2 of 4 MiB would give 16 MiB: clamped to 8 MiB.
