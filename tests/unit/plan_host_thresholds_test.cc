@@ -111,17 +111,17 @@ TEST_CASE("a small-cache machine of unknown vendor stops mesh ReduceScatter at 5
   CHECK(whyOf(unknown, kMesh).find("unknown") != std::string::npos);
 }
 
-TEST_CASE("the planner follows the CPU's thresholds: Intel reads 2-rank AllGather by reference from 1 MiB and "
+TEST_CASE("the planner follows the CPU's thresholds: Intel reads 2-rank AllGather by reference from 64 KiB and "
           "runs 4-rank ReduceScatter of 4 MiB single copy, AMD does neither") {
   TuningTable intel, amd;
   intel.host = thresholdsForCpu(intelXeon());
   amd.host = thresholdsForCpu(amdEpyc());
   for (CollKind coll : {CollKind::AllGather, CollKind::Broadcast}) {
     INFO(collName(coll));
-    Plan small = planFloats(hostContext(2, intel, true), coll, 512 << 10);
+    Plan small = planFloats(hostContext(2, intel, true), coll, 32 << 10);
     CHECK(small.singleCopy);
     CHECK(small.singleCopyByValue);
-    Plan large = planFloats(hostContext(2, intel, true), coll, 1 << 20);
+    Plan large = planFloats(hostContext(2, intel, true), coll, 64 << 10);
     CHECK(large.singleCopy);
     CHECK_FALSE(large.singleCopyByValue);
     CHECK(planFloats(hostContext(2, amd, true), coll, 64 << 20).singleCopyByValue);
