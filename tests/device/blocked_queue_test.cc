@@ -12,6 +12,7 @@
 
 #include "../support/stream_gate.h"
 #include "coll_common.h"
+#include "held_captured_pair.h"
 #include "src/comm/comm.h"
 #include "src/device/device_comm.h"
 #include "src/device/direct/direct_calls.h"
@@ -128,21 +129,11 @@ TEST_CASE("with one hardware queue, ncclCommAbort returns at once while a captur
     cudaStream_t streams[2] = {newStream(), newStream()};
     const size_t count = 1024;
     std::vector<int32_t> send(count, 5), recv(count, -1);
-    gyre::FakeGraph graphs[2];
-    for (int r = 0; r < 2; ++r) gyre::fakeBeginCapture(streams[r], &graphs[r]);
-    RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
-    RANK_CHECK(ncclSend(send.data(), count, ncclInt32, 1, comms[0], streams[0]) == ncclSuccess &&
-                   ncclRecv(recv.data(), count, ncclInt32, 0, comms[1], streams[1]) == ncclSuccess,
-               "captured pair: %s", lastError().c_str());
-    RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
-    for (int r = 0; r < 2; ++r) gyre::fakeEndCapture(streams[r]);
     // Rank 1's stream is held shut before its graph: rank 0's kernel spins
     // for it, and with one queue the private stream waits behind both.
     StreamGate gate;
-    rt()->hostFunc(streams[1], &StreamGate::wait, &gate);
-    gyre::fakeLaunchGraph(graphs[0], streams[0]);
-    gyre::fakeLaunchGraph(graphs[1], streams[1]);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (int failed = launchHeldCapturedPair(comms.data(), streams, send.data(), recv.data(), count, &gate))
+      return failed;
     std::atomic<bool> aborted{false};
     std::thread opener([&] {  // so the process ends even when abort hangs
       auto since = std::chrono::steady_clock::now();

@@ -15,6 +15,7 @@
 
 #include "../support/stream_gate.h"
 #include "coll_common.h"
+#include "held_captured_pair.h"
 #include "src/device/runtime/deferred_frees.h"
 #include "src/device/runtime/runtime.h"
 #include "tests/support/fake_cuda/fake_cuda.h"
@@ -80,21 +81,11 @@ TEST_CASE("with one hardware queue, ncclCommDestroy and ncclCommAbort return wit
     std::vector<ncclComm_t> comms(2, nullptr);
     int devices[2] = {0, 0};
     RANK_CHECK(ncclCommInitAll(comms.data(), 2, devices) == ncclSuccess, "init: %s", lastError().c_str());
-    gyre::FakeGraph graphs[2];
-    for (int r = 0; r < 2; ++r) gyre::fakeBeginCapture(streams[r], &graphs[r]);
-    RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
-    RANK_CHECK(ncclSend(send.data(), count, ncclInt32, 1, comms[0], streams[0]) == ncclSuccess &&
-                   ncclRecv(recv.data(), count, ncclInt32, 0, comms[1], streams[1]) == ncclSuccess,
-               "captured pair: %s", lastError().c_str());
-    RANK_CHECK(ncclGroupEnd() == ncclSuccess, "group end: %s", lastError().c_str());
-    for (int r = 0; r < 2; ++r) gyre::fakeEndCapture(streams[r]);
     // Rank 1's stream is held shut before its graph: rank 0's kernel spins
     // for it, and every free on the device waits behind the held stream.
     StreamGate gate;
-    rt()->hostFunc(streams[1], &StreamGate::wait, &gate);
-    gyre::fakeLaunchGraph(graphs[0], streams[0]);
-    gyre::fakeLaunchGraph(graphs[1], streams[1]);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (int failed = launchHeldCapturedPair(comms.data(), streams, send.data(), recv.data(), count, &gate))
+      return failed;
     std::atomic<bool> done{false};
     std::thread opener([&] {  // so the process ends even when teardown hangs
       auto since = std::chrono::steady_clock::now();
